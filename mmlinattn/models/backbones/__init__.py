@@ -1,0 +1,3 @@
+from .base import BlockStage, PyramidBackbone
+
+__all__ = ['BlockStage', 'PyramidBackbone']

@@ -1,0 +1,263 @@
+"""The pyramid scaffold shared by every backbone family.
+
+A family subclasses :class:`PyramidBackbone`, declares ``arch_settings`` / ``arch_keys``,
+calls ``super().__init__`` with the common arguments, then builds two ``nn.ModuleList``s of
+equal length:
+
+* ``self.patch_embeds[i]``: NCHW -> NCHW, the stem for ``i == 0`` and the stride-2
+  down-sampler before stage ``i`` otherwise;
+* ``self.stages[i]``: NCHW -> NCHW at constant resolution (token mixing happens inside).
+
+The scaffold owns everything else: arch resolution and argument validation, input checks,
+drop-path schedule, per-output norms (only for returned stages, so DDP needs no
+``find_unused_parameters``), ``frozen_stages``, ``norm_eval``, pretrained loading with a match
+report (``init_cfg=dict(type='Pretrained', ...)``, optional ``convert_weights``) and the
+forward loop.
+"""
+import math
+import warnings
+from typing import Dict, List, Optional, Sequence, Tuple, Union
+
+import torch
+import torch.nn as nn
+from mmengine.model import BaseModule
+from torch.nn.modules.batchnorm import _BatchNorm
+
+from ...utils.checkpoint import load_pretrained_backbone
+from ..layers import LayerNorm2d, map_to_tokens, maybe_checkpoint, tokens_to_map
+
+
+class PyramidBackbone(BaseModule):
+    """Base class of the 4-stage feature pyramids (strides 4/8/16/32).
+
+    Args:
+        arch: a name from ``arch_settings`` or a dict with every key in ``arch_keys``.
+        in_channels: input image channels.
+        out_indices: stages whose (normed) maps are returned, in that order.
+        drop_path_rate: stochastic depth, linearly increasing over all blocks.
+        frozen_stages: stages ``0..frozen_stages`` (and their embeddings) are frozen;
+            -1 freezes nothing.
+        norm_eval: keep BatchNorm layers in eval mode while training.
+        with_cp: activation checkpointing per block.
+        convert_weights: map an official checkpoint's key names when loading
+            ``init_cfg`` (see the family's ``convert_checkpoint``).
+        pretrained: deprecated path, use ``init_cfg=dict(type='Pretrained', checkpoint=...)``.
+        init_cfg: mmengine init config; ``type='Pretrained'`` loads through
+            :func:`mmlinattn.utils.checkpoint.load_pretrained_backbone`, which also accepts
+            ``min_match`` (default 0.9) and ``allow_partial`` (default False).
+    """
+
+    arch_settings: Dict[str, dict] = {}
+    arch_keys: Tuple[str, ...] = ('embed_dims', 'depths')
+    strides: Tuple[int, ...] = (4, 8, 16, 32)
+    min_input_size: int = 32
+
+    def __init__(self,
+                 arch: Union[str, dict],
+                 in_channels: int = 3,
+                 out_indices: Sequence[int] = (0, 1, 2, 3),
+                 drop_path_rate: float = 0.0,
+                 frozen_stages: int = -1,
+                 norm_eval: bool = False,
+                 with_cp: bool = False,
+                 convert_weights: bool = False,
+                 pretrained: Optional[str] = None,
+                 init_cfg: Optional[Union[dict, List[dict]]] = None):
+        if pretrained is not None:
+            if init_cfg is not None:
+                raise ValueError('pass either `pretrained` or `init_cfg`, not both')
+            if not isinstance(pretrained, str):
+                raise TypeError(f'`pretrained` must be a checkpoint path (str) or None, got '
+                                f'{type(pretrained).__name__}')
+            warnings.warn('`pretrained` is deprecated, use '
+                          "init_cfg=dict(type='Pretrained', checkpoint=...)", DeprecationWarning)
+            init_cfg = dict(type='Pretrained', checkpoint=pretrained)
+        super().__init__(init_cfg=init_cfg)
+
+        self.arch = self.resolve_arch(arch)
+        self.embed_dims: List[int] = list(self.arch['embed_dims'])
+        self.depths: List[int] = list(self.arch['depths'])
+        self.num_stages = len(self.depths)
+        if not isinstance(in_channels, int) or isinstance(in_channels, bool) or in_channels < 1:
+            raise ValueError(f'in_channels must be a positive int, got {in_channels!r}')
+        self.in_channels = in_channels
+
+        if isinstance(out_indices, int):
+            out_indices = (out_indices, )
+        out_indices = tuple(out_indices)
+        bad = [i for i in out_indices if not isinstance(i, int) or not
+               -self.num_stages <= i < self.num_stages]
+        if not out_indices or bad:
+            raise ValueError(f'out_indices must be stage indices in [0, {self.num_stages - 1}] '
+                             f'(negative counts from the end), got {out_indices!r}')
+        self.out_indices = tuple(i % self.num_stages for i in out_indices)
+        if len(set(self.out_indices)) != len(self.out_indices):
+            raise ValueError(f'out_indices has duplicates: {out_indices!r}')
+        if not isinstance(frozen_stages, int) or not -1 <= frozen_stages < self.num_stages:
+            raise ValueError(f'frozen_stages must be an int in [-1, {self.num_stages - 1}] '
+                             f'(-1 = nothing frozen), got {frozen_stages!r}')
+        if not 0.0 <= float(drop_path_rate) < 1.0:
+            raise ValueError(f'drop_path_rate must be in [0, 1), got {drop_path_rate!r}')
+        self.frozen_stages = frozen_stages
+        self.norm_eval = norm_eval
+        self.with_cp = with_cp
+        self.convert_weights = convert_weights
+        self.drop_path_rate = float(drop_path_rate)
+
+        self.out_norms = nn.ModuleDict(
+            {str(i): self.build_out_norm(i, self.embed_dims[i]) for i in self.out_indices})
+
+    # ----------------------------------------------------------------- arch handling
+    @classmethod
+    def resolve_arch(cls, arch: Union[str, dict]) -> dict:
+        """The arch dict for a name in ``arch_settings`` or a user dict (validated)."""
+        name = cls.__name__
+        if isinstance(arch, str):
+            key = arch.lower()
+            if key not in cls.arch_settings:
+                raise ValueError(f'{name}: unknown arch {arch!r}; valid names are '
+                                 f'{sorted(cls.arch_settings)} or a dict with keys '
+                                 f'{list(cls.arch_keys)}')
+            return dict(cls.arch_settings[key])
+        if isinstance(arch, dict):
+            missing = [k for k in cls.arch_keys if k not in arch]
+            if missing:
+                raise ValueError(f'{name}: arch dict is missing {missing}; it needs every '
+                                 f'key of {list(cls.arch_keys)}, got {sorted(arch)}')
+            lengths = {k: len(arch[k]) for k in cls.arch_keys
+                       if isinstance(arch[k], (list, tuple))}
+            if len(set(lengths.values())) > 1:
+                raise ValueError(f'{name}: per-stage arch entries differ in length: {lengths}')
+            return dict(arch)
+        raise TypeError(f'{name}: arch must be a str or dict, got {type(arch).__name__}')
+
+    def stage_drop_path_rates(self) -> List[List[float]]:
+        """Linearly increasing stochastic-depth rates, split per stage."""
+        total = sum(self.depths)
+        rates = torch.linspace(0, self.drop_path_rate, total).tolist() if total else []
+        out, start = [], 0
+        for d in self.depths:
+            out.append(rates[start:start + d])
+            start += d
+        return out
+
+    def build_out_norm(self, index: int, dim: int) -> nn.Module:
+        """Norm applied to a returned stage map (LayerNorm over channels by default)."""
+        return LayerNorm2d(dim, eps=1e-6)
+
+    # ----------------------------------------------------------------- forward
+    def check_input(self, x: torch.Tensor) -> None:
+        """Raise a clear error for inputs the pyramid cannot process."""
+        name = type(self).__name__
+        if not torch.is_tensor(x):
+            raise TypeError(f'{name}.forward expects a torch.Tensor, got {type(x).__name__}')
+        if x.dim() != 4:
+            raise ValueError(f'{name}.forward expects a 4-D (B, C, H, W) tensor, got shape '
+                             f'{tuple(x.shape)}')
+        if not x.is_floating_point():
+            raise TypeError(f'{name}.forward expects a floating-point tensor, got dtype '
+                            f'{x.dtype}; convert the image with x.float() (and normalise it)')
+        if x.shape[1] != self.in_channels:
+            raise ValueError(f'{name} was built with in_channels={self.in_channels} but the '
+                             f'input has {x.shape[1]} channels (shape {tuple(x.shape)}); pass '
+                             f'in_channels={x.shape[1]} or fix the data pipeline')
+        h, w = x.shape[-2:]
+        if min(h, w) < self.min_input_size:
+            raise ValueError(f'{name} needs H and W >= {self.min_input_size}, got an input of '
+                             f'{h}x{w}; resize or pad the image')
+
+    def output_shapes(self, h: int, w: int) -> List[Tuple[int, int, int]]:
+        """(C, ceil(H/s), ceil(W/s)) of every returned map."""
+        return [(self.embed_dims[i], math.ceil(h / self.strides[i]),
+                 math.ceil(w / self.strides[i])) for i in self.out_indices]
+
+    def forward(self, x: torch.Tensor) -> Tuple[torch.Tensor, ...]:
+        self.check_input(x)
+        if x.shape[0] == 0:
+            return tuple(x.new_zeros(0, *s) for s in self.output_shapes(*x.shape[-2:]))
+        outs = {}
+        last = max(self.out_indices)
+        for i in range(last + 1):
+            x = self.patch_embeds[i](x)
+            x = self.stages[i](x)
+            if str(i) in self.out_norms:
+                outs[i] = self.out_norms[str(i)](x)
+        return tuple(outs[i] for i in self.out_indices)
+
+    # ----------------------------------------------------------------- training state
+    def _freeze_stages(self) -> None:
+        for i in range(self.frozen_stages + 1):
+            mods = [self.patch_embeds[i], self.stages[i]]
+            if str(i) in self.out_norms:
+                mods.append(self.out_norms[str(i)])
+            for m in mods:
+                m.eval()
+                for p in m.parameters():
+                    p.requires_grad = False
+
+    def train(self, mode: bool = True):
+        super().train(mode)
+        self._freeze_stages()
+        if mode and self.norm_eval:
+            for m in self.modules():
+                if isinstance(m, _BatchNorm):
+                    m.eval()
+        return self
+
+    # ----------------------------------------------------------------- weights
+    def init_weights(self) -> None:
+        if isinstance(self.init_cfg, dict) and self.init_cfg.get('type') == 'Pretrained':
+            load_pretrained_backbone(self, self.init_cfg)
+            self._is_init = True
+            return
+        self.apply(self._init_module)
+        super().init_weights()
+
+    @staticmethod
+    def _init_module(m: nn.Module) -> None:
+        """Default init: truncated normal (0.02) for linears, fan-out normal for convs."""
+        if isinstance(m, nn.Linear):
+            nn.init.trunc_normal_(m.weight, std=0.02)
+            if m.bias is not None:
+                nn.init.zeros_(m.bias)
+        elif isinstance(m, nn.Conv2d):
+            fan_out = m.kernel_size[0] * m.kernel_size[1] * m.out_channels // m.groups
+            nn.init.normal_(m.weight, 0, math.sqrt(2.0 / fan_out))
+            if m.bias is not None:
+                nn.init.zeros_(m.bias)
+        elif isinstance(m, (nn.LayerNorm, nn.GroupNorm, _BatchNorm)):
+            if m.weight is not None:
+                nn.init.ones_(m.weight)
+            if m.bias is not None:
+                nn.init.zeros_(m.bias)
+
+    def convert_checkpoint(self, state_dict: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
+        """Map an official checkpoint's keys to ours (``convert_weights=True``)."""
+        raise NotImplementedError(f'{type(self).__name__} has no official-checkpoint converter')
+
+    def adapt_state_dict(self, state_dict: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
+        """Resize resolution-shaped tensors (e.g. position embeddings) to this model's
+        shapes before loading. The default changes nothing."""
+        return state_dict
+
+
+class BlockStage(nn.Module):
+    """One stage of token-mixing blocks at constant resolution, NCHW in and out.
+
+    Every block is called as ``block(tokens, (H, W))`` on (B, H*W, C) tokens.  An optional
+    ``pre`` module (e.g. a position embedding) is applied to the NCHW map first.
+    """
+
+    def __init__(self, blocks: Sequence[nn.Module], pre: Optional[nn.Module] = None,
+                 with_cp: bool = False):
+        super().__init__()
+        self.pre = pre if pre is not None else nn.Identity()
+        self.blocks = nn.ModuleList(blocks)
+        self.with_cp = with_cp
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.pre(x)
+        t, hw = map_to_tokens(x)
+        for blk in self.blocks:
+            t = maybe_checkpoint(blk, t, hw, enabled=self.with_cp)
+        return tokens_to_map(t, hw)

@@ -1,0 +1,47 @@
+"""Feed-forward blocks on token sequences (B, N, C) with the grid size passed explicitly."""
+from typing import Tuple
+
+import torch
+import torch.nn as nn
+
+
+class ConvFFN(nn.Module):
+    """fc1 -> act -> (depthwise 3x3 conv on the H x W grid [+ residual]) -> act? -> fc2.
+
+    The Mix-FFN of PVTv2/SegFormer (``dw_residual=False, act_after_dw=True`` ordering
+    fc1 -> dwconv -> act) and NaLaFormer's FFN (fc1 -> act -> dwconv + residual -> fc2) are
+    both this module with different switches.
+
+    Args:
+        dim: input / output channels.
+        hidden_dim: hidden channels.
+        act_layer: activation class.
+        dw_residual: add the depthwise conv's input back to its output.
+        act_before_dw: apply the activation before (NaLaFormer) or after (Mix-FFN) the dwconv.
+        drop: dropout after each linear.
+    """
+
+    def __init__(self, dim: int, hidden_dim: int, act_layer: type = nn.GELU,
+                 dw_residual: bool = False, act_before_dw: bool = False, drop: float = 0.0):
+        super().__init__()
+        self.fc1 = nn.Linear(dim, hidden_dim)
+        self.dwconv = nn.Conv2d(hidden_dim, hidden_dim, 3, 1, 1, groups=hidden_dim)
+        self.act = act_layer()
+        self.fc2 = nn.Linear(hidden_dim, dim)
+        self.drop = nn.Dropout(drop)
+        self.dw_residual = dw_residual
+        self.act_before_dw = act_before_dw
+
+    def forward(self, x: torch.Tensor, hw: Tuple[int, int]) -> torch.Tensor:
+        b, n, _ = x.shape
+        h, w = hw
+        x = self.fc1(x)
+        if self.act_before_dw:
+            x = self.act(x)
+        y = x.transpose(1, 2).reshape(b, -1, h, w)
+        y = self.dwconv(y).flatten(2).transpose(1, 2)
+        x = x + y if self.dw_residual else y
+        if not self.act_before_dw:
+            x = self.act(x)
+        x = self.drop(x)
+        return self.drop(self.fc2(x))

@@ -1,0 +1,66 @@
+"""Position encodings that follow the current grid size."""
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def sincos_2d(dim: int, h: int, w: int, temperature: float = 10000.0,
+              device=None, dtype=torch.float32) -> torch.Tensor:
+    """Fixed 2-D sin-cos encoding on integer token indices, shape (1, dim, h, w).
+
+    ``dim / 4`` channels each hold sin(row), cos(row), sin(col), cos(col) at geometric
+    frequencies; computed for the given grid, so nothing depends on a training size.
+    """
+    if dim % 4:
+        raise ValueError(f'sin-cos 2-D encoding needs dim divisible by 4, got {dim}')
+    q = dim // 4
+    omega = 1.0 / temperature ** (torch.arange(q, device=device, dtype=torch.float64) / q)
+    ys = torch.arange(h, device=device, dtype=torch.float64)[:, None] * omega  # (h, q)
+    xs = torch.arange(w, device=device, dtype=torch.float64)[:, None] * omega  # (w, q)
+    row = torch.cat([ys.sin(), ys.cos()], dim=1)[:, None, :].expand(h, w, 2 * q)
+    col = torch.cat([xs.sin(), xs.cos()], dim=1)[None, :, :].expand(h, w, 2 * q)
+    pe = torch.cat([row, col], dim=-1).permute(2, 0, 1)[None]
+    return pe.to(dtype)
+
+
+class InterpolatedPosEmbed(nn.Module):
+    """A learned absolute position embedding stored at a reference grid and resized
+    (bicubic, like timm / mmpretrain ViTs) to the current grid on every forward.
+
+    Args:
+        dim: channels.
+        grid: reference (h, w) at which the parameter is stored, e.g. 56x56 for stage 1
+            of a 224-input model.
+    """
+
+    def __init__(self, dim: int, grid):
+        super().__init__()
+        self.grid = tuple(grid)
+        self.weight = nn.Parameter(torch.zeros(1, dim, *self.grid))
+        nn.init.trunc_normal_(self.weight, std=0.02)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Add the embedding, resized to ``x``'s (H, W), to the NCHW map ``x``."""
+        h, w = x.shape[-2:]
+        pe = self.weight
+        if (h, w) != self.grid:
+            pe = F.interpolate(pe.float(), size=(h, w), mode='bicubic', align_corners=False)
+        return x + pe.to(x.dtype)
+
+
+def resize_pos_embed(weight: torch.Tensor, size) -> torch.Tensor:
+    """Resize a stored (1, C, h, w) position embedding to ``size`` (bicubic)."""
+    if tuple(weight.shape[-2:]) == tuple(size):
+        return weight
+    return F.interpolate(weight.float(), size=tuple(size), mode='bicubic',
+                         align_corners=False).to(weight.dtype)
+
+
+def num_tokens_to_grid(n: int) -> tuple:
+    """Square grid for a flattened embedding of ``n`` tokens (checkpoint conversion only)."""
+    s = int(round(math.sqrt(n)))
+    if s * s != n:
+        raise ValueError(f'cannot infer a square grid from {n} position tokens')
+    return s, s

@@ -1,0 +1,1 @@
+"""The papers' mathematics as plain tensor functions (no parameters, no registry)."""

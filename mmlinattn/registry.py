@@ -1,0 +1,12 @@
+"""The package's model registry.
+
+``MODELS`` is a child of mmengine's root ``MODELS`` with scope ``mmlinattn``.  mmdet and
+mmseg registries are children of the same root, so a config inside either library can build
+``type='mmlinattn.SOFT'``: the scope prefix makes the lookup walk to the root and down into
+this registry, exactly as mmdet configs use ``mmpretrain.ConvNeXt``.
+"""
+from mmengine.registry import MODELS as MMENGINE_MODELS
+from mmengine.registry import Registry
+
+MODELS = Registry('model', parent=MMENGINE_MODELS, scope='mmlinattn',
+                  locations=['mmlinattn.models'])

@@ -1,0 +1,181 @@
+"""Safe checkpoint loading under torch >= 2.6 (``weights_only=True`` kept on).
+
+mmengine 0.10.x pickles a few of its own objects into checkpoints (``HistoryBuffer`` in the
+message hub, numpy scalars and arrays, ``ConfigDict``-free plain metadata).  torch >= 2.6
+refuses those under ``weights_only=True``.  Instead of switching safe loading off, we
+allow-list exactly those types and register a local-file loader with mmengine's
+``CheckpointLoader`` that always passes ``weights_only=True`` and turns a refusal into an
+error that says what was refused and why.
+"""
+import os.path as osp
+import pickle
+from typing import Any, List
+
+import numpy as np
+import torch
+
+_INSTALLED = False
+
+
+class UnsafeCheckpointError(pickle.UnpicklingError):
+    """A checkpoint needs arbitrary code execution to unpickle and was refused."""
+
+
+def _mmengine_safe_globals() -> List[Any]:
+    """Types mmengine writes into its checkpoints (message hub, metadata)."""
+    from mmengine.logging.history_buffer import HistoryBuffer
+    safe: List[Any] = [HistoryBuffer, np.ndarray, np.dtype]
+    # numpy's array reconstruction helper lives in numpy.core (1.x) or numpy._core (2.x).
+    try:
+        from numpy._core.multiarray import _reconstruct, scalar
+    except ImportError:  # numpy < 2
+        from numpy.core.multiarray import _reconstruct, scalar
+    safe += [_reconstruct, scalar]
+    # numpy scalar/dtype classes pickled as e.g. numpy.dtypes.Float64DType.
+    safe += [type(np.dtype(t)) for t in ('float16', 'float32', 'float64', 'int32', 'int64',
+                                          'uint8', 'bool')]
+    safe += [np.float16, np.float32, np.float64, np.int32, np.int64, np.uint8, np.bool_]
+    return safe
+
+
+def safe_load_checkpoint(filename: str, map_location: Any = 'cpu') -> Any:
+    """``torch.load(filename, weights_only=True)`` with mmengine's types allowed.
+
+    Raises:
+        FileNotFoundError: ``filename`` does not exist.
+        UnsafeCheckpointError: the file would execute code (or build an arbitrary object)
+            when unpickled.  Such files are never loaded.
+    """
+    filename = osp.expanduser(str(filename))
+    if not osp.isfile(filename):
+        raise FileNotFoundError(f'checkpoint {filename!r} does not exist')
+    try:
+        return torch.load(filename, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError as err:
+        raise UnsafeCheckpointError(
+            f'refused to load checkpoint {filename!r}: it contains objects that safe '
+            f'unpickling (torch.load(weights_only=True)) does not allow, so loading it could '
+            f'run arbitrary code. If you created this file yourself from trusted code, '
+            f're-save only tensors / plain containers (e.g. '
+            f"torch.save({{'state_dict': model.state_dict()}}, path)). Details: {err}") from err
+
+
+def load_from_local_safe(filename: str, map_location: Any) -> Any:
+    return safe_load_checkpoint(filename, map_location)
+
+
+def install_safe_checkpoint_loading() -> None:
+    """Allow-list mmengine's checkpoint types and route mmengine's local loads through
+    :func:`safe_load_checkpoint`. Idempotent."""
+    global _INSTALLED
+    if _INSTALLED:
+        return
+    from mmengine.runner.checkpoint import CheckpointLoader
+    torch.serialization.add_safe_globals(_mmengine_safe_globals())
+    CheckpointLoader.register_scheme(prefixes='', loader=load_from_local_safe, force=True)
+    _INSTALLED = True
+
+
+# --------------------------------------------------------------------------- backbone loading
+_STATE_DICT_KEYS = ('state_dict', 'model', 'model_ema', 'state_dict_ema', 'module')
+_PREFIXES = ('module.', 'backbone.', 'encoder.')
+
+
+def extract_state_dict(checkpoint: Any, prefix: str = None) -> dict:
+    """The tensor dict inside a checkpoint (mmengine, timm or plain), prefixes stripped.
+
+    Args:
+        checkpoint: what ``torch.load`` returned.
+        prefix: keep only keys under this prefix (mmengine's ``init_cfg.prefix``), e.g.
+            ``'backbone.'`` to take the backbone out of a whole detector.
+    """
+    sd = checkpoint
+    if isinstance(sd, dict):
+        for key in _STATE_DICT_KEYS:
+            if key in sd and isinstance(sd[key], dict):
+                sd = sd[key]
+                break
+    if not isinstance(sd, dict) or not all(isinstance(k, str) for k in sd):
+        raise ValueError('checkpoint holds no state dict (expected a dict of tensors, or one '
+                         f'under one of {list(_STATE_DICT_KEYS)})')
+    sd = {k: v for k, v in sd.items() if torch.is_tensor(v)}
+    if prefix:
+        prefix = prefix if prefix.endswith('.') else prefix + '.'
+        sd = {k[len(prefix):]: v for k, v in sd.items() if k.startswith(prefix)}
+        if not sd:
+            raise ValueError(f'no key in the checkpoint starts with prefix {prefix!r}')
+    for p in _PREFIXES:
+        if sd and all(k.startswith(p) for k in sd):
+            sd = {k[len(p):]: v for k, v in sd.items()}
+    return sd
+
+
+def match_report(model: torch.nn.Module, state_dict: dict) -> dict:
+    """Which of ``model``'s parameters/buffers a state dict fills.
+
+    Returns a dict with ``matched``, ``missing``, ``unexpected`` and ``shape_mismatch``
+    (lists of keys) and ``fraction``: matched parameter elements / all parameter elements.
+    """
+    own = model.state_dict()
+    params = dict(model.named_parameters())
+    matched = [k for k, v in state_dict.items() if k in own and own[k].shape == v.shape]
+    mismatch = [k for k, v in state_dict.items() if k in own and own[k].shape != v.shape]
+    unexpected = [k for k in state_dict if k not in own]
+    missing = [k for k in own if k not in state_dict]
+    total = sum(p.numel() for p in params.values())
+    got = sum(params[k].numel() for k in matched if k in params)
+    return dict(matched=matched, missing=missing, unexpected=unexpected,
+                shape_mismatch=mismatch, fraction=got / max(total, 1))
+
+
+def _likely_cause(report: dict, convert_weights: bool) -> str:
+    if report['shape_mismatch'] and len(report['shape_mismatch']) >= len(report['matched']):
+        return ('most shapes differ: the checkpoint is probably for another arch '
+                '(check `arch`)')
+    if report['unexpected'] and not convert_weights:
+        return ('the key names differ: if this is an official (authors\') checkpoint, pass '
+                '`convert_weights=True`; if it is a whole detector/segmentor, pass '
+                "`prefix='backbone.'` in init_cfg")
+    return 'the checkpoint does not belong to this backbone'
+
+
+def load_pretrained_backbone(model: torch.nn.Module, init_cfg: dict) -> dict:
+    """Load ``init_cfg['checkpoint']`` into a :class:`PyramidBackbone`, loudly.
+
+    Applies the family's ``convert_checkpoint`` (when ``model.convert_weights``) and
+    ``adapt_state_dict`` (resolution-shaped tensors), logs how many parameters were loaded,
+    missing and unexpected, and raises ``RuntimeError`` when less than
+    ``init_cfg.get('min_match', 0.9)`` of the parameters were filled, unless
+    ``init_cfg['allow_partial']`` is true.  Returns the match report.
+    """
+    from mmengine.logging import MMLogger, print_log
+    from mmengine.runner.checkpoint import CheckpointLoader
+    logger = MMLogger.get_current_instance()
+    path = init_cfg.get('checkpoint')
+    if not path:
+        raise ValueError("init_cfg type='Pretrained' needs a `checkpoint` path")
+    ckpt = CheckpointLoader.load_checkpoint(path, map_location=init_cfg.get('map_location',
+                                                                             'cpu'))
+    sd = extract_state_dict(ckpt, init_cfg.get('prefix'))
+    if getattr(model, 'convert_weights', False):
+        sd = model.convert_checkpoint(sd)
+    sd = model.adapt_state_dict(sd)
+    report = match_report(model, sd)
+    loadable = {k: sd[k] for k in report['matched']}
+    model.load_state_dict(loadable, strict=False)
+    name = type(model).__name__
+    print_log(f'{name}: loaded {len(report["matched"])} tensors from {path} '
+              f'({report["fraction"]:.1%} of parameters); missing {len(report["missing"])}, '
+              f'unexpected {len(report["unexpected"])}, shape mismatch '
+              f'{len(report["shape_mismatch"])}', logger=logger)
+    for kind in ('missing', 'unexpected', 'shape_mismatch'):
+        if report[kind]:
+            print_log(f'{name}: {kind} keys (first 10): {report[kind][:10]}', logger=logger)
+    min_match = float(init_cfg.get('min_match', 0.9))
+    if report['fraction'] < min_match and not init_cfg.get('allow_partial', False):
+        raise RuntimeError(
+            f'{name}: checkpoint {path!r} filled only {report["fraction"]:.1%} of the '
+            f'parameters (< {min_match:.0%}); refusing to train from a half-loaded backbone. '
+            f'Likely cause: {_likely_cause(report, model.convert_weights)}. To load it '
+            f'anyway, add allow_partial=True to init_cfg.')
+    return report

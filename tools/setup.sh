@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# Sets up everything mmlinattn needs on a fresh machine, unattended and idempotent:
+#   .venv/ (git-ignored) with the verified OpenMMLab stack, mmcv compiled with its ops,
+#   and mmlinattn itself in editable mode.  A second run only re-checks (seconds).
+# The compiled mmcv wheel is kept outside the clone in $MMLINATTN_WHEELHOUSE
+# (default ~/.cache/mmlinattn/wheelhouse), keyed by the torch version, so later clones
+# on the same machine (and CI) install it in seconds instead of recompiling.
+# Recipe and traps: ../shared/specs/openmmlab-stack.md.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+VENV="$ROOT/.venv"
+PY="$VENV/bin/python"
+CONSTRAINTS="$ROOT/requirements/constraints.txt"
+TORCH_VERSION="$(sed -n 's/^torch==//p' "$CONSTRAINTS")"
+MMCV_VERSION="$(sed -n 's/^mmcv==//p' "$CONSTRAINTS")"
+WHEELHOUSE="${MMLINATTN_WHEELHOUSE:-$HOME/.cache/mmlinattn/wheelhouse}/torch-$TORCH_VERSION"
+STAMP="$VENV/.mmlinattn-setup"
+STEP="start"
+
+log() { printf '[setup %s] %s\n' "$(date +%H:%M:%S)" "$*"; }
+fail() { printf '[setup] FAILED at step "%s": %s\n' "$STEP" "$*" >&2; exit 1; }
+trap 'fail "command exited with status $? (see the output above)"' ERR
+
+# A digest of everything that decides the environment's content: change any of them and
+# the next run re-installs.
+digest() {
+  cat "$CONSTRAINTS" "$ROOT/requirements/runtime.txt" "$ROOT/pyproject.toml" "$ROOT/tools/setup.sh" \
+    | sha256sum | cut -c1-16
+}
+
+pipi() { "$PY" -m pip install --disable-pip-version-check -q -c "$CONSTRAINTS" "$@"; }
+
+STEP="check system tools"
+command -v python3 >/dev/null || fail "python3 not found; install Python 3.10-3.12"
+python3 -c 'import sys; assert (3, 9) <= sys.version_info[:2] <= (3, 12), sys.version' \
+  || fail "Python 3.9-3.12 is required (found $(python3 --version))"
+if ! command -v g++ >/dev/null; then
+  log "installing a C++ compiler (needed to build mmcv's ops)"
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    apt-get update -qq && apt-get install -y -qq g++ >/dev/null
+  else
+    fail "g++ is missing; install it (e.g. 'sudo apt-get install g++') and re-run"
+  fi
+fi
+
+if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$(digest)" ]; then
+  STEP="verify existing environment"
+  "$PY" "$ROOT/tools/check_env.py" --quiet \
+    || fail "the environment in .venv is broken; remove .venv and run tools/setup.sh again"
+  log "environment up to date ($VENV)"
+  exit 0
+fi
+
+STEP="create virtual environment"
+[ -x "$PY" ] || { log "creating $VENV"; python3 -m venv "$VENV"; }
+"$PY" -m pip install --disable-pip-version-check -q --upgrade "pip>=24"
+
+STEP="install torch $TORCH_VERSION and torchvision"
+log "$STEP (first time: ~5.5 GB with the CUDA runtime wheels, a few minutes)"
+pipi "torch==$TORCH_VERSION" torchvision
+
+STEP="install build tools"
+pipi setuptools ninja wheel
+
+STEP="install mmengine"
+pipi mmengine
+
+STEP="build or reuse mmcv $MMCV_VERSION with compiled ops"
+mkdir -p "$WHEELHOUSE"
+WHEEL="$(ls "$WHEELHOUSE"/mmcv-"$MMCV_VERSION"-*.whl 2>/dev/null | head -n1 || true)"
+if [ -z "$WHEEL" ]; then
+  log "compiling mmcv $MMCV_VERSION against torch $TORCH_VERSION (10-20 min on 2 cores, once per machine)"
+  BUILD="$(mktemp -d)"
+  "$PY" -m pip download --disable-pip-version-check -q --no-deps --no-binary=:all: --no-build-isolation \
+    "mmcv==$MMCV_VERSION" -d "$BUILD"
+  tar -xzf "$BUILD"/mmcv-"$MMCV_VERSION".tar.gz -C "$BUILD"
+  SRC="$BUILD/mmcv-$MMCV_VERSION"
+  # torch >= 2.14 headers refuse anything older than C++20.
+  sed -i 's/-std=c++17/-std=c++20/g' "$SRC/setup.py"
+  grep -q -- '-std=c++20' "$SRC/setup.py" || fail "could not patch mmcv's setup.py to C++20"
+  MMCV_WITH_OPS=1 MAX_JOBS="${MAX_JOBS:-$(nproc)}" FORCE_CUDA=0 \
+    "$PY" -m pip wheel --disable-pip-version-check -q --no-build-isolation --no-deps "$SRC" -w "$BUILD/out"
+  mv "$BUILD"/out/mmcv-*.whl "$WHEELHOUSE"/
+  rm -rf "$BUILD"
+  WHEEL="$(ls "$WHEELHOUSE"/mmcv-"$MMCV_VERSION"-*.whl | head -n1)"
+else
+  log "reusing $WHEEL"
+fi
+pipi --no-deps --force-reinstall "$WHEEL"
+# mmcv's own runtime dependencies (installed without --no-deps resolution above).
+pipi addict packaging Pillow pyyaml yapf opencv-python
+
+STEP="install mmdet, mmseg, timm and the project's runtime dependencies"
+pipi -r "$ROOT/requirements/runtime.txt"
+
+STEP="install mmlinattn (editable)"
+pipi --no-deps --no-build-isolation -e "$ROOT"
+
+STEP="check the installed stack"
+"$PY" "$ROOT/tools/check_env.py" --quiet || fail "tools/check_env.py reported problems (see above)"
+digest > "$STAMP"
+log "done: $VENV is ready"
