@@ -7,6 +7,7 @@ allow-list exactly those types and register a local-file loader with mmengine's
 ``CheckpointLoader`` that always passes ``weights_only=True`` and turns a refusal into an
 error that says what was refused and why.
 """
+import copyreg
 import os.path as osp
 import pickle
 from typing import Any, List
@@ -38,6 +39,15 @@ def _mmengine_safe_globals() -> List[Any]:
     return safe
 
 
+def _reduce_history_buffer(buf):
+    """Pickle a ``HistoryBuffer`` as a constructor call with plain lists.
+
+    Its default pickle also stores a dict of bound statistics methods, rebuilt through
+    ``builtins.getattr``, which safe unpickling rightly refuses."""
+    return (type(buf), (buf._log_history.tolist(), buf._count_history.tolist(),
+                        buf.max_length))
+
+
 def safe_load_checkpoint(filename: str, map_location: Any = 'cpu') -> Any:
     """``torch.load(filename, weights_only=True)`` with mmengine's types allowed.
 
@@ -52,12 +62,19 @@ def safe_load_checkpoint(filename: str, map_location: Any = 'cpu') -> Any:
     try:
         return torch.load(filename, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as err:
+        hint = ''
+        if 'getattr' in str(err):
+            hint = ('(Checkpoints that mmengine wrote without mmlinattn imported pickle '
+                    'HistoryBuffer through builtins.getattr; resave the weights with '
+                    "torch.save({'state_dict': ...}) and load them with load_from instead of "
+                    '--resume.) ')
         raise UnsafeCheckpointError(
             f'refused to load checkpoint {filename!r}: it contains objects that safe '
             f'unpickling (torch.load(weights_only=True)) does not allow, so loading it could '
             f'run arbitrary code. If you created this file yourself from trusted code, '
             f're-save only tensors / plain containers (e.g. '
-            f"torch.save({{'state_dict': model.state_dict()}}, path)). Details: {err}") from err
+            f"torch.save({{'state_dict': model.state_dict()}}, path)). {hint}Details: {err}"
+        ) from err
 
 
 def load_from_local_safe(filename: str, map_location: Any) -> Any:
@@ -70,8 +87,10 @@ def install_safe_checkpoint_loading() -> None:
     global _INSTALLED
     if _INSTALLED:
         return
+    from mmengine.logging.history_buffer import HistoryBuffer
     from mmengine.runner.checkpoint import CheckpointLoader
     torch.serialization.add_safe_globals(_mmengine_safe_globals())
+    copyreg.pickle(HistoryBuffer, _reduce_history_buffer)
     CheckpointLoader.register_scheme(prefixes='', loader=load_from_local_safe, force=True)
     _INSTALLED = True
 

@@ -1,0 +1,3 @@
+from .simple_fpn import SimpleFeaturePyramid
+
+__all__ = ['SimpleFeaturePyramid']

@@ -1,0 +1,330 @@
+"""InfViT backbones: Infinite Self-Attention (Roffo, arXiv:2603.00175) for dense prediction.
+
+* :class:`InfViT` -- a 4-stage pyramid (strides 4/8/16/32) of Pre-LN Linear-InfSA blocks with
+  a Mix-FFN (depthwise 3x3 conv, the local mixing Linear-InfSA lacks) and overlapping conv
+  patch embeddings; Pure InfSA optional per stage.  Not in the paper, which stops at
+  classification: the digest's option A (``specs/infvit.md`` §4.2).
+* :class:`InfViTPlain` -- the paper's model: a Pre-LN ViT/16 with a class token and a learned
+  position embedding, Linear or Pure InfSA in every block.  Isotropic (stride 16); pair it
+  with :class:`mmlinattn.models.necks.SimpleFeaturePyramid` for detection / segmentation.
+"""
+from typing import Dict, Optional, Sequence, Tuple, Union
+
+import torch
+import torch.nn as nn
+from timm.layers import DropPath, Mlp, trunc_normal_
+
+from ...registry import MODELS
+from ..layers import (ConvFFN, InterpolatedPosEmbed, PatchConv, map_to_tokens,
+                      maybe_checkpoint, resize_pos_embed, tokens_to_map)
+from ..layers.infsa_attention import LinearInfSA, PureInfSA
+from .base import BlockStage, PyramidBackbone
+
+MIXERS = ('linear', 'pure')
+
+
+class InfSABlock(nn.Module):
+    """Pre-LN Transformer block with an InfSA token mixer (paper Fig. 2a):
+    ``x = x + DropPath(mixer(LN(x)))``, ``x = x + DropPath(FFN(LN(x)))``.
+
+    Args:
+        dim: channels C.
+        num_heads: heads of the mixer.
+        mixer: ``'linear'`` (:class:`LinearInfSA`) or ``'pure'`` (:class:`PureInfSA`).
+        mlp_ratio: FFN hidden channels / C.
+        dwconv: Mix-FFN with a depthwise 3x3 conv on the H x W grid (needs every token on
+            the grid, i.e. no class token); False gives the plain ViT MLP.
+        drop_path: stochastic-depth rate.
+        layer_index: 1-based block index ``l`` (for γ^l).
+        gamma, gamma_mode, learn_gamma, qkv_bias, eps: passed to the mixer.
+        tie_qk, pool_then_project: Linear-InfSA options.
+        pure_chunk_size: Pure InfSA query chunk (exact, O(chunk·N) memory).
+    """
+
+    def __init__(self, dim: int, num_heads: int, mixer: str = 'linear', mlp_ratio: float = 4.0,
+                 dwconv: bool = True, drop_path: float = 0.0, layer_index: int = 1,
+                 gamma: float = 0.7, gamma_mode: str = 'const', learn_gamma: bool = False,
+                 qkv_bias: bool = True, eps: float = 1e-6, tie_qk: bool = True,
+                 pool_then_project: bool = True, pure_chunk_size: Optional[int] = None):
+        super().__init__()
+        common = dict(gamma=gamma, gamma_mode=gamma_mode, layer_index=layer_index,
+                      learn_gamma=learn_gamma, qkv_bias=qkv_bias, eps=eps)
+        if mixer == 'linear':
+            attn = LinearInfSA(dim, num_heads, tie_qk=tie_qk,
+                               pool_then_project=pool_then_project, **common)
+        elif mixer == 'pure':
+            attn = PureInfSA(dim, num_heads, chunk_size=pure_chunk_size, **common)
+        else:
+            raise ValueError(f'mixer must be one of {MIXERS}, got {mixer!r}')
+        hidden = int(dim * mlp_ratio)
+        self.norm1 = nn.LayerNorm(dim, eps=1e-6)
+        self.attn = attn
+        self.norm2 = nn.LayerNorm(dim, eps=1e-6)
+        self.dwconv = dwconv
+        self.ffn = ConvFFN(dim, hidden) if dwconv else Mlp(dim, hidden)
+        self.drop_path = DropPath(drop_path) if drop_path > 0 else nn.Identity()
+
+    def forward(self, x: torch.Tensor, hw: Tuple[int, int],
+                valid: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """x: (B, N, C) tokens on the ``hw`` grid; valid: (B, N) bool padding mask for the
+        mixer's norms and pools (the depthwise conv still sees the padded grid)."""
+        x = x + self.drop_path(self.attn(self.norm1(x), hw, valid))
+        y = self.norm2(x)
+        y = self.ffn(y, hw) if self.dwconv else self.ffn(y)
+        return x + self.drop_path(y)
+
+
+def _check_mixers(mixers: Sequence[str], num: int, arg: str) -> Tuple[str, ...]:
+    if isinstance(mixers, str):
+        mixers = (mixers, ) * num
+    mixers = tuple(mixers)
+    if len(mixers) != num or any(m not in MIXERS for m in mixers):
+        raise ValueError(f'{arg} must be {num} entries from {MIXERS}, got {mixers!r}')
+    return mixers
+
+
+@MODELS.register_module()
+class InfViT(PyramidBackbone):
+    """InfViT pyramid: Linear-InfSA + Mix-FFN blocks at strides 4/8/16/32 (digest §4.2 A).
+
+    Stage ``i`` starts with an overlapping conv patch embedding (7x7 stride 4 for the stem,
+    3x3 stride 2 after; each followed by a channel LayerNorm) and stacks Pre-LN blocks of
+    ``mixer + Mix-FFN``.  There is no absolute position embedding (the depthwise conv in
+    the FFN supplies position and local mixing), so any input size >= 32 works and a model
+    reloads strictly at any resolution.
+
+    Args:
+        arch: ``'tiny'``, ``'small'``, ``'base'`` or a dict with ``embed_dims``, ``depths``
+            and ``mlp_ratios`` (one entry per stage).
+        stage_mixers: ``'linear'`` / ``'pure'`` per stage (or one string for all), e.g.
+            ``('linear', 'linear', 'linear', 'pure')``: Pure InfSA is O(N²) in tokens,
+            affordable at stride 32.
+        head_dim: channels per head (heads = C / head_dim).
+        gamma: the discount γ (paper default 0.7).
+        gamma_mode: ``'const'`` (γ in every block, the default here: γ^l would be ~1e-3
+            by block 20) or ``'power'`` (γ^l, Eq. 23, l counted over all blocks).
+        learn_gamma: learn γ per head through a sigmoid.
+        qkv_bias: bias of the Q/K/V projections.
+        tie_qk: Linear-InfSA with K = Q (paper); False as in the authors' code.
+        pool_then_project: exact pooled evaluation of Linear-InfSA's values.
+        use_dwconv: Mix-FFN (True) or a plain MLP (False, the ablation without local
+            mixing).
+        pure_chunk_size: query chunk for Pure InfSA stages (exact; None = dense N x N).
+        Others: see :class:`PyramidBackbone`.
+    """
+
+    arch_settings = {
+        'tiny': dict(embed_dims=(64, 128, 320, 512), depths=(2, 2, 2, 2),
+                     mlp_ratios=(8, 8, 4, 4)),
+        'small': dict(embed_dims=(64, 128, 320, 512), depths=(3, 4, 6, 3),
+                      mlp_ratios=(8, 8, 4, 4)),
+        'base': dict(embed_dims=(64, 128, 320, 512), depths=(3, 4, 18, 3),
+                     mlp_ratios=(8, 8, 4, 4)),
+    }
+    arch_keys = ('embed_dims', 'depths', 'mlp_ratios')
+
+    def __init__(self,
+                 arch: Union[str, dict] = 'tiny',
+                 in_channels: int = 3,
+                 out_indices: Sequence[int] = (0, 1, 2, 3),
+                 stage_mixers: Union[str, Sequence[str]] = 'linear',
+                 head_dim: int = 16,
+                 gamma: float = 0.7,
+                 gamma_mode: str = 'const',
+                 learn_gamma: bool = False,
+                 qkv_bias: bool = True,
+                 tie_qk: bool = True,
+                 pool_then_project: bool = True,
+                 use_dwconv: bool = True,
+                 pure_chunk_size: Optional[int] = None,
+                 drop_path_rate: float = 0.0,
+                 frozen_stages: int = -1,
+                 norm_eval: bool = False,
+                 with_cp: bool = False,
+                 convert_weights: bool = False,
+                 pretrained: Optional[str] = None,
+                 init_cfg: Optional[Union[dict, list]] = None):
+        super().__init__(arch, in_channels, out_indices, drop_path_rate, frozen_stages,
+                         norm_eval, with_cp, convert_weights, pretrained, init_cfg)
+        self.stage_mixers = _check_mixers(stage_mixers, self.num_stages, 'stage_mixers')
+        bad = [c for c in self.embed_dims if c % head_dim]
+        if head_dim < 1 or bad:
+            raise ValueError(f'head_dim ({head_dim}) must divide every embed_dims entry '
+                             f'{self.embed_dims}')
+        self.num_heads = [c // head_dim for c in self.embed_dims]
+        mlp_ratios = list(self.arch['mlp_ratios'])
+        dpr = self.stage_drop_path_rates()
+
+        self.patch_embeds = nn.ModuleList()
+        self.stages = nn.ModuleList()
+        c_in, first = in_channels, 1
+        for i, (dim, depth) in enumerate(zip(self.embed_dims, self.depths)):
+            kernel, stride = (7, 4) if i == 0 else (3, 2)
+            self.patch_embeds.append(PatchConv(c_in, dim, kernel, stride, norm='ln'))
+            blocks = [
+                InfSABlock(dim, self.num_heads[i], mixer=self.stage_mixers[i],
+                           mlp_ratio=mlp_ratios[i], dwconv=use_dwconv, drop_path=dpr[i][j],
+                           layer_index=first + j, gamma=gamma, gamma_mode=gamma_mode,
+                           learn_gamma=learn_gamma, qkv_bias=qkv_bias, tie_qk=tie_qk,
+                           pool_then_project=pool_then_project,
+                           pure_chunk_size=pure_chunk_size) for j in range(depth)
+            ]
+            self.stages.append(BlockStage(blocks, with_cp=with_cp))
+            c_in, first = dim, first + depth
+
+
+class PlainEmbed(nn.Module):
+    """ViT input: non-overlapping patchify, a learned position embedding stored at
+    ``pos_grid`` and resized (bicubic) to the current grid, and a prepended class token.
+
+    Returns ``(tokens (B, [1 +] h*w, C), (h, w))`` with ``h = ceil(H / patch_size)``.
+    """
+
+    def __init__(self, in_channels: int, dim: int, patch_size: int, pos_grid: Tuple[int, int],
+                 with_cls_token: bool = True):
+        super().__init__()
+        self.proj = PatchConv(in_channels, dim, patch_size, patch_size)
+        self.pos_embed = InterpolatedPosEmbed(dim, pos_grid)
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, dim)) if with_cls_token else None
+        if self.cls_token is not None:
+            trunc_normal_(self.cls_token, std=0.02)
+
+    def forward(self, x: torch.Tensor) -> Tuple[torch.Tensor, Tuple[int, int]]:
+        tokens, hw = map_to_tokens(self.pos_embed(self.proj(x)))
+        if self.cls_token is not None:
+            cls = self.cls_token.to(tokens.dtype).expand(tokens.shape[0], -1, -1)
+            tokens = torch.cat([cls, tokens], dim=1)
+        return tokens, hw
+
+
+@MODELS.register_module()
+class InfViTPlain(PyramidBackbone):
+    """The paper's InfViT: a Pre-LN ViT with Linear-InfSA or Pure InfSA in every block.
+
+    Isotropic: every block is one "stage" of the scaffold (stride ``patch_size``), so
+    ``out_indices`` select blocks and each returned block's patch tokens (class token
+    dropped) come out as an NCHW map of size ``ceil(H / 16) x ceil(W / 16)`` after a
+    LayerNorm.  ``frozen_stages = k`` freezes the embedding and blocks ``0..k``.
+
+    Archs (digest §3 / §6.1; the paper does not state the width):
+
+    ============ ===== ====== ===== ==========================================
+    name         C     blocks heads note
+    ============ ===== ====== ===== ==========================================
+    ``l4``       768   4      64    the text: 64 heads, d_h = 12
+    ``l24``      768   24     16    the text: 16 heads, d_h = 48
+    ``l4-wide``  1024  4      64    the width the paper's parameter counts imply
+    ``l24-wide`` 1024  24     16    (ViT-L width; d_h = 16 / 64)
+    ============ ===== ====== ===== ==========================================
+
+    MLP ratio 4 throughout.  The paper's Pure-4L used 16 heads (§4); pass an arch dict to
+    change ``num_heads``.
+
+    Args:
+        arch: a name above or a dict with ``embed_dims`` (int), ``num_layers``,
+            ``num_heads`` and ``mlp_ratio``.
+        mixer: ``'linear'`` or ``'pure'`` in every block.
+        patch_size: patch (= output stride).
+        img_size: the training size; the position embedding is stored at its grid
+            ``img_size // patch_size`` and interpolated to any other grid.
+        with_cls_token: prepend a class token (it takes part in the mixers' pools / norms).
+        out_indices: blocks whose maps are returned (default: the last).
+        gamma, gamma_mode, learn_gamma, qkv_bias, tie_qk, pool_then_project,
+            pure_chunk_size: see :class:`InfViT`; ``gamma_mode`` defaults to ``'power'``
+            (γ^l, Eq. 23) for this paper-faithful model.
+        Others: see :class:`PyramidBackbone`.
+    """
+
+    arch_settings = {
+        'l4': dict(embed_dims=768, num_layers=4, num_heads=64, mlp_ratio=4.0),
+        'l24': dict(embed_dims=768, num_layers=24, num_heads=16, mlp_ratio=4.0),
+        'l4-wide': dict(embed_dims=1024, num_layers=4, num_heads=64, mlp_ratio=4.0),
+        'l24-wide': dict(embed_dims=1024, num_layers=24, num_heads=16, mlp_ratio=4.0),
+    }
+    arch_keys = ('embed_dims', 'num_layers', 'num_heads', 'mlp_ratio')
+
+    @classmethod
+    def resolve_arch(cls, arch: Union[str, dict]) -> dict:
+        """As the scaffold's, then one scaffold "stage" of depth 1 per block."""
+        arch = super().resolve_arch(arch)
+        dim, layers, heads = arch['embed_dims'], arch['num_layers'], arch['num_heads']
+        for key, val in (('embed_dims', dim), ('num_layers', layers), ('num_heads', heads)):
+            if not isinstance(val, int) or isinstance(val, bool) or val < 1:
+                raise ValueError(f'{cls.__name__}: arch {key} must be a positive int, got '
+                                 f'{val!r}')
+        if dim % heads:
+            raise ValueError(f'{cls.__name__}: arch embed_dims ({dim}) must be divisible by '
+                             f'num_heads ({heads})')
+        return dict(arch, width=dim, embed_dims=[dim] * layers, depths=[1] * layers)
+
+    def __init__(self,
+                 arch: Union[str, dict] = 'l4',
+                 in_channels: int = 3,
+                 mixer: str = 'linear',
+                 patch_size: int = 16,
+                 img_size: Union[int, Tuple[int, int]] = 224,
+                 with_cls_token: bool = True,
+                 out_indices: Sequence[int] = (-1, ),
+                 gamma: float = 0.7,
+                 gamma_mode: str = 'power',
+                 learn_gamma: bool = False,
+                 qkv_bias: bool = True,
+                 tie_qk: bool = True,
+                 pool_then_project: bool = True,
+                 pure_chunk_size: Optional[int] = None,
+                 drop_path_rate: float = 0.0,
+                 frozen_stages: int = -1,
+                 norm_eval: bool = False,
+                 with_cp: bool = False,
+                 convert_weights: bool = False,
+                 pretrained: Optional[str] = None,
+                 init_cfg: Optional[Union[dict, list]] = None):
+        super().__init__(arch, in_channels, out_indices, drop_path_rate, frozen_stages,
+                         norm_eval, with_cp, convert_weights, pretrained, init_cfg)
+        self.mixer = _check_mixers(mixer, 1, 'mixer')[0]
+        if not isinstance(patch_size, int) or patch_size < 1:
+            raise ValueError(f'patch_size must be a positive int, got {patch_size!r}')
+        img_size = (img_size, img_size) if isinstance(img_size, int) else tuple(img_size)
+        if len(img_size) != 2 or min(img_size) < patch_size:
+            raise ValueError(f'img_size must be an int or (h, w) >= patch_size ({patch_size}), '
+                             f'got {img_size!r}')
+        self.strides = (patch_size, ) * self.num_stages
+        self.pos_grid = (img_size[0] // patch_size, img_size[1] // patch_size)
+        dim, heads = self.arch['width'], self.arch['num_heads']
+        dpr = self.stage_drop_path_rates()
+
+        self.patch_embeds = nn.ModuleList(
+            [PlainEmbed(in_channels, dim, patch_size, self.pos_grid, with_cls_token)] +
+            [nn.Identity() for _ in range(self.num_stages - 1)])
+        self.stages = nn.ModuleList([
+            InfSABlock(dim, heads, mixer=self.mixer, mlp_ratio=self.arch['mlp_ratio'],
+                       dwconv=False, drop_path=dpr[i][0], layer_index=i + 1, gamma=gamma,
+                       gamma_mode=gamma_mode, learn_gamma=learn_gamma, qkv_bias=qkv_bias,
+                       tie_qk=tie_qk, pool_then_project=pool_then_project,
+                       pure_chunk_size=pure_chunk_size) for i in range(self.num_stages)
+        ])
+
+    def build_out_norm(self, index: int, dim: int) -> nn.Module:
+        # Applied to the (B, N, C) tokens before they are laid out as a map.
+        return nn.LayerNorm(dim, eps=1e-6)
+
+    def forward(self, x: torch.Tensor) -> Tuple[torch.Tensor, ...]:
+        self.check_input(x)
+        if x.shape[0] == 0:
+            return tuple(x.new_zeros(0, *s) for s in self.output_shapes(*x.shape[-2:]))
+        tokens, hw = self.patch_embeds[0](x)
+        num_extra = tokens.shape[1] - hw[0] * hw[1]
+        outs = {}
+        for i in range(max(self.out_indices) + 1):
+            tokens = maybe_checkpoint(self.stages[i], tokens, hw, enabled=self.with_cp)
+            if str(i) in self.out_norms:
+                outs[i] = tokens_to_map(self.out_norms[str(i)](tokens[:, num_extra:]), hw)
+        return tuple(outs[i] for i in self.out_indices)
+
+    def adapt_state_dict(self, state_dict: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
+        """Resize a position embedding stored at another grid to ``self.pos_grid``."""
+        key = 'patch_embeds.0.pos_embed.weight'
+        if key in state_dict and tuple(state_dict[key].shape[-2:]) != self.pos_grid:
+            state_dict = dict(state_dict)
+            state_dict[key] = resize_pos_embed(state_dict[key], self.pos_grid)
+        return state_dict

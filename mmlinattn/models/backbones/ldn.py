@@ -1,0 +1,142 @@
+"""LDN: Linear Diffusion Networks as a 4-stage vision pyramid.
+
+J. Fein-Ashley, "Linear Diffusion Networks: Harnessing Diffusion Processes for Global
+Interactions" (``shared/papers/003``; not the Ladder-DenseNet "LDN" of segmentation work).
+Implementer's digest: ``shared/specs/ldn.md``.
+"""
+from typing import List, Optional, Sequence, Union
+
+import torch
+import torch.nn as nn
+
+from ...registry import MODELS
+from ..layers import LDNBlock, PatchConv, SinCosPosEmbed2d
+from .base import BlockStage, PyramidBackbone
+
+
+def stage_step_inits(depth: int, step_range: Sequence[float]) -> List[float]:
+    """Initial diffusion steps of a stage's layers, spread evenly over ``step_range``
+    (multi-scale diffusion, paper §3.4); a one-layer stage takes the midpoint."""
+    lo, hi = float(step_range[0]), float(step_range[1])
+    if depth == 1:
+        return [(lo + hi) / 2]
+    return torch.linspace(lo, hi, depth, dtype=torch.float64).tolist()
+
+
+@MODELS.register_module()
+class LDN(PyramidBackbone):
+    """Linear Diffusion Network backbone (feature pyramid at strides 4/8/16/32).
+
+    **From the paper** (§3.2-§3.4, §4): every layer is
+    ``H' = H + δt (K H − diag(K 1) H) + F(X, H) + A_lin(H)`` with all three terms computed
+    from the same H (E4); K is non-negative and the explicit step satisfies
+    ``δt · max_t Σ_s K_ts ≤ 1`` (E9), so the diffusion is a convex combination and repeated
+    steps reach every token (Theorem 1); ``A_lin`` is row-normalised linear attention with a
+    positive feature map (E7); each layer has its own diffusion parameters (§3.4); a position
+    encoding is added to the embedded input (E1).  The per-branch switches reproduce the
+    paper's Table 4 ablations.
+
+    **Our 2-D design** (the paper is a 1-D sequence model with no image layout, no pyramid
+    and no architecture hyper-parameters; digest §3.2): K is a translation-invariant
+    4-neighbour stencil on the H x W token grid (softmax taps, step
+    ``a = step_max · sigmoid(θ)`` with ``step_max < 1``, exact border row sums), so nothing
+    depends on the image size and E9 holds for every parameter value; multi-head ELU+1
+    attention with an output projection and float32 means; a per-token MLP as the local
+    update ``F``; pre-LN, LayerScale and drop-path on the local and attention branches only
+    (the diffusion acts on the raw state); a fixed 2-D sin-cos encoding of the current grid
+    at the stem; a 4x4/4 patch stem and 2x2/2 down-samplers (both pad, never crop) with LN;
+    the ``tiny`` / ``small`` / ``base`` widths and depths; initial steps spread over
+    ``step_init`` within each stage.  The author's public code (a dense N x N or 1-D kernel on
+    a row-major sequence) has no compatible checkpoint, so there is no weight converter.
+
+    Args:
+        arch: ``'tiny'``, ``'small'``, ``'base'`` or a dict with ``embed_dims``, ``depths``,
+            ``num_heads``.
+        mlp_ratio: hidden ratio of the local MLP.
+        qkv_bias: bias of the Q/K/V projections.
+        feature_map: φ of the linear attention, ``'elu'`` (ELU+1) or ``'relu'``.
+        layer_scale_init_value: LayerScale init of the local and attention branches
+            (``None``/0 disables).
+        use_diffusion, use_local, use_attn: branch switches (Table 4 ablations).
+        taps: diffusion stencil, ``'cross4'`` or ``'k3'`` (any odd ``'kK'``).
+        integrator: ``'euler'`` (paper) or ``'implicit_dct'``.
+        n_steps: diffusion sub-steps per layer (paper: 1).
+        diffusion_groups: independent stencils per layer, each for C / G channels (paper: 1).
+        step_init: (lo, hi) range of the initial steps ``a`` of each stage's layers.
+        step_max: cap of the explicit step ``a`` (< 1).
+        pos_enc: ``'sincos'`` (2-D sin-cos at the stem) or ``None``.
+        in_channels, out_indices, drop_path_rate, frozen_stages, norm_eval, with_cp,
+        convert_weights, pretrained, init_cfg: see :class:`PyramidBackbone`.
+
+    Diffusion parameters (``tap_logits``, ``step_logit``) should be excluded from weight
+    decay, e.g. ``paramwise_cfg=dict(custom_keys={'tap_logits': dict(decay_mult=0.),
+    'step_logit': dict(decay_mult=0.)})``.
+    """
+
+    arch_settings = {
+        'tiny': dict(embed_dims=[64, 128, 320, 512], depths=[2, 2, 6, 2],
+                     num_heads=[2, 4, 10, 16]),
+        'small': dict(embed_dims=[64, 128, 320, 512], depths=[3, 4, 6, 3],
+                      num_heads=[2, 4, 10, 16]),
+        'base': dict(embed_dims=[64, 128, 320, 512], depths=[3, 4, 18, 3],
+                     num_heads=[2, 4, 10, 16]),
+    }
+    arch_keys = ('embed_dims', 'depths', 'num_heads')
+
+    def __init__(self,
+                 arch: Union[str, dict] = 'tiny',
+                 in_channels: int = 3,
+                 mlp_ratio: float = 4.0,
+                 qkv_bias: bool = True,
+                 feature_map: str = 'elu',
+                 layer_scale_init_value: Optional[float] = 1e-5,
+                 use_diffusion: bool = True,
+                 use_local: bool = True,
+                 use_attn: bool = True,
+                 taps: str = 'cross4',
+                 integrator: str = 'euler',
+                 n_steps: int = 1,
+                 diffusion_groups: int = 1,
+                 step_init: Sequence[float] = (0.2, 0.8),
+                 step_max: float = 0.99,
+                 pos_enc: Optional[str] = 'sincos',
+                 out_indices: Sequence[int] = (0, 1, 2, 3),
+                 drop_path_rate: float = 0.1,
+                 frozen_stages: int = -1,
+                 norm_eval: bool = False,
+                 with_cp: bool = False,
+                 convert_weights: bool = False,
+                 pretrained: Optional[str] = None,
+                 init_cfg: Optional[Union[dict, List[dict]]] = None):
+        super().__init__(arch, in_channels=in_channels, out_indices=out_indices,
+                         drop_path_rate=drop_path_rate, frozen_stages=frozen_stages,
+                         norm_eval=norm_eval, with_cp=with_cp, convert_weights=convert_weights,
+                         pretrained=pretrained, init_cfg=init_cfg)
+        if pos_enc not in ('sincos', None):
+            raise ValueError(f"pos_enc must be 'sincos' or None, got {pos_enc!r}")
+        if len(step_init) != 2 or not step_init[0] <= step_init[1]:
+            raise ValueError(f'step_init must be a (lo, hi) pair with lo <= hi, got '
+                             f'{step_init!r}')
+        self.num_heads = list(self.arch['num_heads'])
+        dims = self.embed_dims
+        dpr = self.stage_drop_path_rates()
+        self.patch_embeds = nn.ModuleList()
+        self.stages = nn.ModuleList()
+        for i in range(self.num_stages):
+            if i == 0:
+                embed = PatchConv(in_channels, dims[0], kernel_size=4, stride=4, norm='ln')
+            else:
+                embed = PatchConv(dims[i - 1], dims[i], kernel_size=2, stride=2, norm='ln')
+            self.patch_embeds.append(embed)
+            blocks = [
+                LDNBlock(dims[i], self.num_heads[i], mlp_ratio=mlp_ratio, qkv_bias=qkv_bias,
+                         feature_map=feature_map, drop_path=dpr[i][j],
+                         layer_scale_init_value=layer_scale_init_value,
+                         use_diffusion=use_diffusion, use_local=use_local, use_attn=use_attn,
+                         diffusion_cfg=dict(groups=diffusion_groups, taps=taps,
+                                            integrator=integrator, n_steps=n_steps,
+                                            step_init=a, step_max=step_max))
+                for j, a in enumerate(stage_step_inits(self.depths[i], step_init))
+            ]
+            pre = SinCosPosEmbed2d(dims[0]) if i == 0 and pos_enc == 'sincos' else None
+            self.stages.append(BlockStage(blocks, pre=pre, with_cp=with_cp))

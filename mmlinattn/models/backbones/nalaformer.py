@@ -1,0 +1,139 @@
+"""NaLaFormer backbone: norm-aware linear attention in a 4-stage pyramid.
+
+Meng et al., "NaLaFormer: Norm-Aware Linear Attention for Transformer Models",
+arXiv 2506.21137.  The paper specifies the attention (§3.2, Eqs. 8-17), the block (Fig. 2a)
+and CPE (App. A.2) but no architecture; the arch table, the BN conv stem and the stride-2
+conv down-samplers are those of the authors' public code, which reproduce the parameter
+counts of the paper's Table 1 (digest ``specs/nalaformer.md`` §2.2).
+"""
+from typing import List, Optional, Sequence, Union
+
+import torch.nn as nn
+
+from ...registry import MODELS
+from ..layers import ConvStem, NaLaBlock, PatchConv
+from ..layers.nala_attention import ATTN_TYPES
+from .base import BlockStage, PyramidBackbone
+
+OFFICIAL_ATTN_TYPES = ('nala', 'nala', 'softmax', 'softmax')
+
+
+@MODELS.register_module()
+class NaLaFormer(PyramidBackbone):
+    """NaLaFormer pyramid backbone (strides 4/8/16/32).
+
+    Stem: conv3x3 s2 (C/2) - BN - GELU - [conv3x3 - BN - GELU] x 2 - conv3x3 s2 (C) - BN.
+    Before stages 2-4: conv3x3 s2 - BN.  Each stage is a chain of :class:`NaLaBlock`; the
+    outputs are the stage maps before the next down-sampling, each with a LayerNorm.
+
+    Args:
+        arch: ``'tiny'``, ``'small'``, ``'base'``, ``'large'`` or a dict with ``embed_dims``,
+            ``depths``, ``num_heads`` and optionally ``mlp_ratios`` (default 4),
+            ``layer_scale_init_values`` (default 1; ``None`` = no LayerScale) and
+            ``drop_path_rate`` (default 0.1); the optional entries are scalars or per-stage.
+        attn_types: attention per stage, ``'nala'`` or ``'softmax'``: one string for all
+            stages, a sequence with one per stage, or ``'official'`` for the authors' code's
+            ``('nala', 'nala', 'softmax', 'softmax')``.  The default, NaLa everywhere, keeps
+            the cost linear in the token count (the paper's Table 1 labels every model
+            "Linear"); softmax stages cost O(N^2) at high resolution.
+        kernel: NaLa feature map, ``'cos_sin'`` (paper, Eq. 16) or ``'relu_split'``
+            (authors' code).
+        lam: lambda of the query-norm-aware power (Eq. 8) and of the key power (Eq. 9).
+        alpha: angle scale of the cosine inhibit, ``theta = (pi/4) tanh(alpha d(x))``.
+        cpe: the two depthwise 3x3 conditional position encodings per block.
+        lepe: the depthwise 5x5 conv on V inside each attention.
+        softmax_rope: 2-D RoPE in the softmax stages.
+        drop_path_rate: stochastic depth; ``None`` takes the arch's value.
+        in_channels, out_indices, frozen_stages, norm_eval, with_cp, convert_weights,
+        pretrained, init_cfg: see :class:`PyramidBackbone`.
+    """
+
+    arch_settings = {
+        'tiny': dict(embed_dims=(64, 128, 256, 512), depths=(2, 2, 6, 2),
+                     num_heads=(1, 2, 4, 8), mlp_ratios=4.0, drop_path_rate=0.1,
+                     layer_scale_init_values=1.0),
+        'small': dict(embed_dims=(64, 128, 320, 512), depths=(3, 5, 9, 3),
+                      num_heads=(1, 2, 5, 8), mlp_ratios=3.5, drop_path_rate=0.15,
+                      layer_scale_init_values=1.0),
+        'base': dict(embed_dims=(96, 192, 384, 512), depths=(4, 6, 12, 6),
+                     num_heads=(1, 2, 6, 8), mlp_ratios=4.0, drop_path_rate=0.4,
+                     layer_scale_init_values=(1.0, 1.0, 1e-6, 1e-6)),
+        'large': dict(embed_dims=(96, 192, 448, 640), depths=(4, 7, 19, 8),
+                      num_heads=(1, 2, 7, 10), mlp_ratios=3.5, drop_path_rate=0.55,
+                      layer_scale_init_values=1e-6),
+    }
+    arch_keys = ('embed_dims', 'depths', 'num_heads')
+
+    def __init__(self,
+                 arch: Union[str, dict] = 'tiny',
+                 attn_types: Union[str, Sequence[str]] = 'nala',
+                 kernel: str = 'cos_sin',
+                 lam: float = 3.0,
+                 alpha: float = 20.0,
+                 cpe: bool = True,
+                 lepe: bool = True,
+                 softmax_rope: bool = True,
+                 in_channels: int = 3,
+                 out_indices: Sequence[int] = (0, 1, 2, 3),
+                 drop_path_rate: Optional[float] = None,
+                 frozen_stages: int = -1,
+                 norm_eval: bool = False,
+                 with_cp: bool = False,
+                 convert_weights: bool = False,
+                 pretrained: Optional[str] = None,
+                 init_cfg: Optional[Union[dict, List[dict]]] = None):
+        arch_cfg = self.resolve_arch(arch)
+        if drop_path_rate is None:
+            drop_path_rate = arch_cfg.get('drop_path_rate', 0.1)
+        super().__init__(arch_cfg, in_channels=in_channels, out_indices=out_indices,
+                         drop_path_rate=drop_path_rate, frozen_stages=frozen_stages,
+                         norm_eval=norm_eval, with_cp=with_cp, convert_weights=convert_weights,
+                         pretrained=pretrained, init_cfg=init_cfg)
+        num_heads = self._per_stage('num_heads', self.arch['num_heads'])
+        mlp_ratios = self._per_stage('mlp_ratios', self.arch.get('mlp_ratios', 4.0))
+        ls_values = self._per_stage('layer_scale_init_values',
+                                    self.arch.get('layer_scale_init_values', 1.0))
+        self.attn_types = self._resolve_attn_types(attn_types, self.num_stages)
+
+        dims = self.embed_dims
+        half = dims[0] // 2
+        self.patch_embeds = nn.ModuleList([
+            ConvStem(in_channels, (half, half, half, dims[0]), (2, 1, 1, 2),
+                     (nn.GELU, nn.GELU, nn.GELU, None), norm='bn')
+        ] + [PatchConv(dims[i - 1], dims[i], 3, 2, norm='bn') for i in range(1, self.num_stages)])
+
+        dprs = self.stage_drop_path_rates()
+        self.stages = nn.ModuleList()
+        for i in range(self.num_stages):
+            blocks = [
+                NaLaBlock(dims[i], num_heads[i], mlp_ratio=mlp_ratios[i], drop_path=dpr,
+                          layer_scale_init_value=ls_values[i], cpe=cpe,
+                          attn_type=self.attn_types[i], kernel=kernel, lam=lam, alpha=alpha,
+                          lepe=lepe, rope=softmax_rope) for dpr in dprs[i]
+            ]
+            self.stages.append(BlockStage(blocks, with_cp=with_cp))
+
+    def _per_stage(self, key: str, value) -> list:
+        """Broadcast a scalar arch entry to every stage; check per-stage lengths."""
+        if isinstance(value, (list, tuple)):
+            if len(value) != self.num_stages:
+                raise ValueError(f'arch[{key!r}] needs {self.num_stages} entries (one per '
+                                 f'stage), got {value!r}')
+            return list(value)
+        return [value] * self.num_stages
+
+    @staticmethod
+    def _resolve_attn_types(attn_types: Union[str, Sequence[str]], num_stages: int) -> tuple:
+        accepted = (f"one of {ATTN_TYPES}, 'official', or a sequence of {num_stages} of "
+                    f'{ATTN_TYPES}')
+        if isinstance(attn_types, str):
+            if attn_types == 'official':
+                if num_stages != len(OFFICIAL_ATTN_TYPES):
+                    raise ValueError(f"attn_types='official' needs 4 stages, the arch has "
+                                     f'{num_stages}')
+                return OFFICIAL_ATTN_TYPES
+            attn_types = (attn_types, ) * num_stages
+        attn_types = tuple(attn_types)
+        if len(attn_types) != num_stages or any(t not in ATTN_TYPES for t in attn_types):
+            raise ValueError(f'attn_types must be {accepted}, got {attn_types!r}')
+        return attn_types

@@ -1,0 +1,415 @@
+"""SOFT++ backbone: softmax-free Gaussian-kernel Nystrom attention in a 4-stage pyramid.
+
+Lu et al., "Softmax-free Linear Transformers" (IJCV 2024; NeurIPS 2021 for SOFT).  The
+paper archs follow Table 1 and Sec. 3.4; the ``*-norm`` archs are the authors' released
+"SOFT-Norm" ImageNet models (github.com/fudan-zvg/SOFT, ``soft_norm_*``), so that their
+checkpoints can be loaded with ``convert_weights=True``.  Digest: ``specs/soft.md``.
+"""
+import re
+from functools import partial
+from typing import Dict, List, Optional, Sequence, Tuple, Union
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from timm.layers import DropPath, Mlp
+from timm.models.vision_transformer import Block as TimmBlock
+
+from ...ops.soft import NEWTON_INITS
+from ...registry import MODELS
+from ..layers import (InterpolatedPosEmbed, LayerNorm2d, PatchConv, SoftAttention,
+                      map_to_tokens, maybe_checkpoint, tokens_to_map)
+from .base import PyramidBackbone
+
+ATTN_TYPES = ('soft', 'softmax')
+
+
+class BilinearPosEmbed(InterpolatedPosEmbed):
+    """:class:`InterpolatedPosEmbed` resized bilinearly, as in the authors' code
+    (digest section 5.10), instead of bicubically."""
+
+    mode = 'bilinear'
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h, w = x.shape[-2:]
+        pe = self.weight
+        if (h, w) != self.grid:
+            pe = F.interpolate(pe.float(), size=(h, w), mode=self.mode, align_corners=False)
+        return x + pe.to(x.dtype)
+
+
+class SOFTBlock(nn.Module):
+    """A SOFT layer (Sec. 3.4): SOFT attention block + 2-layer MLP, each residual.
+
+    Pre-LN by default (the paper cites the ViT FFN; digest section 5.11); ``post_norm=True``
+    is the authors' released layout ``x = LN(x + f(x))``.
+
+    Args:
+        dim, num_heads, sr_ratio: see :class:`SoftAttention`.
+        mlp_ratio: MLP expansion e (4 in every stage, Sec. 3.4).
+        drop_path: stochastic depth rate.
+        post_norm: norm placement (see above).
+        mlp_act: MLP activation class.
+        attn_kwargs: the remaining :class:`SoftAttention` arguments.
+    """
+
+    def __init__(self, dim: int, num_heads: int, sr_ratio: int, mlp_ratio: float = 4.0,
+                 drop_path: float = 0.0, post_norm: bool = False, mlp_act: type = nn.GELU,
+                 **attn_kwargs):
+        super().__init__()
+        self.post_norm = post_norm
+        self.norm1 = nn.LayerNorm(dim)
+        self.attn = SoftAttention(dim, num_heads, sr_ratio, **attn_kwargs)
+        self.norm2 = nn.LayerNorm(dim)
+        self.mlp = Mlp(dim, int(dim * mlp_ratio), act_layer=mlp_act)
+        self.drop_path = DropPath(drop_path) if drop_path > 0 else nn.Identity()
+
+    def forward(self, x: torch.Tensor, hw: Tuple[int, int]) -> torch.Tensor:
+        if self.post_norm:
+            x = self.norm1(x + self.drop_path(self.attn(x, hw)))
+            return self.norm2(x + self.drop_path(self.mlp(x)))
+        x = x + self.drop_path(self.attn(self.norm1(x), hw))
+        return x + self.drop_path(self.mlp(self.norm2(x)))
+
+
+class SoftmaxBlock(TimmBlock):
+    """Pre-LN softmax ViT block (the authors' stage 4), called as ``block(x, hw)``."""
+
+    def forward(self, x: torch.Tensor, hw: Tuple[int, int]) -> torch.Tensor:
+        return super().forward(x)
+
+
+class SOFTStage(nn.Module):
+    """Position embedding + blocks at one resolution, NCHW in and out.
+
+    Args:
+        pos_embed: added to the map before the blocks.
+        blocks: called as ``block(tokens, (H, W))``.
+        dim: channels (for the class token).
+        cls_token: prepend a learned class token for the blocks and drop it afterwards
+            (the authors' stage 4; its position embedding is folded into it).
+        with_cp: activation checkpointing per block.
+    """
+
+    def __init__(self, pos_embed: nn.Module, blocks: Sequence[nn.Module], dim: int,
+                 cls_token: bool = False, with_cp: bool = False):
+        super().__init__()
+        self.pos_embed = pos_embed
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, dim)) if cls_token else None
+        if cls_token:
+            nn.init.trunc_normal_(self.cls_token, std=0.02)
+        self.blocks = nn.ModuleList(blocks)
+        self.with_cp = with_cp
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        t, hw = map_to_tokens(self.pos_embed(x))
+        if self.cls_token is not None:
+            t = torch.cat([self.cls_token.expand(t.shape[0], -1, -1).to(t.dtype), t], dim=1)
+        for blk in self.blocks:
+            t = maybe_checkpoint(blk, t, hw, enabled=self.with_cp)
+        if self.cls_token is not None:
+            t = t[:, 1:]
+        return tokens_to_map(t, hw)
+
+
+_PAPER = dict(sr_ratios=(8, 4, 2, 1), mlp_ratios=(4, 4, 4, 4), attn_types=('soft', ) * 4,
+              cls_token=False, post_norm=False, v_conv_sizes=(0, 0, 0, 0), conv_bias=False,
+              mlp_act='gelu', stem_hidden=32)
+# The authors' released SOFT-Norm models (models/softmax_free_vision_transformer.py,
+# soft_norm_*): SOFT blocks in stages 1-3 with hidden 4*dim (their mlp_ratios only reach the
+# stage-4 block, where it is 4), post-norm, tanh-GELU, depthwise conv on V (9/5/3);
+# a pre-LN softmax stage 4 with a class token; conv biases before every BN.
+_NORM = dict(sr_ratios=(8, 4, 2, 1), mlp_ratios=(4, 4, 4, 4),
+             attn_types=('soft', 'soft', 'soft', 'softmax'), cls_token=True, post_norm=True,
+             v_conv_sizes=(9, 5, 3, 0), conv_bias=True, mlp_act='gelu_tanh', stem_hidden=32)
+_MLP_ACTS = {'gelu': nn.GELU, 'gelu_tanh': partial(nn.GELU, approximate='tanh')}
+
+
+@MODELS.register_module()
+class SOFT(PyramidBackbone):
+    """SOFT++ pyramid backbone (strides 4/8/16/32), Table 1 of the paper.
+
+    Stem C33-BN-ReLU (3x3 convs, strides 2/1/2, hidden width ``stem_hidden`` = 32 as in the
+    authors' code, digest section 5.12); C31-BN-ReLU (3x3, stride 2) before stages 2-4; a
+    learned position embedding per stage stored at the ``pretrain_img_size`` grid and
+    resized bilinearly to the current grid; pre-LN SOFT layers with ``d_h = 32``, MLP ratio 4
+    and landmark ratios r = 8/4/2/1 (stage 4 is SOFT with r = 1, i.e. m = n; the class token
+    of Table 1 is a classification device and is dropped here); a LayerNorm on each
+    returned map.
+
+    Archs (``embed_dims`` / ``num_heads`` / ``depths``):
+
+    * ``tiny``: 64-128-320-512 / 2-4-10-16 / 2-2-5-2, implemented as printed in Table 1.
+      These depths give about 15 M parameters (with a 1000-class head), not the 13 M of
+      Table 3; the 13 M model is the NeurIPS depth 1-2-3-2 (digest section 2.3).
+    * ``small``: 96-192-384-768 / 3-6-12-24 / 2-2-5-2 (27 M in the paper).
+    * ``medium``: as small with depths 2-2-18-2 (48 M).
+    * ``large``: 128-256-512-1024 / 4-8-16-32 / 2-2-18-2 (85 M).
+    * ``tiny-norm``, ``small-norm``, ``medium-norm``, ``large-norm``, ``huge-norm``: the
+      authors' released SOFT-Norm architectures (different depths and widths, post-norm SOFT
+      blocks with a depthwise conv on V, a softmax stage 4 with a class token), loadable
+      from their ImageNet checkpoints with ``convert_weights=True``.  Their stage 1-3 blocks
+      end in a LayerNorm, so those returned maps get no extra norm; stage 4's is the
+      checkpoint's final ``norm``.
+
+    An arch dict needs ``embed_dims``, ``num_heads`` and ``depths``; optional per-stage
+    entries ``sr_ratios``, ``mlp_ratios``, ``attn_types`` (``'soft'``/``'softmax'``),
+    ``v_conv_sizes``, and scalars ``cls_token``, ``post_norm``, ``conv_bias``, ``mlp_act``
+    (``'gelu'``/``'gelu_tanh'``), ``stem_hidden`` default to the paper's values.
+
+    Args:
+        arch: an arch name above or a dict.
+        newton_iters: Newton-Schulz iterations T (Eq. 10); 20 (Fig. 5).
+        newton_init: ``'safe'`` (``alpha = 1/||A||_1^2`` per matrix) or ``'paper'`` (the
+            authors' halving rule, per matrix), see :func:`mmlinattn.ops.soft.newton_init_alpha`.
+        sym_norm: SOFT++ normalisation (Eq. 17); ``False`` = plain SOFT (ablations only: the
+            paper reports it does not converge on dense tasks).
+        landmark_ln_gelu: LayerNorm + GELU on sampled landmarks (authors' code; default on).
+        max_landmarks: cap on landmarks per attention by adaptive pooling (None = paper: m
+            grows with the image, as ``(H/32)(W/32)``).
+        pretrain_img_size: input size whose stage grids the position embeddings are stored
+            at (224: 56/28/14/7).
+        in_channels, out_indices, drop_path_rate, frozen_stages, norm_eval, with_cp,
+        convert_weights, pretrained, init_cfg: see :class:`PyramidBackbone`.
+    """
+
+    arch_settings: Dict[str, dict] = {
+        'tiny': dict(_PAPER, embed_dims=(64, 128, 320, 512), num_heads=(2, 4, 10, 16),
+                     depths=(2, 2, 5, 2)),
+        'small': dict(_PAPER, embed_dims=(96, 192, 384, 768), num_heads=(3, 6, 12, 24),
+                      depths=(2, 2, 5, 2)),
+        'medium': dict(_PAPER, embed_dims=(96, 192, 384, 768), num_heads=(3, 6, 12, 24),
+                       depths=(2, 2, 18, 2)),
+        'large': dict(_PAPER, embed_dims=(128, 256, 512, 1024), num_heads=(4, 8, 16, 32),
+                      depths=(2, 2, 18, 2)),
+        'tiny-norm': dict(_NORM, embed_dims=(64, 128, 320, 512), num_heads=(2, 4, 10, 16),
+                          depths=(1, 2, 3, 2)),
+        # The public code's soft_norm_small says depths (1, 3, 20, 4) (38.9 M params), which
+        # contradicts its README (24 M, 3.3 G FLOPs, 34 M as RetinaNet); (1, 3, 7, 4) gives
+        # 24.1 M.  convert_checkpoint names the depths a checkpoint really has.
+        'small-norm': dict(_NORM, embed_dims=(64, 128, 320, 512), num_heads=(2, 4, 10, 16),
+                           depths=(1, 3, 7, 4)),
+        'medium-norm': dict(_NORM, embed_dims=(64, 128, 288, 512), num_heads=(2, 4, 9, 16),
+                            depths=(1, 3, 29, 5)),
+        'large-norm': dict(_NORM, embed_dims=(64, 128, 320, 512), num_heads=(2, 4, 10, 16),
+                           depths=(1, 3, 40, 5)),
+        'huge-norm': dict(_NORM, embed_dims=(64, 128, 352, 512), num_heads=(2, 4, 11, 16),
+                          depths=(1, 5, 49, 5)),
+    }
+    arch_keys = ('embed_dims', 'num_heads', 'depths')
+
+    def __init__(self,
+                 arch: Union[str, dict] = 'small',
+                 newton_iters: int = 20,
+                 newton_init: str = 'safe',
+                 sym_norm: bool = True,
+                 landmark_ln_gelu: bool = True,
+                 max_landmarks: Optional[int] = None,
+                 pretrain_img_size: int = 224,
+                 in_channels: int = 3,
+                 out_indices: Sequence[int] = (0, 1, 2, 3),
+                 drop_path_rate: float = 0.0,
+                 frozen_stages: int = -1,
+                 norm_eval: bool = False,
+                 with_cp: bool = False,
+                 convert_weights: bool = False,
+                 pretrained: Optional[str] = None,
+                 init_cfg: Optional[Union[dict, List[dict]]] = None):
+        super().__init__(arch, in_channels=in_channels, out_indices=out_indices,
+                         drop_path_rate=drop_path_rate, frozen_stages=frozen_stages,
+                         norm_eval=norm_eval, with_cp=with_cp, convert_weights=convert_weights,
+                         pretrained=pretrained, init_cfg=init_cfg)
+        if newton_init not in NEWTON_INITS:
+            raise ValueError(f'newton_init must be one of {NEWTON_INITS}, got {newton_init!r}')
+        if not isinstance(pretrain_img_size, int) or pretrain_img_size < 32:
+            raise ValueError(f'pretrain_img_size must be an int >= 32, got '
+                             f'{pretrain_img_size!r}')
+        a, dims = self.arch, self.embed_dims
+        bias, relu = a['conv_bias'], nn.ReLU
+        hid = a['stem_hidden']
+        stem = nn.Sequential(
+            PatchConv(in_channels, hid, 3, 2, norm='bn', act=relu, bias=bias),
+            PatchConv(hid, hid, 3, 1, norm='bn', act=relu, bias=bias),
+            PatchConv(hid, dims[0], 3, 2, norm='bn', act=relu, bias=bias))
+        self.patch_embeds = nn.ModuleList(
+            [stem] + [PatchConv(dims[i - 1], dims[i], 3, 2, norm='bn', act=relu, bias=bias)
+                      for i in range(1, self.num_stages)])
+
+        soft_kwargs = dict(num_iters=newton_iters, newton_init=newton_init, sym_norm=sym_norm,
+                           landmark_ln_gelu=landmark_ln_gelu, max_landmarks=max_landmarks)
+        self.stages = nn.ModuleList()
+        size = pretrain_img_size
+        for i, dprs in enumerate(self.stage_drop_path_rates()):
+            size = -(-size // (4 if i == 0 else 2))
+            blocks = [self._build_block(i, dpr, soft_kwargs) for dpr in dprs]
+            cls_token = a['cls_token'] and i == self.num_stages - 1
+            self.stages.append(
+                SOFTStage(BilinearPosEmbed(dims[i], (size, size)), blocks, dims[i],
+                          cls_token=cls_token, with_cp=with_cp))
+
+    # ----------------------------------------------------------------- construction
+    def _build_block(self, i: int, dpr: float, soft_kwargs: dict) -> nn.Module:
+        a = self.arch
+        dim, heads, ratio = self.embed_dims[i], a['num_heads'][i], a['mlp_ratios'][i]
+        if a['attn_types'][i] == 'softmax':
+            return SoftmaxBlock(dim, heads, mlp_ratio=ratio, qkv_bias=True, drop_path=dpr,
+                                norm_layer=partial(nn.LayerNorm, eps=1e-6))
+        return SOFTBlock(dim, heads, a['sr_ratios'][i], mlp_ratio=ratio, drop_path=dpr,
+                         post_norm=a['post_norm'], mlp_act=_MLP_ACTS[a['mlp_act']],
+                         v_conv_size=a['v_conv_sizes'][i], **soft_kwargs)
+
+    @classmethod
+    def resolve_arch(cls, arch: Union[str, dict]) -> dict:
+        """The arch dict with the paper's defaults filled in and every entry checked."""
+        a = dict(_PAPER)
+        a.update(super().resolve_arch(arch))
+        n = len(a['depths'])
+        for key in ('embed_dims', 'num_heads', 'depths', 'sr_ratios', 'mlp_ratios',
+                    'attn_types', 'v_conv_sizes'):
+            if not isinstance(a[key], (list, tuple)) or len(a[key]) != n:
+                raise ValueError(f'SOFT: arch[{key!r}] needs {n} per-stage entries, got '
+                                 f'{a[key]!r}')
+        bad = [(d, h) for d, h in zip(a['embed_dims'], a['num_heads']) if h < 1 or d % h]
+        if bad:
+            raise ValueError(f'SOFT: embed_dims must be divisible by num_heads, got '
+                             f'(dim, heads) pairs {bad}')
+        if any(t not in ATTN_TYPES for t in a['attn_types']):
+            raise ValueError(f'SOFT: arch attn_types must be from {ATTN_TYPES}, got '
+                             f'{a["attn_types"]!r}')
+        if a['mlp_act'] not in _MLP_ACTS:
+            raise ValueError(f'SOFT: arch mlp_act must be one of {sorted(_MLP_ACTS)}, got '
+                             f'{a["mlp_act"]!r}')
+        return a
+
+    def build_out_norm(self, index: int, dim: int) -> nn.Module:
+        """Post-norm SOFT stages already end in a LayerNorm: no second one."""
+        if self.arch['post_norm'] and self.arch['attn_types'][index] == 'soft':
+            return nn.Identity()
+        return LayerNorm2d(dim, eps=1e-6)
+
+    # ----------------------------------------------------------------- weights
+    def adapt_state_dict(self, state_dict: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
+        """Resize stored position embeddings of another grid (e.g. a model built with another
+        ``pretrain_img_size``) to this model's, bilinearly as in the forward."""
+        out = dict(state_dict)
+        for i, stage in enumerate(self.stages):
+            key = f'stages.{i}.pos_embed.weight'
+            grid = stage.pos_embed.grid
+            if key in out and out[key].dim() == 4 and tuple(out[key].shape[-2:]) != grid:
+                w = out[key]
+                out[key] = F.interpolate(w.float(), size=grid, mode='bilinear',
+                                         align_corners=False).to(w.dtype)
+        return out
+
+    def convert_checkpoint(self, state_dict: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
+        """Map an authors' SOFT-Norm checkpoint (``soft_norm_*``) to this model's keys; see
+        :func:`convert_soft_norm_checkpoint`.  Needs one of the ``*-norm`` archs."""
+        a = self.arch
+        if not (self.num_stages == 4 and a['cls_token'] and a['post_norm']
+                and a['attn_types'][-1] == 'softmax'):
+            raise ValueError(f"convert_weights maps the authors' SOFT-Norm checkpoints and "
+                             f"needs one of the '*-norm' archs, got arch {self.arch!r}")
+        found = tuple(len({k.split('.')[1] for k in state_dict if k.startswith(f'block{i}.')})
+                      for i in range(1, 5))
+        if any(found) and found != tuple(self.depths):
+            raise ValueError(f'the checkpoint has SOFT-Norm blocks with depths {found} but the '
+                             f'arch has depths {tuple(self.depths)}; pass arch=dict(SOFT.'
+                             f"arch_settings['<name>-norm'], depths={found})")
+        return convert_soft_norm_checkpoint(state_dict, keep_final_norm='3' in self.out_norms)
+
+
+_STEM_UNITS = {'0': '0.conv', '1': '0.norm', '3': '1.conv', '4': '1.norm', '6': '2.conv',
+               '7': '2.norm'}
+_SOFT_BLOCK_KEYS = (('mha.W_q.', 'attn.qk.'), ('mha.W_v.', 'attn.v.'), ('mha.ff.', 'attn.proj.'),
+                    ('mha.attn.Qlandmark_op.', 'attn.sampler.conv.'),
+                    ('mha.attn.Qnorm_act.0.', 'attn.sampler.norm.'),
+                    ('mha.attn.conv.', 'attn.v_conv.'), ('norm1.', 'norm1.'),
+                    ('norm2.', 'norm2.'), ('ff1.', 'mlp.fc1.'), ('ff2.', 'mlp.fc2.'))
+
+
+def _convert_key(key: str) -> Optional[str]:
+    """Our name for one of the authors' keys (not pos/cls/q/kv); None if unknown."""
+    m = re.fullmatch(r'patch_embed1\.proj\.(\d+)\.(.+)', key)
+    if m and m.group(1) in _STEM_UNITS:
+        return f'patch_embeds.0.{_STEM_UNITS[m.group(1)]}.{m.group(2)}'
+    m = re.fullmatch(r'patch_embed([234])\.proj\.([01])\.(.+)', key)
+    if m:
+        unit = 'conv' if m.group(2) == '0' else 'norm'
+        return f'patch_embeds.{int(m.group(1)) - 1}.{unit}.{m.group(3)}'
+    m = re.fullmatch(r'block([123])\.(\d+)\.att\.(.+)', key)
+    if m:
+        for theirs, ours in _SOFT_BLOCK_KEYS:
+            if m.group(3).startswith(theirs):
+                rest = m.group(3)[len(theirs):]
+                return f'stages.{int(m.group(1)) - 1}.blocks.{m.group(2)}.{ours}{rest}'
+        return None
+    m = re.fullmatch(r'block4\.(\d+)\.((?:norm[12]|attn\.proj|mlp\.fc[12])\.(?:weight|bias))',
+                     key)
+    if m:
+        return f'stages.3.blocks.{m.group(1)}.{m.group(2)}'
+    return None
+
+
+def _tokens_to_grid(key: str, pe: torch.Tensor) -> torch.Tensor:
+    """(1, h*w, C) position table -> (1, C, h, w) for a square h = w."""
+    n = pe.shape[1]
+    s = int(round(n ** 0.5))
+    if pe.dim() != 3 or s * s != n:
+        raise ValueError(f'{key}: expected a (1, h*w, C) position table with a square grid, '
+                         f'got shape {tuple(pe.shape)}')
+    return pe.transpose(1, 2).reshape(pe.shape[0], pe.shape[2], s, s)
+
+
+def convert_soft_norm_checkpoint(state_dict: Dict[str, torch.Tensor],
+                                 keep_final_norm: bool = True) -> Dict[str, torch.Tensor]:
+    """The authors' SOFT-Norm ImageNet checkpoint (``models/softmax_free_vision_transformer.py``
+    and ``softmax_free_transformer.py`` in github.com/fudan-zvg/SOFT) in our key names.
+
+    * ``patch_embed1.proj.{0,1,3,4,6,7}`` -> ``patch_embeds.0.{0,1,2}.{conv,norm}``;
+      ``patch_embed{2,3,4}.proj.{0,1}`` -> ``patch_embeds.{1,2,3}.{conv,norm}``;
+    * ``pos_embed{1,2,3}`` (1, h*w, C) -> ``stages.{0,1,2}.pos_embed.weight`` (1, C, h, w);
+      ``pos_embed4`` (1, 1 + h*w, C): the grid part -> ``stages.3.pos_embed.weight``, the
+      class slot is added to ``cls_token`` -> ``stages.3.cls_token`` (the two are only ever
+      summed in their forward);
+    * SOFT blocks ``block{k}.{j}.att.``: ``mha.W_q`` -> ``attn.qk``, ``mha.W_v`` -> ``attn.v``,
+      ``mha.ff`` -> ``attn.proj``, ``mha.attn.Qlandmark_op`` -> ``attn.sampler.conv``,
+      ``mha.attn.Qnorm_act.0`` -> ``attn.sampler.norm``, ``mha.attn.conv`` -> ``attn.v_conv``,
+      ``norm1``/``norm2`` -> same, ``ff1``/``ff2`` -> ``mlp.fc1``/``mlp.fc2``;
+    * softmax blocks ``block4.{j}``: ``attn.q`` and ``attn.kv`` concatenated (rows q, k, v)
+      into ``attn.qkv``; ``norm1``, ``norm2``, ``attn.proj``, ``mlp.fc1/2`` keep their names;
+    * ``norm`` -> ``out_norms.3`` (dropped when stage 4 is not returned); ``head`` dropped.
+
+    Unknown keys are passed through unchanged so the loader reports them as unexpected.
+    """
+    out: Dict[str, torch.Tensor] = {}
+    qkv: Dict[str, Dict[str, torch.Tensor]] = {}
+    cls_token = cls_pos = None
+    for key, val in state_dict.items():
+        m = re.fullmatch(r'pos_embed([1234])', key)
+        if m:
+            k = int(m.group(1))
+            if k == 4:
+                cls_pos, val = val[:, :1], val[:, 1:]
+            out[f'stages.{k - 1}.pos_embed.weight'] = _tokens_to_grid(key, val)
+            continue
+        m = re.fullmatch(r'block4\.(\d+)\.attn\.(q|kv)\.(weight|bias)', key)
+        if m:
+            qkv.setdefault(f'stages.3.blocks.{m.group(1)}.attn.qkv.{m.group(3)}',
+                           {})[m.group(2)] = val
+            continue
+        if key == 'cls_token':
+            cls_token = val
+        elif key in ('norm.weight', 'norm.bias'):
+            if keep_final_norm:
+                out[f'out_norms.3.{key[5:]}'] = val
+        elif not key.startswith('head.'):
+            new = _convert_key(key)
+            out[new if new is not None else key] = val
+    if cls_token is not None:
+        out['stages.3.cls_token'] = cls_token + cls_pos if cls_pos is not None else cls_token
+    for new, parts in qkv.items():
+        if set(parts) != {'q', 'kv'}:
+            raise ValueError(f'checkpoint has only attn.{"".join(parts)} for {new}; the '
+                             f'softmax blocks need both attn.q and attn.kv')
+        out[new] = torch.cat([parts['q'], parts['kv']], dim=0)
+    return out

@@ -1,0 +1,194 @@
+"""Infinite Self-Attention token mixers (Roffo, arXiv:2603.00175, §3).
+
+:class:`PureInfSA` (Eq. 11-12, O(N²)) and :class:`LinearInfSA` (Eq. 16-21, O(N)) on token
+sequences (B, N, C).  Both scale their output by the discount γ of :class:`InfSAGamma`.
+"""
+import math
+from typing import Optional, Tuple, Union
+
+import torch
+import torch.nn as nn
+
+from ...ops.infsa import (infsa_attention_matrix, linear_infsa, linear_infsa_pooled,
+                          linear_infsa_weights, pure_infsa)
+
+GAMMA_MODES = ('power', 'const')
+
+
+class InfSAGamma(nn.Module):
+    """The discount γ of one block: ``γ^l`` (Eq. 23, ``mode='power'``, ``l`` the 1-based
+    block index) or ``γ`` (``mode='const'``, one constant factor per block, as the
+    authors' code does with its ρ).
+
+    Args:
+        num_heads: heads; a learned γ has one value per head.
+        gamma: initial / fixed γ, in (0, 1) when learned, > 0 otherwise.
+        mode: ``'power'`` or ``'const'``.
+        layer_index: ``l`` (>= 1), used by ``'power'``.
+        learnable: learn γ per head as ``sigmoid(logit)`` (paper §3.3: "constrained to
+            (0, 1) via sigmoid ... per head"); the value stays a tensor in the graph.
+    """
+
+    def __init__(self, num_heads: int, gamma: float = 0.7, mode: str = 'const',
+                 layer_index: int = 1, learnable: bool = False):
+        super().__init__()
+        if mode not in GAMMA_MODES:
+            raise ValueError(f'gamma_mode must be one of {GAMMA_MODES}, got {mode!r}')
+        if not isinstance(layer_index, int) or layer_index < 1:
+            raise ValueError(f'layer_index must be an int >= 1, got {layer_index!r}')
+        gamma = float(gamma)
+        if learnable and not 0.0 < gamma < 1.0:
+            raise ValueError(f'a learnable gamma must start in (0, 1), got {gamma}')
+        if not gamma > 0.0:
+            raise ValueError(f'gamma must be > 0, got {gamma}')
+        self.mode = mode
+        self.exponent = layer_index if mode == 'power' else 1
+        self.learnable = learnable
+        if learnable:
+            self.logit = nn.Parameter(torch.full((num_heads, ), math.log(gamma / (1 - gamma))))
+        else:
+            self.value = gamma
+
+    def forward(self) -> Union[float, torch.Tensor]:
+        """The factor applied to the block's output: a float, or (H,) when learned."""
+        if self.learnable:
+            return torch.sigmoid(self.logit.float()) ** self.exponent
+        return self.value ** self.exponent
+
+    def extra_repr(self) -> str:
+        init = '' if self.learnable else f'gamma={self.value}, '
+        return f'{init}mode={self.mode}, exponent={self.exponent}, learnable={self.learnable}'
+
+
+def _gamma_kwargs(num_heads, gamma, gamma_mode, layer_index, learn_gamma) -> dict:
+    return dict(num_heads=num_heads, gamma=gamma, mode=gamma_mode, layer_index=layer_index,
+                learnable=learn_gamma)
+
+
+def _check_heads(dim: int, num_heads: int) -> int:
+    if num_heads < 1 or dim % num_heads:
+        raise ValueError(f'dim ({dim}) must be divisible by num_heads ({num_heads})')
+    return dim // num_heads
+
+
+class PureInfSA(nn.Module):
+    """Pure InfSA (Eq. 11-12): ``Z = γ · [QKᵀ]₊ / (‖[QKᵀ]₊‖_F + ε) · V`` per head, then an
+    output projection.  Replaces ``softmax(QKᵀ/√d) V`` in a Pre-LN block.
+
+    Args:
+        dim: channels C.
+        num_heads: heads H (C divisible by H).
+        gamma, gamma_mode, layer_index, learn_gamma: see :class:`InfSAGamma`.
+        qkv_bias: bias of the Q/K/V projection.
+        eps: ε of Eq. 11.
+        chunk_size: exact query-chunked evaluation (O(chunk_size · N) memory), see
+            :func:`mmlinattn.ops.pure_infsa`; None evaluates the N x N matrix at once.
+        proj_drop: dropout after the output projection.
+    """
+
+    def __init__(self, dim: int, num_heads: int, gamma: float = 0.7, gamma_mode: str = 'const',
+                 layer_index: int = 1, learn_gamma: bool = False, qkv_bias: bool = True,
+                 eps: float = 1e-6, chunk_size: Optional[int] = None, proj_drop: float = 0.0):
+        super().__init__()
+        self.head_dim = _check_heads(dim, num_heads)
+        self.num_heads = num_heads
+        self.eps = eps
+        self.chunk_size = chunk_size
+        self.qkv = nn.Linear(dim, 3 * dim, bias=qkv_bias)
+        self.proj = nn.Linear(dim, dim)
+        self.proj_drop = nn.Dropout(proj_drop)
+        self.gamma = InfSAGamma(**_gamma_kwargs(num_heads, gamma, gamma_mode, layer_index,
+                                                learn_gamma))
+
+    def qkv_heads(self, x: torch.Tensor) -> Tuple[torch.Tensor, ...]:
+        """(B, N, C) -> q, k, v each (B, H, N, d)."""
+        b, n, _ = x.shape
+        qkv = self.qkv(x).view(b, n, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
+        return qkv.unbind(0)
+
+    def forward(self, x: torch.Tensor, hw: Optional[Tuple[int, int]] = None,
+                valid: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """x: (B, N, C); hw: unused (global mixer); valid: (B, N) bool or None."""
+        b, n, c = x.shape
+        q, k, v = self.qkv_heads(x)
+        z = pure_infsa(q, k, v, gamma=self.gamma(), valid=valid, eps=self.eps,
+                       chunk_size=self.chunk_size)
+        return self.proj_drop(self.proj(z.transpose(1, 2).reshape(b, n, c)))
+
+    @torch.no_grad()
+    def attention_matrix(self, x: torch.Tensor,
+                         valid: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """The dense ``Â`` (B, H, N, N) for the input ``x`` of :meth:`forward` (analysis)."""
+        q, k, _ = self.qkv_heads(x)
+        return infsa_attention_matrix(q, k, valid, self.eps)
+
+
+class LinearInfSA(nn.Module):
+    """Linear-InfSA (Eq. 16-21): per head one token-weight vector ``a`` (a single
+    power-iteration-like step from ``α ∝ ‖Q_i‖``) pools the values into a context
+    ``h = Σ γ a_t V_t`` that is broadcast to every token, then projected.
+
+    The output is therefore identical for all tokens of an image (digest §2.2); a dense
+    backbone must get its spatial mixing elsewhere (e.g. a depthwise conv in the FFN).
+
+    Args:
+        dim: channels C.
+        num_heads: heads H (C divisible by H).
+        gamma, gamma_mode, layer_index, learn_gamma: see :class:`InfSAGamma`.
+        qkv_bias: bias of the Q (and K) / V projections.
+        eps: ε of Eq. 17 and 20 (paper: 1e-6).
+        tie_qk: K = Q (the paper, §3.4).  False adds a separate key projection, as in the
+            authors' code.
+        pool_then_project: compute ``h = W_V (Σ w_t x_t) + b_V Σ w_t`` (exact, V never
+            computed for the N tokens).  False computes V for all tokens first (the
+            authors' cost, for timing comparisons).
+        proj_drop: dropout after the output projection.
+    """
+
+    def __init__(self, dim: int, num_heads: int, gamma: float = 0.7, gamma_mode: str = 'const',
+                 layer_index: int = 1, learn_gamma: bool = False, qkv_bias: bool = True,
+                 eps: float = 1e-6, tie_qk: bool = True, pool_then_project: bool = True,
+                 proj_drop: float = 0.0):
+        super().__init__()
+        self.head_dim = _check_heads(dim, num_heads)
+        self.num_heads = num_heads
+        self.eps = eps
+        self.pool_then_project = pool_then_project
+        self.q = nn.Linear(dim, dim, bias=qkv_bias)
+        self.k = None if tie_qk else nn.Linear(dim, dim, bias=qkv_bias)
+        self.v = nn.Linear(dim, dim, bias=qkv_bias)
+        self.proj = nn.Linear(dim, dim)
+        self.proj_drop = nn.Dropout(proj_drop)
+        self.gamma = InfSAGamma(**_gamma_kwargs(num_heads, gamma, gamma_mode, layer_index,
+                                                learn_gamma))
+
+    def _heads(self, t: torch.Tensor) -> torch.Tensor:
+        b, n, _ = t.shape
+        return t.view(b, n, self.num_heads, self.head_dim).transpose(1, 2)
+
+    def queries(self, x: torch.Tensor) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
+        """(B, N, C) -> q (B, H, N, d) and k (same, or None when tied to q)."""
+        q = self._heads(self.q(x))
+        return q, None if self.k is None else self._heads(self.k(x))
+
+    def forward(self, x: torch.Tensor, hw: Optional[Tuple[int, int]] = None,
+                valid: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """x: (B, N, C); hw: unused (global mixer); valid: (B, N) bool or None.
+        Returns (B, N, C): one vector per image, expanded over the tokens."""
+        b, n, c = x.shape
+        q, k = self.queries(x)
+        gamma = self.gamma()
+        if self.pool_then_project:
+            h = linear_infsa_pooled(q, x, self.v.weight, self.v.bias, gamma, k, valid,
+                                    self.eps)
+        else:
+            h = linear_infsa(q, self._heads(self.v(x)), gamma, k, valid, self.eps)
+        out = self.proj_drop(self.proj(h.reshape(b, 1, c)))
+        return out.expand(b, n, c)
+
+    @torch.no_grad()
+    def token_weights(self, x: torch.Tensor, valid: Optional[torch.Tensor] = None
+                      ) -> Tuple[torch.Tensor, torch.Tensor]:
+        """``(a, α)``, each (B, H, N), for the input ``x`` of :meth:`forward` (analysis)."""
+        q, k = self.queries(x)
+        return linear_infsa_weights(q, k, valid, self.eps, return_alpha=True)

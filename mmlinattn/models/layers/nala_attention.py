@@ -1,0 +1,133 @@
+"""NaLaFormer's gated attention mixer and block (NaLaFormer §3.2, Fig. 2a; App. A.2)."""
+from typing import Optional, Tuple
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from timm.layers import DropPath
+
+from ...ops.nalaformer import KERNELS, nala_attention
+from .ffn import ConvFFN
+from .rope import apply_rope, rope_2d_angles
+from .utils import map_to_tokens, tokens_to_map
+
+ATTN_TYPES = ('nala', 'softmax')
+
+
+def _dwconv_tokens(conv: nn.Conv2d, x: torch.Tensor, hw: Tuple[int, int]) -> torch.Tensor:
+    """Apply an NCHW conv to (B, N, C) tokens on the H x W grid; (B, N, C) out."""
+    return map_to_tokens(conv(tokens_to_map(x, hw)))[0]
+
+
+class NaLaAttention(nn.Module):
+    """Gated multi-head attention of a NaLaFormer block ("simplified GLA", Fig. 2a).
+
+    ``q, k, v, g = Linear(C, 4C)(x)``; ``o = Attn(q, k, v) + LePE(v)``;
+    ``out = Linear(C, C)(LayerNorm(o) * SiLU(g))``.  The LayerNorm, the activated gate and the
+    output projection are the paper's (§3.2, last paragraph); the fused projection, the SiLU
+    activation and LePE (depthwise 5x5 conv on V, added before the norm) follow the authors'
+    code, which the paper leaves unspecified.
+
+    Args:
+        dim: channels C.
+        num_heads: heads; ``C / num_heads`` is the head dim.
+        attn_type: ``'nala'`` (norm-aware linear attention, O(N), Eqs. 8-17) or
+            ``'softmax'`` (scaled dot-product attention with 2-D RoPE, O(N^2); the authors'
+            code uses it in stages 3-4).
+        kernel, lam, alpha, eps: NaLa feature-map options, see
+            :func:`mmlinattn.ops.nala_attention`.
+        lepe: add the depthwise 5x5 conv of V.
+        rope: rotary 2-D position embedding of q and k for ``attn_type='softmax'``, computed
+            from the current (H, W) on every call.
+    """
+
+    def __init__(self, dim: int, num_heads: int, attn_type: str = 'nala',
+                 kernel: str = 'cos_sin', lam: float = 3.0, alpha: float = 20.0,
+                 eps: float = 1e-6, lepe: bool = True, rope: bool = True):
+        super().__init__()
+        if attn_type not in ATTN_TYPES:
+            raise ValueError(f'attn_type must be one of {ATTN_TYPES}, got {attn_type!r}')
+        if kernel not in KERNELS:
+            raise ValueError(f'kernel must be one of {KERNELS}, got {kernel!r}')
+        if num_heads < 1 or dim % num_heads:
+            raise ValueError(f'dim ({dim}) must be divisible by num_heads ({num_heads})')
+        self.head_dim = dim // num_heads
+        if attn_type == 'softmax' and rope and self.head_dim % 4:
+            raise ValueError(f'softmax attention with rope needs head_dim % 4 == 0, got '
+                             f'head_dim={self.head_dim} (dim={dim}, num_heads={num_heads})')
+        self.num_heads = num_heads
+        self.attn_type = attn_type
+        self.kernel, self.lam, self.alpha, self.eps = kernel, lam, alpha, eps
+        self.rope = rope and attn_type == 'softmax'
+        self.qkvg = nn.Linear(dim, 4 * dim)
+        self.lepe = nn.Conv2d(dim, dim, 5, 1, 2, groups=dim) if lepe else None
+        self.norm = nn.LayerNorm(dim)
+        self.act = nn.SiLU()
+        self.proj = nn.Linear(dim, dim)
+
+    def forward(self, x: torch.Tensor, hw: Tuple[int, int]) -> torch.Tensor:
+        """(B, N, C) tokens on an H x W grid -> (B, N, C)."""
+        b, n, c = x.shape
+        q, k, v, g = self.qkvg(x).chunk(4, dim=-1)
+        heads = [t.view(b, n, self.num_heads, self.head_dim).transpose(1, 2) for t in (q, k, v)]
+        if self.attn_type == 'nala':
+            o = nala_attention(*heads, kernel=self.kernel, lam=self.lam, alpha=self.alpha,
+                               eps=self.eps)
+        else:
+            q, k, v_ = heads
+            if self.rope:
+                angles = rope_2d_angles(hw[0], hw[1], self.head_dim, device=x.device)
+                q, k = apply_rope(q, angles), apply_rope(k, angles)
+            o = F.scaled_dot_product_attention(q, k, v_)
+        o = o.transpose(1, 2).reshape(b, n, c)
+        if self.lepe is not None:
+            o = o + _dwconv_tokens(self.lepe, v, hw)
+        return self.proj(self.norm(o) * self.act(g))
+
+
+class NaLaBlock(nn.Module):
+    """A NaLaFormer block on (B, N, C) tokens (App. A.2 CPE; authors' code for the layout)::
+
+        x = x + CPE1(x)                                   # depthwise 3x3
+        x = x + DropPath(gamma1 * Attn(LN(x)))
+        x = x + CPE2(x)                                   # depthwise 3x3
+        x = x + DropPath(gamma2 * FFN(LN(x)))             # fc1-GELU-(dw3x3 + id)-fc2
+
+    Args:
+        dim, num_heads: channels and heads.
+        mlp_ratio: FFN hidden channels = ``int(mlp_ratio * dim)``.
+        drop_path: stochastic-depth rate of both residual branches.
+        layer_scale_init_value: initial LayerScale ``gamma``; ``None`` disables LayerScale.
+        cpe: use the two conditional position encodings.
+        attn_cfg: keyword arguments of :class:`NaLaAttention` (``attn_type``, ``kernel``, ...).
+    """
+
+    def __init__(self, dim: int, num_heads: int, mlp_ratio: float = 4.0,
+                 drop_path: float = 0.0, layer_scale_init_value: Optional[float] = 1.0,
+                 cpe: bool = True, **attn_cfg):
+        super().__init__()
+        self.cpe1 = nn.Conv2d(dim, dim, 3, 1, 1, groups=dim) if cpe else None
+        self.cpe2 = nn.Conv2d(dim, dim, 3, 1, 1, groups=dim) if cpe else None
+        self.norm1 = nn.LayerNorm(dim, eps=1e-6)
+        self.attn = NaLaAttention(dim, num_heads, **attn_cfg)
+        self.norm2 = nn.LayerNorm(dim, eps=1e-6)
+        self.ffn = ConvFFN(dim, int(mlp_ratio * dim), act_layer=nn.GELU, dw_residual=True,
+                           act_before_dw=True)
+        self.drop_path = DropPath(drop_path) if drop_path > 0 else nn.Identity()
+        if layer_scale_init_value is None:
+            self.gamma1 = self.gamma2 = None
+        else:
+            self.gamma1 = nn.Parameter(torch.full((dim, ), float(layer_scale_init_value)))
+            self.gamma2 = nn.Parameter(torch.full((dim, ), float(layer_scale_init_value)))
+
+    @staticmethod
+    def _scale(gamma: Optional[torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+        return x if gamma is None else gamma * x
+
+    def forward(self, x: torch.Tensor, hw: Tuple[int, int]) -> torch.Tensor:
+        if self.cpe1 is not None:
+            x = x + _dwconv_tokens(self.cpe1, x, hw)
+        x = x + self.drop_path(self._scale(self.gamma1, self.attn(self.norm1(x), hw)))
+        if self.cpe2 is not None:
+            x = x + _dwconv_tokens(self.cpe2, x, hw)
+        return x + self.drop_path(self._scale(self.gamma2, self.ffn(self.norm2(x), hw)))

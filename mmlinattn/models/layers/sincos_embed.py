@@ -1,0 +1,33 @@
+"""A parameter-free module that adds the 2-D sin-cos encoding of the current grid."""
+import torch
+import torch.nn as nn
+
+from .pos_embed import sincos_2d
+
+
+class SinCosPosEmbed2d(nn.Module):
+    """Add :func:`sincos_2d` for the input's own (H, W) to an NCHW map.
+
+    Nothing depends on a training size: the encoding is recomputed on integer token indices
+    for every input, so no interpolation is ever needed.
+
+    Args:
+        dim: channels, divisible by 4.
+        temperature: base of the geometric frequencies.
+    """
+
+    def __init__(self, dim: int, temperature: float = 10000.0):
+        super().__init__()
+        if dim % 4:
+            raise ValueError(f'SinCosPosEmbed2d: dim must be divisible by 4, got {dim}')
+        self.dim = dim
+        self.temperature = temperature
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        c, h, w = x.shape[1:]
+        if c != self.dim:
+            raise ValueError(f'SinCosPosEmbed2d was built for {self.dim} channels, got {c}')
+        return x + sincos_2d(c, h, w, self.temperature, device=x.device, dtype=x.dtype)
+
+    def extra_repr(self) -> str:
+        return f'dim={self.dim}, temperature={self.temperature}'

@@ -1,0 +1,139 @@
+"""SOFT / SOFT++ attention module: Gaussian-kernel Nystrom attention with learned landmarks.
+
+Lu et al., "Softmax-free Linear Transformers" (IJCV 2024), Sec. 3.1-3.3, Alg. 1.  The
+mathematics lives in :mod:`mmlinattn.ops.soft`; this module holds the parameters.
+"""
+import math
+from typing import Optional, Tuple
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from ...ops.soft import NEWTON_INITS, soft_attention
+from .embed import pad_to_multiple
+
+
+def capped_grid(h: int, w: int, max_tokens: int) -> Tuple[int, int]:
+    """A grid (h', w') <= (h, w) with ``h' w' <= max_tokens``, close to h:w in aspect;
+    (h, w) itself when it already fits."""
+    if h * w <= max_tokens:
+        return h, w
+    gh = min(h, max(1, int(h * math.sqrt(max_tokens / (h * w)))))
+    return gh, min(w, max_tokens // gh)
+
+
+class LandmarkSampler(nn.Module):
+    """Bottleneck ("landmark") tokens ``Q~ = f_s(Q)`` (Sec. 3.2 "Sampling", Sec. 4.4).
+
+    An ``r x r`` convolution with stride ``r``, no bias, on each head's ``d_h``-channel map;
+    the weights are shared across heads (this reproduces the paper's parameter counts,
+    digest section 1.3).  The map is zero-padded to a multiple of ``r``, never cropped.
+
+    Args:
+        head_dim: channels per head ``d_h``.
+        ratio: ``r = sqrt(sp)``; 8/4/2/1 in stages 1-4 (Table 1).
+        ln_gelu: LayerNorm(d_h) + GELU on the sampled tokens.  Not in the paper; the
+            authors' code has it and it sets the landmark scale, hence the conditioning of
+            A (digest section 5.3).  On by default.
+        max_landmarks: if set, adaptively average-pool the sampled grid so that
+            ``m <= max_landmarks`` (keeps the cost linear in n at detection resolutions;
+            digest sections 1.3 / 1.7).  ``None`` is the paper's fixed ratio, where m grows
+            with the image.
+    """
+
+    def __init__(self, head_dim: int, ratio: int, ln_gelu: bool = True,
+                 max_landmarks: Optional[int] = None):
+        super().__init__()
+        if not isinstance(ratio, int) or ratio < 1:
+            raise ValueError(f'landmark ratio must be a positive int, got {ratio!r}')
+        if max_landmarks is not None and (not isinstance(max_landmarks, int)
+                                          or max_landmarks < 1):
+            raise ValueError(f'max_landmarks must be None or a positive int, got '
+                             f'{max_landmarks!r}')
+        self.ratio = ratio
+        self.max_landmarks = max_landmarks
+        self.conv = nn.Conv2d(head_dim, head_dim, ratio, stride=ratio, bias=False)
+        self.norm = nn.LayerNorm(head_dim) if ln_gelu else nn.Identity()
+        self.act = nn.GELU() if ln_gelu else nn.Identity()
+
+    def forward(self, q: torch.Tensor, hw: Tuple[int, int]) -> torch.Tensor:
+        """(B, h, H*W, d_h) tokens -> (B, h, m, d_h) landmarks."""
+        b, nh, n, d = q.shape
+        h, w = hw
+        x = q.reshape(b * nh, h, w, d).permute(0, 3, 1, 2)
+        x = self.conv(pad_to_multiple(x, self.ratio))
+        if self.max_landmarks is not None:
+            grid = capped_grid(x.shape[-2], x.shape[-1], self.max_landmarks)
+            if grid != tuple(x.shape[-2:]):
+                x = F.adaptive_avg_pool2d(x, grid)
+        x = self.act(self.norm(x.flatten(2).transpose(1, 2)))
+        return x.reshape(b, nh, -1, d)
+
+
+class SoftAttention(nn.Module):
+    """One SOFT block's attention (Fig. 2): ``proj(S^ V)`` with ``S^`` from Eq. 9 / Eq. 17.
+
+    ``W_q = W_k`` (one ``qk`` projection, Sec. 3.1) so the kernel is symmetric; tokens are
+    scaled by ``d_h^{-1/4}`` so ``exp(-||.||^2/2)`` equals Eq. 5 with ``d_e = d_h``.
+
+    Args:
+        dim: channels ``d = d_e``.
+        num_heads: heads ``h`` (``d_h = dim / h``, 32 in the paper).
+        sr_ratio: landmark sampling ratio ``r`` (:class:`LandmarkSampler`).
+        qkv_bias: bias of the ``qk`` and ``v`` projections.
+        num_iters: Newton-Schulz iterations T (Eq. 10), 20 by default (Fig. 5).
+        newton_init: ``'safe'`` or ``'paper'`` (see :func:`mmlinattn.ops.soft.newton_init_alpha`).
+        sym_norm: SOFT++ symmetric normalisation (Eq. 17); ``False`` = plain SOFT.
+        landmark_ln_gelu, max_landmarks: see :class:`LandmarkSampler`.
+        v_conv_size: kernel of the authors' per-head depthwise conv on V added to the
+            attention output (their "SOFT-Norm" models: 9/5/3); 0 = none (paper).
+        ridge: ``A + ridge I`` before inversion; 0 = paper.
+    """
+
+    def __init__(self, dim: int, num_heads: int, sr_ratio: int, qkv_bias: bool = True,
+                 num_iters: int = 20, newton_init: str = 'safe', sym_norm: bool = True,
+                 landmark_ln_gelu: bool = True, max_landmarks: Optional[int] = None,
+                 v_conv_size: int = 0, ridge: float = 0.0):
+        super().__init__()
+        if num_heads < 1 or dim % num_heads:
+            raise ValueError(f'dim ({dim}) must be divisible by num_heads ({num_heads})')
+        if newton_init not in NEWTON_INITS:
+            raise ValueError(f'newton_init must be one of {NEWTON_INITS}, got {newton_init!r}')
+        if not isinstance(num_iters, int) or num_iters < 0:
+            raise ValueError(f'num_iters must be a non-negative int, got {num_iters!r}')
+        if v_conv_size < 0 or (v_conv_size and v_conv_size % 2 == 0):
+            raise ValueError(f'v_conv_size must be 0 (off) or an odd kernel size, got '
+                             f'{v_conv_size!r}')
+        self.num_heads = num_heads
+        self.head_dim = dim // num_heads
+        self.num_iters = num_iters
+        self.newton_init = newton_init
+        self.sym_norm = sym_norm
+        self.ridge = ridge
+        self.qk = nn.Linear(dim, dim, bias=qkv_bias)
+        self.v = nn.Linear(dim, dim, bias=qkv_bias)
+        self.sampler = LandmarkSampler(self.head_dim, sr_ratio, landmark_ln_gelu, max_landmarks)
+        self.v_conv = (nn.Conv2d(num_heads, num_heads, v_conv_size, padding=v_conv_size // 2,
+                                 groups=num_heads, bias=False) if v_conv_size else None)
+        self.proj = nn.Linear(dim, dim)
+
+    def forward(self, x: torch.Tensor, hw: Tuple[int, int]) -> torch.Tensor:
+        """(B, H*W, C) tokens on an H x W grid -> (B, H*W, C)."""
+        b, n, c = x.shape
+        nh, d = self.num_heads, self.head_dim
+        q = self.qk(x).view(b, n, nh, d).transpose(1, 2) * d ** -0.25
+        v = self.v(x).view(b, n, nh, d).transpose(1, 2)
+        landmarks = self.sampler(q, hw)
+        out = soft_attention(q, landmarks, v, self.num_iters, self.newton_init, self.sym_norm,
+                             self.ridge)
+        if self.v_conv is not None:
+            out = out + self._conv_v(v, hw)
+        return self.proj(out.transpose(1, 2).reshape(b, n, c))
+
+    def _conv_v(self, v: torch.Tensor, hw: Tuple[int, int]) -> torch.Tensor:
+        """The authors' depthwise conv: one k x k filter per head, shared by its channels."""
+        b, nh, n, d = v.shape
+        y = v.transpose(2, 3).reshape(b, nh, d, hw[0], hw[1]).transpose(1, 2)
+        y = self.v_conv(y.reshape(b * d, nh, hw[0], hw[1]))
+        return y.reshape(b, d, nh, n).permute(0, 2, 3, 1)

@@ -1,0 +1,184 @@
+"""Graph diffusion on an H x W token grid: the diffusion term of Linear Diffusion Networks.
+
+Fein-Ashley, "Linear Diffusion Networks: Harnessing Diffusion Processes for Global
+Interactions" (``shared/papers/003``, §3.3-§4.4).  The paper's layer adds to the state H the
+explicit-Euler diffusion increment
+
+    δt · (K H − diag(K 1) H)                                   (E4, §3.3)
+
+for a non-negative T x T kernel K, i.e. one step of ``A = I + δt (K − diag(K 1))`` (E8, §4.1),
+which is a convex combination of the tokens whenever ``δt · max_t Σ_s K_ts ≤ 1`` (E9, §4.4).
+The paper defines K for 1-D sequences only.  Here (our 2-D design, digest §3.2 A) K is a
+translation-invariant stencil on the image grid:
+
+    δt · K_{t, t+u} = a · p_u,   u ∈ offsets,   p = softmax(logits),   Σ_u p_u = 1,
+
+with a = δt · (interior row sum of K).  Borders have *missing* neighbours (zero padding), and
+their row sums are the exact ``deg = conv(ones)`` ≤ 1, so the operator is the true graph
+Laplacian of the finite grid: no wrap-around, no replicated values, a constant map is a fixed
+point.  With ``0 ≤ a < 1`` the step matrix is non-negative with unit row sums and a strictly
+positive diagonal, so E9 holds and Theorem 1 (global dependency) applies, for any H x W.
+
+The functions here take the already-normalised stencil and step (the module
+:class:`mmlinattn.models.layers.ldn_block.GridDiffusion` owns the parameters).  Kernels and
+steps are per *group* of channels: ``G`` groups, each of ``C / G`` consecutive channels.
+Everything runs in (at least) float32, also under autocast; the output dtype follows the input.
+"""
+import math
+import re
+from typing import List, Tuple
+
+import torch
+import torch.nn.functional as F
+
+__all__ = [
+    'stencil_offsets', 'stencil_kernel', 'grid_diffusion', 'grid_diffusion_implicit_dct',
+    'dct_matrix'
+]
+
+#: The 4-neighbour stencil (up, down, left, right), as (row, col) offsets.
+CROSS4_OFFSETS: Tuple[Tuple[int, int], ...] = ((-1, 0), (1, 0), (0, -1), (0, 1))
+
+
+def stencil_offsets(taps: str) -> List[Tuple[int, int]]:
+    """The (row, col) neighbour offsets of a stencil.
+
+    Args:
+        taps: ``'cross4'`` (the 4 nearest neighbours: up, down, left, right) or ``'kK'`` for
+            an odd K >= 3 (every cell of the K x K window except the centre, row-major),
+            e.g. ``'k3'`` = the 8-neighbourhood.
+    """
+    if taps == 'cross4':
+        return list(CROSS4_OFFSETS)
+    m = re.fullmatch(r'k(\d+)', str(taps))
+    if m is None or int(m.group(1)) < 3 or int(m.group(1)) % 2 == 0:
+        raise ValueError(f"taps must be 'cross4' or 'kK' with odd K >= 3 (e.g. 'k3'), "
+                         f'got {taps!r}')
+    r = int(m.group(1)) // 2
+    return [(i, j) for i in range(-r, r + 1) for j in range(-r, r + 1) if (i, j) != (0, 0)]
+
+
+def _compute_dtype(x: torch.Tensor) -> torch.dtype:
+    return torch.promote_types(x.dtype, torch.float32)
+
+
+def stencil_kernel(tap_probs: torch.Tensor, taps: str) -> torch.Tensor:
+    """Scatter per-offset weights into a (G, k, k) convolution kernel with a zero centre.
+
+    Args:
+        tap_probs: (G, n_offsets) non-negative weights p_u (rows summing to 1 make ``a`` the
+            interior row sum of δt·K).
+        taps: the stencil name, see :func:`stencil_offsets`.
+    """
+    offsets = stencil_offsets(taps)
+    if tap_probs.dim() != 2 or tap_probs.shape[1] != len(offsets):
+        raise ValueError(f'stencil {taps!r} has {len(offsets)} offsets; tap_probs must be '
+                         f'(G, {len(offsets)}), got {tuple(tap_probs.shape)}')
+    r = max(max(abs(i), abs(j)) for i, j in offsets)
+    k = 2 * r + 1
+    # F.conv2d is a cross-correlation: out[y, x] = Σ w[r+i, r+j] · in[y+i, x+j], so the
+    # weight at (r+i, r+j) multiplies the neighbour at offset (i, j): K_{t, t+(i,j)} = p_(i,j).
+    index = torch.tensor([(r + i) * k + (r + j) for i, j in offsets], device=tap_probs.device)
+    kernel = tap_probs.new_zeros(tap_probs.shape[0], k * k)
+    kernel = kernel.index_copy(1, index, tap_probs)
+    return kernel.view(-1, k, k)
+
+
+def _per_channel(t: torch.Tensor, channels: int) -> torch.Tensor:
+    """Expand a per-group tensor (G, ...) to (C, ...), groups of C / G consecutive channels."""
+    groups = t.shape[0]
+    if channels % groups:
+        raise ValueError(f'{channels} channels cannot be split into {groups} diffusion groups')
+    return t.repeat_interleave(channels // groups, dim=0)
+
+
+def grid_diffusion(x: torch.Tensor, kernel: torch.Tensor, step: torch.Tensor,
+                   n_steps: int = 1) -> torch.Tensor:
+    """The explicit-Euler diffusion increment ``A^n x − x`` on the H x W grid (E4, E8).
+
+    One step is ``x + a·(W ⋆ x − deg ⊙ x)`` = ``x + δt (K x − diag(K 1) x)``, where ``W ⋆`` is
+    the zero-padded depthwise correlation with ``kernel`` and ``deg = W ⋆ 1`` its exact row
+    sums (smaller at the borders).  ``n_steps`` steps repeat it with the same stencil and step.
+
+    Args:
+        x: (B, C, H, W) state, any memory format (a channels-last view of (B, H*W, C)
+            tokens costs no copy).
+        kernel: (G, k, k) non-negative stencil with a zero centre (see :func:`stencil_kernel`).
+        step: (G,) step ``a = δt · interior row sum``; ``0 ≤ a < 1`` (with kernels summing to
+            1) keeps every step a convex combination (E9).
+        n_steps: number of explicit sub-steps, >= 1.
+
+    Returns:
+        The increment, (B, C, H, W) in ``x``'s dtype.
+    """
+    if n_steps < 1:
+        raise ValueError(f'n_steps must be >= 1, got {n_steps}')
+    c, h, w = x.shape[1:]
+    k = kernel.shape[-1]
+    dtype = _compute_dtype(x)
+    with torch.autocast(device_type=x.device.type, enabled=False):
+        scaled = kernel.to(dtype) * step.to(dtype).view(-1, 1, 1)      # a·p, (G, k, k)
+        # a·diag(K 1): the exact row sums, from one map per group, then spread to channels.
+        ones = x.new_ones(1, scaled.shape[0], h, w, dtype=dtype)
+        a_deg = F.conv2d(ones, scaled[:, None], padding=k // 2, groups=scaled.shape[0])
+        a_deg = _per_channel(a_deg[0], c)[None]                          # (1, C, H, W)
+        weight = _per_channel(scaled, c)[:, None]                        # (C, 1, k, k)
+        x0 = x.to(dtype)
+        y = x0
+        for _ in range(n_steps):
+            y = y + (F.conv2d(y, weight, padding=k // 2, groups=c) - a_deg * y)
+        return (y - x0).to(x.dtype)
+
+
+def dct_matrix(n: int, device=None, dtype=torch.float32) -> torch.Tensor:
+    """Orthonormal DCT-II matrix D (n x n): ``D[p, k] = s_p cos(π p (k + ½) / n)``.
+
+    Its rows are the eigenvectors of the path-graph Laplacian with missing-neighbour ends
+    (eigenvalue ``2 − 2 cos(π p / n)``), so ``D L D^T`` is diagonal.
+    """
+    k = torch.arange(n, device=device, dtype=torch.float64)
+    p = k[:, None]
+    d = torch.cos(math.pi * p * (k[None, :] + 0.5) / n) * math.sqrt(2.0 / n)
+    d[0] = math.sqrt(1.0 / n)
+    return d.to(dtype)
+
+
+def grid_diffusion_implicit_dct(x: torch.Tensor, kappa: torch.Tensor, step: torch.Tensor,
+                                n_steps: int = 1) -> torch.Tensor:
+    """The implicit (backward-Euler) diffusion increment, solved exactly with a 2-D DCT.
+
+    Solves ``(I + a·M) y = x`` (``n_steps`` times) for the symmetric, separable 4-neighbour
+    operator ``M = (κ_v / 2) L_H ⊕ (κ_h / 2) L_W``, where ``L_n`` is the path Laplacian with
+    missing-neighbour ends (digest §3.3 C).  ``−a·M`` is exactly the explicit stencil
+    increment for symmetric taps ``p_up = p_down = κ_v / 2``, ``p_left = p_right = κ_h / 2``.
+    The paper mentions implicit integration for stability (§3.3, §3.7); this integrator is
+    unconditionally stable for any ``a ≥ 0`` and ``(I + a M)^{-1}`` is entrywise positive
+    (global in one step) with unit row sums.  Cost O(N (H + W) C) (matmul DCT), so it is
+    *not* linear in N.
+
+    Args:
+        x: (B, C, H, W) state.
+        kappa: (G, 2) non-negative (κ_v, κ_h), normally summing to 1.
+        step: (G,) step ``a ≥ 0``.
+        n_steps: number of backward-Euler sub-steps, >= 1.
+
+    Returns:
+        The increment ``y − x``, (B, C, H, W) in ``x``'s dtype.
+    """
+    if n_steps < 1:
+        raise ValueError(f'n_steps must be >= 1, got {n_steps}')
+    c, h, w = x.shape[1:]
+    dtype = _compute_dtype(x)
+    with torch.autocast(device_type=x.device.type, enabled=False):
+        dh = dct_matrix(h, x.device, dtype)
+        dw = dct_matrix(w, x.device, dtype)
+        lam_h = 1.0 - torch.cos(math.pi * torch.arange(h, device=x.device, dtype=dtype) / h)
+        lam_w = 1.0 - torch.cos(math.pi * torch.arange(w, device=x.device, dtype=dtype) / w)
+        kappa = _per_channel(kappa.to(dtype), c)                    # (C, 2)
+        a = _per_channel(step.to(dtype), c).view(c, 1, 1)
+        # Eigenvalues of a·M: a (κ_v (1 − cos πp/H) + κ_h (1 − cos πq/W)), shape (C, H, W).
+        lam = a * (kappa[:, 0, None, None] * lam_h[:, None] + kappa[:, 1, None, None] * lam_w)
+        x0 = x.to(dtype)
+        spec = dh @ x0 @ dw.T
+        y = dh.T @ (spec / (1.0 + lam).pow(n_steps)) @ dw
+        return (y - x0).to(x.dtype)

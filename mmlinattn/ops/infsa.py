@@ -1,0 +1,241 @@
+"""Infinite Self-Attention (Roffo, arXiv:2603.00175): Pure InfSA and Linear-InfSA.
+
+Shapes: ``B`` batch, ``H`` heads, ``N`` tokens, ``d`` head dim, ``C = H * d`` channels.
+Every function takes an optional ``valid`` mask (B, N) of bool: tokens where it is False
+(padding) enter no norm, pool or sum, so the result on the valid tokens does not depend on
+how much padding there is.  Not in the paper (it never pads); digest §4.3.
+
+Numerics: all N-length reductions (Frobenius norm, norms, pools, matrix products over N) run
+in float32 (float64 inputs stay float64) with autocast disabled; results are returned in
+the input dtype.
+
+``gamma`` is the discount γ of Eq. 21 / 23, already raised to whatever power the caller
+wants (γ^l for Eq. 23, γ for a constant per-block factor): a Python number, a 0-d tensor or
+a per-head tensor of shape (H,) (e.g. a learned ``sigmoid(logit)``, kept in the graph).
+"""
+from contextlib import contextmanager
+from typing import Optional, Tuple, Union
+
+import torch
+import torch.nn.functional as F
+import torch.utils.checkpoint as cp
+
+Gamma = Union[float, torch.Tensor]
+
+__all__ = ['pure_infsa', 'infsa_attention_matrix', 'linear_infsa_weights', 'linear_infsa',
+           'linear_infsa_pooled']
+
+
+@contextmanager
+def _no_autocast(device: torch.device):
+    with torch.autocast(device_type=device.type, enabled=False):
+        yield
+
+
+def _reduce_dtype(*tensors: torch.Tensor) -> torch.dtype:
+    """float32, or float64 when any input is float64."""
+    dtype = torch.float32
+    for t in tensors:
+        dtype = torch.promote_types(dtype, t.dtype)
+    return dtype
+
+
+def _head_gamma(gamma: Gamma, num_heads: int, ndim: int, like: torch.Tensor) -> Gamma:
+    """γ broadcastable against a (B, H, ...) tensor with ``ndim`` dims."""
+    if not torch.is_tensor(gamma):
+        return float(gamma)
+    gamma = gamma.to(like.dtype)
+    if gamma.dim() == 0:
+        return gamma
+    if gamma.shape != (num_heads, ):
+        raise ValueError(f'gamma must be a scalar or have shape ({num_heads},), got '
+                         f'{tuple(gamma.shape)}')
+    return gamma.view(1, num_heads, *([1] * (ndim - 2)))
+
+
+def _check_valid(valid: Optional[torch.Tensor], b: int, n: int) -> Optional[torch.Tensor]:
+    if valid is None:
+        return None
+    if valid.shape != (b, n):
+        raise ValueError(f'valid mask must have shape (B, N) = ({b}, {n}), got '
+                         f'{tuple(valid.shape)}')
+    return valid.bool()
+
+
+# ----------------------------------------------------------------------------- Pure InfSA
+def _relu_scores(q: torch.Tensor, k: torch.Tensor, q_valid: Optional[torch.Tensor],
+                 k_valid: Optional[torch.Tensor]) -> torch.Tensor:
+    """[Q Kᵀ]₊ with padded rows / columns set to zero, (B, H, n_q, N)."""
+    s = F.relu(q @ k.transpose(-2, -1))
+    if q_valid is not None:
+        s = s * q_valid[:, None, :, None].to(s.dtype)
+    if k_valid is not None:
+        s = s * k_valid[:, None, None, :].to(s.dtype)
+    return s
+
+
+def _pure_chunk(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                q_valid: Optional[torch.Tensor], k_valid: Optional[torch.Tensor]
+                ) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Un-normalised rows [Q_b Kᵀ]₊ V and their squared Frobenius norm, (B, H, 1, 1)."""
+    s = _relu_scores(q, k, q_valid, k_valid)
+    return s @ v, s.square().sum((-2, -1), keepdim=True)
+
+
+def _frobenius(sq: torch.Tensor) -> torch.Tensor:
+    # clamp: sqrt has an infinite derivative at 0 (all scores rectified away).
+    return sq.clamp_min(torch.finfo(sq.dtype).tiny).sqrt()
+
+
+def pure_infsa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, gamma: Gamma = 1.0,
+               valid: Optional[torch.Tensor] = None, eps: float = 1e-6,
+               chunk_size: Optional[int] = None) -> torch.Tensor:
+    """Pure InfSA, Eq. 11-12: ``Â = [QKᵀ]₊ / (‖[QKᵀ]₊‖_F + ε)``, ``Z = γ Â V``.
+
+    No softmax and no row normalisation; the Frobenius norm is one scalar per (sample, head)
+    over the whole N x N matrix, so a 1/√d scale on QKᵀ cancels (up to ε) and is omitted.
+
+    Args:
+        q, k, v: (B, H, N, d).
+        gamma: output scale (γ^l of Eq. 23, or a constant), scalar or per head (H,).
+        valid: (B, N) bool; padded tokens are zero rows and columns of Â, and their
+            output rows are zero.
+        eps: ε of Eq. 11.
+        chunk_size: if set and smaller than N, evaluate exactly in query blocks of this
+            size: each block contributes its rows [Q_b Kᵀ]₊ V and its share of ‖·‖²_F, and
+            the division happens once at the end.  Peak memory is O(chunk_size · N) instead
+            of O(N²), also in the backward pass (each block is recomputed there).
+
+    Returns:
+        Z, (B, H, N, d) in ``v``'s dtype.
+    """
+    b, h, n, _ = q.shape
+    valid = _check_valid(valid, b, n)
+    dtype = _reduce_dtype(q, k, v)
+    with _no_autocast(q.device):
+        qf, kf, vf = q.to(dtype), k.to(dtype), v.to(dtype)
+        if chunk_size is None or chunk_size >= n:
+            num, sq = _pure_chunk(qf, kf, vf, valid, valid)
+        else:
+            if chunk_size < 1:
+                raise ValueError(f'chunk_size must be a positive int, got {chunk_size}')
+            nums, sq = [], 0
+            grad = torch.is_grad_enabled() and any(t.requires_grad for t in (qf, kf, vf))
+            for start in range(0, n, chunk_size):
+                qb = qf[:, :, start:start + chunk_size]
+                vb = None if valid is None else valid[:, start:start + chunk_size]
+                if grad:
+                    num_b, sq_b = cp.checkpoint(_pure_chunk, qb, kf, vf, vb, valid,
+                                                use_reentrant=False)
+                else:
+                    num_b, sq_b = _pure_chunk(qb, kf, vf, vb, valid)
+                nums.append(num_b)
+                sq = sq + sq_b
+            num = torch.cat(nums, dim=2)
+        z = num / (_frobenius(sq) + eps)
+        z = z * _head_gamma(gamma, h, 4, z)
+    return z.to(v.dtype)
+
+
+def infsa_attention_matrix(q: torch.Tensor, k: torch.Tensor,
+                           valid: Optional[torch.Tensor] = None,
+                           eps: float = 1e-6) -> torch.Tensor:
+    """The dense ``Â`` of Eq. 11, (B, H, N, N) in float32 or float64.  O(N²) memory: for
+    analysis and tests on small N, never used by the forward pass."""
+    b, _, n, _ = q.shape
+    valid = _check_valid(valid, b, n)
+    dtype = _reduce_dtype(q, k)
+    with _no_autocast(q.device):
+        s = _relu_scores(q.to(dtype), k.to(dtype), valid, valid)
+        return s / (_frobenius(s.square().sum((-2, -1), keepdim=True)) + eps)
+
+
+# ----------------------------------------------------------------------------- Linear-InfSA
+def linear_infsa_weights(q: torch.Tensor, k: Optional[torch.Tensor] = None,
+                         valid: Optional[torch.Tensor] = None, eps: float = 1e-6,
+                         return_alpha: bool = False):
+    """Linear-InfSA token weights ``a`` (Eq. 16-20), one vector per (sample, head).
+
+    ``e_i = ‖Q_i‖₂`` (16), ``α = e / (Σe + ε)`` (17), ``q̄ = Σ α_i Q_i`` (18),
+    ``S_j = [q̄ᵀ K_j]₊`` (19), ``a = S / (ΣS + ε)`` (20).  The paper ties ``K = Q``
+    (``k=None``); an untied ``k`` is accepted for the authors' code's variant.
+
+    Args:
+        q: (B, H, N, d); k: same shape or None (tied).
+        valid: (B, N) bool; padded tokens get ``α = a = 0``.
+
+    Returns:
+        ``a`` (B, H, N), float32 (float64 for float64 input); with ``return_alpha`` the pair
+        ``(a, α)``.
+    """
+    b, _, n, _ = q.shape
+    valid = _check_valid(valid, b, n)
+    dtype = _reduce_dtype(q) if k is None else _reduce_dtype(q, k)
+    with _no_autocast(q.device):
+        qf = q.to(dtype)
+        kf = qf if k is None else k.to(dtype)
+        e = torch.linalg.vector_norm(qf, dim=-1)                        # (16)
+        if valid is not None:
+            e = e.masked_fill(~valid[:, None], 0)
+        alpha = e / (e.sum(-1, keepdim=True) + eps)                     # (17)
+        qbar = torch.einsum('bhn,bhnd->bhd', alpha, qf)                 # (18)
+        s = F.relu(torch.einsum('bhd,bhnd->bhn', qbar, kf))             # (19)
+        if valid is not None:
+            s = s.masked_fill(~valid[:, None], 0)
+        a = s / (s.sum(-1, keepdim=True) + eps)                         # (20)
+    return (a, alpha) if return_alpha else a
+
+
+def linear_infsa(q: torch.Tensor, v: torch.Tensor, gamma: Gamma = 1.0,
+                 k: Optional[torch.Tensor] = None, valid: Optional[torch.Tensor] = None,
+                 eps: float = 1e-6) -> torch.Tensor:
+    """Linear-InfSA context, Eq. 21 as written: ``h = Σ_t γ a_t V_t`` from values computed
+    for all N tokens (the authors' cost model; see :func:`linear_infsa_pooled`).
+
+    Args:
+        q, v: (B, H, N, d); k: untied keys or None (K = Q); gamma, valid, eps: as above.
+
+    Returns:
+        h, (B, H, d) in ``v``'s dtype; the same vector is broadcast to every token.
+    """
+    a = linear_infsa_weights(q, k, valid, eps)
+    with _no_autocast(q.device):
+        vf = v.to(_reduce_dtype(v, a))
+        w = a.to(vf.dtype) * _head_gamma(gamma, q.shape[1], 3, vf)
+        h = torch.einsum('bhn,bhnd->bhd', w, vf)
+    return h.to(v.dtype)
+
+
+def linear_infsa_pooled(q: torch.Tensor, x: torch.Tensor, v_weight: torch.Tensor,
+                        v_bias: Optional[torch.Tensor] = None, gamma: Gamma = 1.0,
+                        k: Optional[torch.Tensor] = None,
+                        valid: Optional[torch.Tensor] = None,
+                        eps: float = 1e-6) -> torch.Tensor:
+    """Linear-InfSA context by the exact pool-then-project rewrite of Eq. 21.
+
+    With ``V_t = W_V x_t + b_V`` split per head, ``h = Σ_t w_t V_t = W_V (Σ_t w_t x_t) +
+    b_V Σ_t w_t`` (``w = γ a``), so the inputs are pooled per head first (O(N·H·C)) and V is
+    never computed for the N tokens (which costs O(N·C²)).
+
+    Args:
+        q: (B, H, N, d) queries (= keys when ``k`` is None).
+        x: (B, N, C) the tokens the value projection reads.
+        v_weight: (H·d, C) and v_bias: (H·d,) or None, the value projection.
+        gamma, k, valid, eps: as in :func:`linear_infsa`.
+
+    Returns:
+        h, (B, H, d) in ``x``'s dtype.
+    """
+    b, nh, n, d = q.shape
+    if x.shape[:2] != (b, n) or v_weight.shape != (nh * d, x.shape[-1]):
+        raise ValueError(f'shapes do not match: q {tuple(q.shape)}, x {tuple(x.shape)}, '
+                         f'v_weight {tuple(v_weight.shape)}')
+    a = linear_infsa_weights(q, k, valid, eps)
+    with _no_autocast(q.device):
+        dtype = _reduce_dtype(x, a)
+        w = a.to(dtype) * _head_gamma(gamma, nh, 3, a.to(dtype))          # (B, H, N)
+        pooled = torch.einsum('bhn,bnc->bhc', w, x.to(dtype))              # (B, H, C)
+        h = torch.einsum('bhc,hdc->bhd', pooled, v_weight.to(dtype).view(nh, d, -1))
+        if v_bias is not None:
+            h = h + v_bias.to(dtype).view(1, nh, d) * w.sum(-1, keepdim=True)
+    return h.to(x.dtype)

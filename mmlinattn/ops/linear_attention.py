@@ -1,0 +1,66 @@
+"""Normalised kernel linear attention (Katharopoulos et al. 2020), as used by LDN (E7).
+
+LDN (``shared/papers/003``, §3.3) defines
+
+    A_lin(H) = φ(Q) (φ(K)^T V) / (φ(Q) (φ(K)^T 1)),     Q, K, V = H W_Q, H W_K, H W_V,
+
+a row-normalised weighted average of all value rows, computed through the (d x d_v) summary
+φ(K)^T V so the cost is linear in the number of tokens N.  This op is the multi-head form on
+already-projected heads; it has no parameters and no LDN-specific piece, so other families can
+reuse it.
+
+Numerics: both reductions over N are taken as *means* (φ(K)^T V / N and mean_n φ(K_n)); the
+ratio is unchanged but the summaries stay O(1) instead of O(N), which matters for ~10^5
+tokens in half precision.  Everything runs in (at least) float32, also under autocast; the
+output dtype follows ``v``.  ``eps`` is added to the (mean) denominator.
+"""
+from typing import Callable, Dict
+
+import torch
+import torch.nn.functional as F
+
+__all__ = ['linear_attention', 'FEATURE_MAPS']
+
+
+def _elu_plus_one(x: torch.Tensor) -> torch.Tensor:
+    return F.elu(x) + 1.0
+
+
+#: Positive feature maps φ: ELU+1 (Katharopoulos et al.; LDN authors' code) and ReLU (the
+#: paper's example, which can zero the denominator, hence ``eps``).
+FEATURE_MAPS: Dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    'elu': _elu_plus_one,
+    'relu': F.relu,
+}
+
+
+def linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                     feature_map: str = 'elu', eps: float = 1e-6) -> torch.Tensor:
+    """``φ(Q) (φ(K)^T V) / (φ(Q) φ(K)^T 1)`` per head, with means over the N tokens.
+
+    Args:
+        q, k: (B, heads, N, d) queries and keys (before the feature map).
+        v: (B, heads, N, d_v) values.
+        feature_map: a key of :data:`FEATURE_MAPS`.
+        eps: added to the mean denominator ``φ(q_i) · mean_n φ(k_n)``.
+
+    Returns:
+        (B, heads, N, d_v) in ``v``'s dtype.
+    """
+    if feature_map not in FEATURE_MAPS:
+        raise ValueError(f'feature_map must be one of {sorted(FEATURE_MAPS)}, '
+                         f'got {feature_map!r}')
+    if q.shape[:-2] != k.shape[:-2] or k.shape[:-1] != v.shape[:-1] or q.shape[-1] != k.shape[-1]:
+        raise ValueError(f'incompatible shapes q {tuple(q.shape)}, k {tuple(k.shape)}, '
+                         f'v {tuple(v.shape)}; expected (B, heads, N, d), (B, heads, M, d), '
+                         f'(B, heads, M, d_v)')
+    phi = FEATURE_MAPS[feature_map]
+    dtype = torch.promote_types(v.dtype, torch.float32)
+    with torch.autocast(device_type=v.device.type, enabled=False):
+        q, k, v32 = phi(q.to(dtype)), phi(k.to(dtype)), v.to(dtype)
+        n = k.shape[-2]
+        kv = torch.einsum('...nd,...ne->...de', k, v32) / n       # (B, h, d, d_v)
+        k_mean = k.mean(dim=-2)                                   # (B, h, d)
+        num = torch.einsum('...nd,...de->...ne', q, kv)           # (B, h, N, d_v)
+        den = torch.einsum('...nd,...d->...n', q, k_mean)         # (B, h, N)
+        return (num / (den.unsqueeze(-1) + eps)).to(v.dtype)

@@ -1,0 +1,191 @@
+"""Norm-aware linear attention (NaLa), NaLaFormer (Meng et al., arXiv 2506.21137), §3.2.
+
+A query or key ``x`` (last axis = head dim ``d``) is split into its L2 norm and direction,
+``x = ||x|| d(x)`` (Def. 1).  The feature maps of Eq. 16 are
+
+* ``phi_q(q) = |d(q)|^p(||q||) * [cos(theta(q)); sin(theta(q))]`` with the query-norm-aware
+  power ``p(x) = lam * (0.5 + tanh(x))`` (Eq. 8),
+* ``phi_k(k) = |k|^lam * [cos(theta(k)); sin(theta(k))]`` (Eq. 9 / 16),
+
+where the magnitude vector multiplies both halves, so the feature size doubles to ``2d``, and
+``theta(x) = (pi / 4) * tanh(alpha * d(x))`` elementwise (App. A.2).  Per dimension the
+similarity is ``a_i b_i cos(theta_q,i - theta_k,i)`` with ``|theta_q,i - theta_k,i| < pi / 2``
+(Eqs. 13-15, 17), so every ``phi_q(q) . phi_k(k) >= 0``: the "cosine inhibit" keeps same-sign
+dimensions and suppresses opposite-sign ones.  Attention is the L1-normalised linear attention
+of Eqs. 10-11, evaluated in O(N) through associativity.
+
+Choices where the paper is silent (digest ``specs/nalaformer.md`` §5):
+
+* ``lam = 3`` (both authors' codes; the paper gives no value);
+* ``alpha = 20``: the paper's literal ``alpha = 1`` maps a unit direction's entries (about
+  ``1 / sqrt(d)``) to angles near 0, so opposite signs are barely inhibited (cos ~ 0.98);
+  ``alpha = 20`` is the third-party implementation's value and gives real inhibition;
+* norms clamped to ``>= eps``; absolute values taken before any fractional power;
+* the key-value product and the key sum are divided by ``N`` (authors' code) so magnitudes and
+  the ``eps`` of the denominator do not drift with the resolution; it cancels otherwise;
+* the core runs in float32 (float64 stays float64) with autocast off, because ``|k|^3``
+  overflows half precision quickly.
+
+``kernel='relu_split'`` is the authors' public-code kernel: ``phi_q = [relu(d(q))^p;
+relu(-d(q))^p]``, ``phi_k = [relu(k)^lam; relu(-k)^lam]`` (same-sign pairs only).  Their
+numerator-only RoPE is not reproduced (it can make attention weights negative).
+"""
+import functools
+import math
+from typing import Tuple
+
+import torch
+import torch.nn.functional as F
+
+KERNELS = ('cos_sin', 'relu_split')
+
+
+def _check_args(kernel: str, lam: float, alpha: float, eps: float) -> None:
+    if kernel not in KERNELS:
+        raise ValueError(f'kernel must be one of {KERNELS}, got {kernel!r}')
+    if not lam > 0:
+        raise ValueError(f'lam must be > 0, got {lam!r}')
+    if not alpha > 0:
+        raise ValueError(f'alpha must be > 0, got {alpha!r}')
+    if not eps >= 0:
+        raise ValueError(f'eps must be >= 0, got {eps!r}')
+
+
+def _core_dtype(x: torch.Tensor) -> torch.dtype:
+    """float32 for half / bfloat16 / float32 inputs, float64 for float64."""
+    return torch.promote_types(x.dtype, torch.float32)
+
+
+def nala_query_power(q_norm: torch.Tensor, lam: float = 3.0) -> torch.Tensor:
+    """Eq. 8: ``p(||q||) = lam * (0.5 + tanh(||q||))``, in ``[0.5 lam, 1.5 lam)``."""
+    return lam * (0.5 + torch.tanh(q_norm))
+
+
+def norm_direction(x: torch.Tensor, eps: float = 1e-6) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Def. 1 (ND decomposition, L2 over the last axis): ``(||x||, x / ||x||)`` with the
+    norm clamped to ``>= eps``; the norm keeps its last axis (size 1)."""
+    n = torch.linalg.vector_norm(x, dim=-1, keepdim=True).clamp_min(eps)
+    return n, x / n
+
+
+@functools.lru_cache(maxsize=None)
+def _quarter_pi(dtype: torch.dtype) -> float:
+    """pi / 4 rounded down to a value exact in ``dtype``.  Float32 rounds pi / 4 up, which
+    would let two angles differ by more than pi / 2 and give a negative cosine."""
+    t = torch.tensor(math.pi / 4, dtype=dtype)
+    if t.item() > math.pi / 4:
+        t = torch.nextafter(t, torch.zeros_like(t))
+    return t.item()
+
+
+def inhibit_angle(direction: torch.Tensor, alpha: float = 20.0) -> torch.Tensor:
+    """App. A.2: ``theta = (pi / 4) tanh(alpha * d(x))`` in ``[-pi/4, pi/4]``."""
+    return _quarter_pi(direction.dtype) * torch.tanh(alpha * direction)
+
+
+def _magnitudes(q: torch.Tensor, k: torch.Tensor, lam: float, eps: float):
+    """``(|d(q)|^p(||q||), d(q), |k|^lam, d(k))`` (Eqs. 8, 9, 16)."""
+    qn, dq = norm_direction(q, eps)
+    _, dk = norm_direction(k, eps)
+    mq = dq.abs().pow(nala_query_power(qn, lam))
+    mk = k.abs().pow(lam)
+    return mq, dq, mk, dk
+
+
+def nala_feature_maps(q: torch.Tensor, k: torch.Tensor, kernel: str = 'cos_sin',
+                      lam: float = 3.0, alpha: float = 20.0,
+                      eps: float = 1e-6) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Reference feature maps ``(phi_q(q), phi_k(k))``, each ``(..., 2d)``, in the paper's layout.
+
+    ``cos_sin`` (Eq. 16): ``[m * cos(theta); m * sin(theta)]`` with ``m = |d(q)|^p(||q||)``
+    for queries and ``m = |k|^lam`` for keys.  ``relu_split`` (authors' code):
+    ``[relu(d(q))^p; relu(-d(q))^p]`` and ``[relu(k)^lam; relu(-k)^lam]``.
+    Computed in the input dtype; :func:`nala_attention` is the fast path.
+    """
+    _check_args(kernel, lam, alpha, eps)
+    if kernel == 'relu_split':
+        qn, dq = norm_direction(q, eps)
+        p = nala_query_power(qn, lam)
+        phq = torch.cat([F.relu(dq).pow(p), F.relu(-dq).pow(p)], dim=-1)
+        phk = torch.cat([F.relu(k).pow(lam), F.relu(-k).pow(lam)], dim=-1)
+        return phq, phk
+    mq, dq, mk, dk = _magnitudes(q, k, lam, eps)
+    tq, tk = inhibit_angle(dq, alpha), inhibit_angle(dk, alpha)
+    phq = torch.cat([mq * torch.cos(tq), mq * torch.sin(tq)], dim=-1)
+    phk = torch.cat([mk * torch.cos(tk), mk * torch.sin(tk)], dim=-1)
+    return phq, phk
+
+
+def _fast_feature_maps(q: torch.Tensor, k: torch.Tensor, kernel: str, lam: float,
+                       alpha: float, eps: float) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Same similarities as :func:`nala_feature_maps` with fewer passes over memory.
+
+    ``cos_sin``: one ``polar`` kernel writes ``m cos(theta)`` and ``m sin(theta)`` interleaved
+    (``(..., d, 2)`` flattened) instead of separate cos / sin / product / concat tensors.  The
+    feature order differs from the reference, identically for queries and keys, so every
+    dot product is the same.  ``relu_split``: one power over the concatenated halves.
+    """
+    if kernel == 'relu_split':
+        qn, dq = norm_direction(q, eps)
+        p = nala_query_power(qn, lam)
+        phq = F.relu(torch.cat([dq, -dq], dim=-1)).pow(p)
+        phk = F.relu(torch.cat([k, -k], dim=-1)).pow(lam)
+        return phq, phk
+    mq, dq, mk, dk = _magnitudes(q, k, lam, eps)
+    phq = torch.view_as_real(torch.polar(mq, inhibit_angle(dq, alpha))).flatten(-2)
+    phk = torch.view_as_real(torch.polar(mk, inhibit_angle(dk, alpha))).flatten(-2)
+    return phq, phk
+
+
+def normalized_linear_attention(phi_q: torch.Tensor, phi_k: torch.Tensor, v: torch.Tensor,
+                                eps: float = 1e-6) -> torch.Tensor:
+    """Eqs. 4-5 / 10-11 in O(N): ``phi_q (phi_k^T V / N) / (phi_q . mean_j phi_k_j + eps)``.
+
+    Shapes: ``phi_q (..., N, F)``, ``phi_k (..., M, F)``, ``v (..., M, D)`` -> ``(..., N, D)``.
+    The ``1 / M`` of the key-value product cancels against the mean in the denominator; it
+    only keeps magnitudes, and the weight of ``eps``, independent of the token count.
+    """
+    m = phi_k.shape[-2]
+    kv = (phi_k.transpose(-2, -1) @ v) / m
+    z = phi_q @ phi_k.mean(dim=-2).unsqueeze(-1)
+    return (phi_q @ kv) / (z + eps)
+
+
+def nala_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kernel: str = 'cos_sin',
+                   lam: float = 3.0, alpha: float = 20.0, eps: float = 1e-6) -> torch.Tensor:
+    """NaLa attention (Eqs. 8-17), O(N) in the token count.
+
+    Args:
+        q: queries ``(..., N, d)`` (one head per leading index, typically ``(B, h, N, d)``).
+        k: keys ``(..., M, d)``.
+        v: values ``(..., M, d_v)``.
+        kernel: ``'cos_sin'`` (paper, Eq. 16) or ``'relu_split'`` (authors' code).
+        lam: the power scale lambda of Eqs. 8-9.
+        alpha: angle scale, ``theta = (pi/4) tanh(alpha d(x))`` (ignored by ``relu_split``).
+        eps: clamp of the norms and additive term of the normaliser.
+
+    Returns:
+        ``(..., N, d_v)`` in ``q``'s dtype; computed in float32 (float64 for float64 input)
+        with autocast disabled.
+    """
+    _check_args(kernel, lam, alpha, eps)
+    if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
+        raise ValueError(f'nala_attention: q (..., N, d), k (..., M, d), v (..., M, d_v) '
+                         f'expected, got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}')
+    dtype = _core_dtype(q)
+    with torch.autocast(device_type=q.device.type, enabled=False):
+        phq, phk = _fast_feature_maps(q.to(dtype), k.to(dtype), kernel, lam, alpha, eps)
+        out = normalized_linear_attention(phq, phk, v.to(dtype), eps)
+    return out.to(q.dtype)
+
+
+def nala_attention_matrix(q: torch.Tensor, k: torch.Tensor, kernel: str = 'cos_sin',
+                          lam: float = 3.0, alpha: float = 20.0) -> torch.Tensor:
+    """The explicit row-normalised ``(..., N, M)`` NaLa attention matrix, O(N M).
+
+    ``A_ij = phi_q(q_i) . phi_k(k_j) / sum_l phi_q(q_i) . phi_k(k_l)`` from the reference
+    feature maps (no ``eps`` in the normaliser).  For tests and visualisation.
+    """
+    phq, phk = nala_feature_maps(q, k, kernel, lam, alpha)
+    s = phq @ phk.transpose(-2, -1)
+    return s / s.sum(dim=-1, keepdim=True)

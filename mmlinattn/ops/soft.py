@@ -1,0 +1,210 @@
+"""SOFT / SOFT++ attention mathematics (Lu et al., "Softmax-free Linear Transformers", IJCV 2024).
+
+Equation numbers refer to the journal paper:
+
+* Eq. 4/5 -- the softmax-free Gaussian kernel ``S_ij = exp(-||q_i - k_j||^2 / (2 sqrt(d)))``
+  with ``K = Q`` (shared projection);
+* Eq. 7-9 / Alg. 1 -- the Nystrom decomposition ``S^ = exp(Q - K~) A^+ exp(Q~ - K)`` with the
+  bottleneck matrix ``A = exp(Q~ - K~)``;
+* Eq. 10 / Alg. 2 -- the Newton-Schulz (Newton-Raphson) iteration for the Moore-Penrose
+  inverse ``A_{k+1} = 2 A_k - A_k A A_k``, ``A_0 = alpha A``;
+* Eq. 12 -- its closed-form backward ``grad_A = -Y^T grad_Y Y^T`` with ``Y = A^{-1}``;
+* Eq. 17 -- SOFT++'s symmetric normalisation ``D^{-1/2} A^+ D^{-1/2}``, ``D = diag(A 1)``.
+
+All kernels, the pseudo-inverse and the normalisation run in float32 (or float64 if given)
+with autocast disabled; outputs are cast back to the input dtype.
+"""
+import math
+from typing import Optional
+
+import torch
+
+NEWTON_INITS = ('safe', 'paper')
+
+
+def _compute_dtype(x: torch.Tensor) -> torch.dtype:
+    """float64 stays float64, everything else is computed in float32."""
+    return torch.float64 if x.dtype == torch.float64 else torch.float32
+
+
+def pairwise_sqdist(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Squared Euclidean distances ``||a_i - b_j||^2`` of two token sets.
+
+    Expanded as ``|a|^2 + |b|^2 - 2 a b^T`` (one matmul, no (p, q, d) tensor) and clamped at 0
+    so cancellation never yields a negative distance (a kernel value > 1).
+
+    Args:
+        a: (..., p, d).
+        b: (..., q, d), batch dimensions broadcastable with ``a``'s.
+
+    Returns:
+        (..., p, q) distances in the dtype of the inputs.
+    """
+    if a.shape[-1] != b.shape[-1]:
+        raise ValueError(f'pairwise_sqdist: feature dims differ, a has {a.shape[-1]} and b '
+                         f'has {b.shape[-1]} (shapes {tuple(a.shape)}, {tuple(b.shape)})')
+    d = a.square().sum(-1)[..., :, None] + b.square().sum(-1)[..., None, :]
+    d = d - 2 * (a @ b.transpose(-1, -2))
+    return d.clamp_min(0)
+
+
+def gaussian_kernel(a: torch.Tensor, b: torch.Tensor,
+                    denom: Optional[float] = None) -> torch.Tensor:
+    """The softmax-free attention kernel of Eq. 5, ``exp(-||a_i - b_j||^2 / denom)``.
+
+    Args:
+        a: (..., p, d) queries; b: (..., q, d) keys (``b = a`` or landmarks for SOFT).
+        denom: the bandwidth; default ``2 sqrt(d)`` is Eq. 5 with ``d_e`` the per-head
+            dimension ``d`` (digest section 5.1).  Inputs already multiplied by ``d^{-1/4}``
+            (as the attention module does) use ``denom=2``, which is the same kernel.
+
+    Returns:
+        (..., p, q) kernel values in [0, 1].
+    """
+    if denom is None:
+        denom = 2.0 * math.sqrt(a.shape[-1])
+    if not denom > 0:
+        raise ValueError(f'gaussian_kernel: denom must be > 0, got {denom!r}')
+    return torch.exp(pairwise_sqdist(a, b) / -denom)
+
+
+def _matrix_one_norm(a: torch.Tensor) -> torch.Tensor:
+    """Induced 1-norm (max absolute column sum) of every matrix in a batch: (...)."""
+    return a.abs().sum(-2).amax(-1)
+
+
+def newton_init_alpha(a: torch.Tensor, init: str = 'safe') -> torch.Tensor:
+    """Per-matrix step ``alpha`` of ``A_0 = alpha A`` (Eq. 10), shape (...).
+
+    * ``'safe'`` (default): ``alpha = 1 / ||A||_1^2``.  Since ``||A||_2^2 <= ||A||_1 ||A||_inf
+      = ||A||_1^2`` for symmetric A, ``alpha * sigma^2 <= 1`` for every singular value, so
+      ``||A A^+ - A A_0|| < 1`` and the iteration converges monotonically (Prop. 2); A = I
+      gives ``A_0 = I`` exactly.  It is the paper's beta-rule with n = 1 (digest section 5.6).
+    * ``'paper'``: the authors' code rule: start at ``2 / ||A||_1^2`` (Alg. 2) and halve while
+      ``||I - alpha A A||_1 > 1.01``, at most 10 times -- evaluated per matrix here, never
+      as one batch-global alpha, and with a fixed number of vectorised rounds (no host
+      synchronisation).  It can fail: A = I passes at alpha = 2 and the iteration returns 0.
+    """
+    if init not in NEWTON_INITS:
+        raise ValueError(f'newton init must be one of {NEWTON_INITS}, got {init!r}')
+    n1 = _matrix_one_norm(a)
+    if init == 'safe':
+        return 1.0 / n1.square()
+    alpha = 2.0 / n1.square()
+    eye = torch.eye(a.shape[-1], device=a.device, dtype=a.dtype)
+    aa = a @ a
+    for _ in range(10):  # fixed count: a halving is a no-op once a matrix passes
+        bad = _matrix_one_norm(eye - alpha[..., None, None] * aa) > 1.01
+        alpha = torch.where(bad, alpha * 0.5, alpha)
+    return alpha
+
+
+class NewtonSchulzPinv(torch.autograd.Function):
+    """Moore-Penrose inverse by Newton-Schulz (Eq. 10, Alg. 2) with the backward of Eq. 12.
+
+    The forward runs the ``T`` iterations without recording them (the paper's forward-only
+    iteration, Sec. 3.2); the backward treats the result ``Y`` as ``A^{-1}`` and returns
+    ``-Y^T grad Y^T`` (Eq. 12), so only Y is saved instead of T intermediate products.
+    """
+
+    @staticmethod
+    def forward(ctx, a: torch.Tensor, num_iters: int, init: str) -> torch.Tensor:
+        alpha = newton_init_alpha(a, init)
+        y = alpha[..., None, None] * a
+        for _ in range(num_iters):
+            y = 2 * y - y @ a @ y
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        y, = ctx.saved_tensors
+        yt = y.transpose(-1, -2)
+        return -(yt @ grad @ yt), None, None
+
+
+def newton_schulz_pinv(a: torch.Tensor, num_iters: int = 20, init: str = 'safe') -> torch.Tensor:
+    """``A^+`` of a batch of square matrices by ``num_iters`` Newton-Schulz steps (Eq. 10).
+
+    Args:
+        a: (..., m, m) matrices (SOFT's bottleneck matrices are symmetric PSD).
+        num_iters: iterations T; 20 follows Fig. 5 / Sec. 4.4 ("converges within 20").
+        init: ``'safe'`` (default) or ``'paper'``, see :func:`newton_init_alpha`.
+
+    Returns:
+        (..., m, m) approximation of ``A^+`` in ``a``'s dtype, computed in float32 (float64
+        stays float64) with autocast disabled.  Differentiable through Eq. 12.
+    """
+    if a.dim() < 2 or a.shape[-1] != a.shape[-2]:
+        raise ValueError(f'newton_schulz_pinv expects (..., m, m) matrices, got shape '
+                         f'{tuple(a.shape)}')
+    if not a.is_floating_point():
+        raise TypeError(f'newton_schulz_pinv expects a floating-point tensor, got {a.dtype}')
+    if not isinstance(num_iters, int) or isinstance(num_iters, bool) or num_iters < 0:
+        raise ValueError(f'num_iters must be a non-negative int, got {num_iters!r}')
+    if init not in NEWTON_INITS:
+        raise ValueError(f'init must be one of {NEWTON_INITS}, got {init!r}')
+    with torch.autocast(a.device.type, enabled=False):
+        out = NewtonSchulzPinv.apply(a.to(_compute_dtype(a)), num_iters, init)
+    return out.to(a.dtype)
+
+
+def symmetric_normalize(a_pinv: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
+    """SOFT++'s normalised bottleneck ``D^{-1/2} A^+ D^{-1/2}``, ``D = diag(A 1_m)`` (Eq. 17).
+
+    The normalisation wraps the pseudo-inverse, not A.  For a Gaussian-kernel A the diagonal
+    is 1 and entries are >= 0, so every row sum is >= 1: no epsilon is needed and
+    ``||D^{-1/2}||_2 <= 1``, hence ``||D^{-1/2} A^+ D^{-1/2}||_2 <= ||A^+||_2`` (Prop. 6).
+
+    Args:
+        a_pinv: (..., m, m) pseudo-inverse of ``a``.
+        a: (..., m, m) bottleneck matrix with positive row sums.
+    """
+    dinv = a.sum(-1).rsqrt()
+    return dinv[..., :, None] * a_pinv * dinv[..., None, :]
+
+
+def soft_attention(q: torch.Tensor, landmarks: torch.Tensor, v: torch.Tensor,
+                   num_iters: int = 20, init: str = 'safe', sym_norm: bool = True,
+                   ridge: float = 0.0) -> torch.Tensor:
+    """SOFT / SOFT++ attention output ``S^ V`` without forming the n x n matrix ``S^``.
+
+    ``S^ = exp(Q - K~) N(A^+) exp(Q~ - K)`` (Eq. 9; Eq. 17 when ``sym_norm``) with ``K = Q``,
+    ``K~ = Q~`` = ``landmarks`` and ``A = exp(Q~ - K~)``.  Because ``exp(Q~ - K) =
+    exp(Q - K~)^T =: P^T``, it is evaluated right to left as ``P (N(A^+) (P^T V))``:
+    O(n m d + m^2 d + T m^3) time and O(n m) memory.
+
+    Args:
+        q: (B, h, n, d) tokens in kernel space, i.e. already multiplied by ``d^{-1/4}`` so
+            that ``exp(-||.||^2 / 2)`` is Eq. 5 with ``d_e = d`` (digest section 5.1).
+        landmarks: (B, h, m, d) bottleneck tokens ``Q~`` in the same space.
+        v: (B, h, n, d_v) values.
+        num_iters, init: Newton-Schulz settings (:func:`newton_schulz_pinv`).
+        sym_norm: SOFT++'s normalisation (Eq. 17); ``False`` gives plain SOFT (Eq. 9).
+        ridge: ``A + ridge I`` before inversion (0 = paper; the authors' un-normalised code
+            used 0.01).
+
+    Returns:
+        (B, h, n, d_v) in ``q``'s dtype; computed in float32 with autocast disabled.
+    """
+    if q.dim() != 4 or landmarks.dim() != 4 or v.dim() != 4:
+        raise ValueError(f'soft_attention expects 4-D (B, h, n, d) tensors, got q '
+                         f'{tuple(q.shape)}, landmarks {tuple(landmarks.shape)}, v '
+                         f'{tuple(v.shape)}')
+    if v.shape[-2] != q.shape[-2]:
+        raise ValueError(f'soft_attention: q has {q.shape[-2]} tokens but v has '
+                         f'{v.shape[-2]}')
+    if ridge < 0:
+        raise ValueError(f'ridge must be >= 0, got {ridge!r}')
+    dtype = _compute_dtype(q)
+    with torch.autocast(q.device.type, enabled=False):
+        q32, lm32, v32 = q.to(dtype), landmarks.to(dtype), v.to(dtype)
+        p = gaussian_kernel(q32, lm32, denom=2.0)            # exp(Q - K~): (B, h, n, m)
+        a = gaussian_kernel(lm32, lm32, denom=2.0)           # exp(Q~ - K~): (B, h, m, m)
+        if ridge:
+            a = a + ridge * torch.eye(a.shape[-1], device=a.device, dtype=dtype)
+        a_pinv = newton_schulz_pinv(a, num_iters, init)
+        if sym_norm:
+            a_pinv = symmetric_normalize(a_pinv, a)
+        out = p @ (a_pinv @ (p.transpose(-1, -2) @ v32))
+    return out.to(q.dtype)

@@ -1,0 +1,175 @@
+"""NaLaFormer backbone, block and attention module."""
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from backbone_checks import (check_all_params_get_grad, check_bf16_autocast,
+                             check_frozen_stages, check_output_shapes, check_strict_reload)
+
+from mmlinattn.models.backbones import NaLaFormer
+from mmlinattn.models.layers import NaLaAttention, NaLaBlock, apply_rope, rope_2d_angles
+from mmlinattn.registry import MODELS
+
+# a small arch with every structural feature (head dim 16, several heads, 2-block stage)
+MINI = dict(embed_dims=(16, 32, 48, 64), depths=(1, 1, 2, 1), num_heads=(1, 2, 3, 4),
+            mlp_ratios=2.0)
+
+
+def build_mini(**kwargs):
+    return NaLaFormer(arch=dict(MINI), **kwargs)
+
+
+def test_tiny_224_channels_and_strides():
+    model = MODELS.build(dict(type='NaLaFormer', arch='tiny')).eval()
+    with torch.no_grad():
+        outs = model(torch.randn(1, 3, 224, 224))
+    assert [tuple(o.shape) for o in outs] == [(1, 64, 56, 56), (1, 128, 28, 28),
+                                              (1, 256, 14, 14), (1, 512, 7, 7)]
+
+
+@pytest.mark.parametrize('kwargs', [dict(), dict(attn_types='official'),
+                                    dict(kernel='relu_split', attn_types='softmax')])
+def test_output_shapes(kwargs):
+    check_output_shapes(build_mini(**kwargs))
+
+
+# Table 1 (params, M) and the digest's independent hand count of the official configs
+# (§2.2), both with the ImageNet head.  Table 1's "15M" for T is 15.9M for the authors' own
+# config (their code and the digest agree), so T is checked as 15.x M (Table 1 truncated).
+PAPER_PARAMS = {'tiny': (15, 15.9), 'small': (26, 25.7), 'base': (52, 52.0),
+                'large': (95, 95.4)}
+
+
+def classifier_head_params(c4: int, proj: int = 1024, classes: int = 1000) -> int:
+    """Authors' head (digest §2.2): Linear(C4, 1024) + BN(1024) + Conv1x1(1024, classes)."""
+    return (c4 * proj + proj) + 2 * proj + (proj * classes + classes)
+
+
+@pytest.mark.parametrize('arch', list(PAPER_PARAMS))
+def test_param_counts_with_head_match_table1(arch):
+    model = NaLaFormer(arch=arch)
+    backbone = sum(p.numel() for p in model.parameters())
+    out_norms = sum(p.numel() for p in model.out_norms.parameters())  # ours, not theirs
+    total = (backbone - out_norms + classifier_head_params(model.embed_dims[-1])) / 1e6
+    paper, hand = PAPER_PARAMS[arch]
+    assert abs(total - hand) < 0.1, total
+    if arch == 'tiny':
+        assert math.floor(total) == paper, total
+    else:
+        assert abs(total - paper) / paper < 0.05, total
+
+
+@pytest.mark.parametrize('attn_types', ['nala', 'official'])
+def test_strict_reload_across_resolutions(attn_types):
+    check_strict_reload(lambda: build_mini(attn_types=attn_types))
+
+
+@pytest.mark.parametrize('kwargs', [dict(), dict(attn_types='official'),
+                                    dict(kernel='relu_split')])
+def test_all_params_get_grad(kwargs):
+    check_all_params_get_grad(build_mini(**kwargs))
+
+
+@pytest.mark.parametrize('attn_types', ['nala', 'official'])
+def test_bf16_autocast_512(attn_types):
+    check_bf16_autocast(build_mini(attn_types=attn_types), size=(512, 512))
+
+
+def test_frozen_stages():
+    check_frozen_stages(build_mini, frozen=1)
+
+
+def test_official_attn_types_build_and_run():
+    model = MODELS.build(dict(type='NaLaFormer', arch=dict(MINI), attn_types='official'))
+    assert model.attn_types == ('nala', 'nala', 'softmax', 'softmax')
+    for stage, kind in zip(model.stages, model.attn_types):
+        assert all(blk.attn.attn_type == kind for blk in stage.blocks)
+    assert all(blk.attn.attn_type == 'nala' for s in build_mini().stages for blk in s.blocks)
+    with torch.no_grad():
+        outs = model.eval()(torch.randn(2, 3, 96, 64))
+    assert [tuple(o.shape[-2:]) for o in outs] == [(24, 16), (12, 8), (6, 4), (3, 2)]
+
+
+@pytest.mark.parametrize('bad', ['linear', ('nala', 'softmax'), ('nala', ) * 3 + ('relu', )])
+def test_bad_attn_types(bad):
+    with pytest.raises(ValueError, match='attn_types'):
+        build_mini(attn_types=bad)
+
+
+def test_bad_arch():
+    with pytest.raises(ValueError, match='tiny'):
+        NaLaFormer(arch='huge')
+    with pytest.raises(ValueError, match='mlp_ratios'):
+        NaLaFormer(arch=dict(MINI, mlp_ratios=(4, 4)))
+    with pytest.raises(ValueError, match='num_heads'):
+        NaLaFormer(arch=dict(MINI, num_heads=(1, 2, 5, 4)))
+
+
+def test_arch_hyperparameters():
+    tiny = NaLaFormer(arch='tiny')
+    assert tiny.drop_path_rate == pytest.approx(0.1)
+    assert tiny.stages[-1].blocks[-1].drop_path.drop_prob == pytest.approx(0.1)
+    assert NaLaFormer(arch='tiny', drop_path_rate=0.0).stages[-1].blocks[-1].drop_path \
+        .__class__.__name__ == 'Identity'
+    blk = tiny.stages[2].blocks[0]
+    assert blk.attn.num_heads == 4 and blk.attn.head_dim == 64
+    assert blk.ffn.fc1.out_features == 1024
+    torch.testing.assert_close(blk.gamma1, torch.ones(256))
+    base = NaLaFormer(arch='base')
+    assert base.stages[0].blocks[0].attn.head_dim == 96
+    assert base.stages[1].blocks[0].gamma2[0].item() == 1.0
+    assert base.stages[2].blocks[0].gamma1[0].item() == pytest.approx(1e-6)
+
+
+# ---------------------------------------------------------------------- attention module
+@pytest.mark.parametrize('attn_type', ['nala', 'softmax'])
+def test_attention_permutation_equivariant_without_positional_terms(attn_type):
+    attn = NaLaAttention(32, 2, attn_type=attn_type, lepe=False, rope=False).double()
+    hw = (5, 6)
+    x = torch.randn(2, 30, 32, dtype=torch.float64)
+    perm = torch.randperm(30)
+    torch.testing.assert_close(attn(x[:, perm], hw), attn(x, hw)[:, perm])
+    # control: the positional terms break it
+    pos = NaLaAttention(32, 2, attn_type=attn_type, lepe=attn_type == 'nala').double()
+    assert not torch.allclose(pos(x[:, perm], hw), pos(x, hw)[:, perm], atol=1e-6)
+
+
+def test_softmax_branch_is_rope_softmax_attention():
+    attn = NaLaAttention(32, 2, attn_type='softmax', lepe=False).double()
+    h, w = 3, 5
+    x = torch.randn(1, h * w, 32, dtype=torch.float64)
+    q, k, v, g = attn.qkvg(x).chunk(4, dim=-1)
+    heads = [t.view(1, h * w, 2, 16).transpose(1, 2) for t in (q, k, v)]
+    ang = rope_2d_angles(h, w, 16).double()
+    qr, kr = apply_rope(heads[0], ang), apply_rope(heads[1], ang)
+    o = torch.softmax(qr @ kr.transpose(-2, -1) / 4.0, dim=-1) @ heads[2]
+    o = o.transpose(1, 2).reshape(1, h * w, 32)
+    ref = attn.proj(attn.norm(o) * F.silu(g))
+    torch.testing.assert_close(attn(x, (h, w)), ref)
+
+
+def test_rope_is_relative_and_norm_preserving():
+    h, w, d = 6, 7, 16
+    ang = rope_2d_angles(h, w, d).double()
+    q, k = torch.randn(d, dtype=torch.float64), torch.randn(d, dtype=torch.float64)
+    qs = apply_rope(q.expand(h * w, d), ang)
+    ks = apply_rope(k.expand(h * w, d), ang)
+    torch.testing.assert_close(qs.norm(dim=-1), q.norm().expand(h * w))
+    idx = lambda r, c: r * w + c  # noqa: E731
+    # score depends only on the (row, col) offset between the two tokens
+    s1 = qs[idx(1, 2)] @ ks[idx(3, 1)]
+    s2 = qs[idx(3, 5)] @ ks[idx(5, 4)]
+    torch.testing.assert_close(s1, s2)
+    assert not torch.allclose(s1, qs[idx(1, 2)] @ ks[idx(3, 2)])
+    with pytest.raises(ValueError, match='head_dim'):
+        rope_2d_angles(2, 2, 6)
+
+
+def test_block_runs_on_non_square_grid_and_gamma_none():
+    blk = NaLaBlock(32, 2, mlp_ratio=2.0, layer_scale_init_value=None).eval()
+    assert blk.gamma1 is None
+    x = torch.randn(2, 3 * 11, 32)
+    assert blk(x, (3, 11)).shape == x.shape
+    with pytest.raises(ValueError, match='grid'):
+        blk(x, (4, 8))

@@ -1,0 +1,342 @@
+"""LDN ops against the paper's claims (digest ``shared/specs/ldn.md`` §5, items 1-6).
+
+References are built independently of the implementation: dense T x T kernels by explicit
+loops over grid cells and offsets, explicit row-normalised attention, dense linear solves.
+"""
+import itertools
+
+import pytest
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+from mmlinattn.models.layers import GridDiffusion, LDNBlock, LinearAttention
+from mmlinattn.ops import (grid_diffusion, grid_diffusion_implicit_dct, linear_attention,
+                           stencil_kernel, stencil_offsets)
+
+
+# ------------------------------------------------------------------------------ references
+def dense_kernel(probs, step, h, w, offsets):
+    """δt·K (N x N, row-major tokens) from taps p and step a: δt K_{t, t+u} = a p_u,
+    neighbours outside the grid are missing."""
+    n = h * w
+    k = torch.zeros(n, n, dtype=torch.float64)
+    for r, c in itertools.product(range(h), range(w)):
+        for (i, j), p in zip(offsets, probs.tolist()):
+            rr, cc = r + i, c + j
+            if 0 <= rr < h and 0 <= cc < w:
+                k[r * w + c, rr * w + cc] += step * p
+    return k
+
+
+def dense_step_matrix(module, h, w):
+    """The implementation's own step matrix A (N x N): column j = A e_j."""
+    n = h * w
+    basis = torch.eye(n, dtype=torch.float64).view(n, 1, h, w)
+    with torch.no_grad():
+        out = basis + module(basis)
+    return out.view(n, n).T
+
+
+def random_diffusion(taps='cross4', std=1.0, n_steps=1, groups=1, integrator='euler'):
+    m = GridDiffusion(groups=groups, taps=taps, n_steps=n_steps, integrator=integrator)
+    with torch.no_grad():
+        m.tap_logits.normal_(0, std)
+        m.step_logit.normal_(0, std)
+    return m
+
+
+def manhattan(h, w):
+    rc = torch.tensor([(r, c) for r in range(h) for c in range(w)])
+    return (rc[:, None, :] - rc[None, :, :]).abs().sum(-1)
+
+
+def chebyshev(h, w):
+    rc = torch.tensor([(r, c) for r in range(h) for c in range(w)])
+    return (rc[:, None, :] - rc[None, :, :]).abs().amax(-1)
+
+
+# ------------------------------------------------------------------ 1. E4 compact = per-token
+@pytest.mark.parametrize('taps', ['cross4', 'k3'])
+@pytest.mark.parametrize('n_steps', [1, 3])
+def test_stencil_increment_equals_dense_form(taps, n_steps):
+    h, w, groups = 5, 7, 2
+    m = random_diffusion(taps, n_steps=n_steps, groups=groups)
+    x = torch.randn(2, 4, h, w, dtype=torch.float64)
+    got = m(x)
+    probs, steps = m.tap_probs().double(), m.step().double()
+    expected = torch.empty_like(x)
+    for g in range(groups):
+        k = dense_kernel(probs[g], steps[g].item(), h, w, stencil_offsets(taps))
+        # E4: one step H + δt (K H − diag(K 1) H), repeated n_steps times.
+        a = torch.eye(h * w, dtype=torch.float64) + k - torch.diag(k.sum(1))
+        a_n = torch.linalg.matrix_power(a, n_steps)
+        hg = x[:, 2 * g:2 * g + 2].reshape(2, 2, h * w)
+        expected[:, 2 * g:2 * g + 2] = (hg @ a_n.T - hg).view(2, 2, h, w)
+    torch.testing.assert_close(got, expected, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize('taps', ['cross4', 'k3'])
+def test_constant_map_is_fixed_point_including_borders(taps):
+    m = random_diffusion(taps, n_steps=4)
+    for h, w in [(1, 1), (1, 6), (5, 7), (9, 4)]:
+        x = torch.full((1, 3, h, w), 3.7, dtype=torch.float64)
+        assert m(x).abs().max().item() < 1e-13, (h, w)
+
+
+# ------------------------------------------------------------------------- 2. E9 for any value
+def extreme_diffusions(taps):
+    """Saturated parameters: one-hot taps (exact zeros in float32) with a → step_max / 0."""
+    n = len(stencil_offsets(taps))
+    for tap, theta in [(0, 300.0), (n - 1, -300.0), (1, 40.0)]:
+        m = GridDiffusion(taps=taps)
+        with torch.no_grad():
+            m.tap_logits.fill_(-300.0)
+            m.tap_logits[0, tap] = 300.0
+            m.step_logit.fill_(theta)
+        yield m
+
+
+@pytest.mark.parametrize('taps', ['cross4', 'k3'])
+@pytest.mark.parametrize('hw', [(1, 1), (7, 9), (33, 65), (56, 56)])
+def test_stability_bound_holds_for_any_parameters(taps, hw):
+    h, w = hw
+    draws = [random_diffusion(taps, std=100.0) for _ in range(3 if h * w < 1000 else 1)]
+    if h * w < 1000:
+        draws += list(extreme_diffusions(taps))
+    for m in draws:
+        a = dense_step_matrix(m, h, w)
+        eye = torch.eye(h * w, dtype=torch.bool)
+        dt_k_rowsum = a.masked_fill(eye, 0).sum(1)           # δt Σ_s K_ts (K has no diagonal)
+        assert dt_k_rowsum.max().item() < 1.0
+        assert (a >= 0).all()
+        assert torch.diagonal(a).min().item() > 0              # aperiodic: needed by Thm 1
+        torch.testing.assert_close(a.sum(1), torch.ones(h * w, dtype=torch.float64),
+                                   rtol=0, atol=1e-12)
+
+
+# ------------------------------------------------------------- 3. convex-combination corollaries
+@pytest.mark.parametrize('n_steps', [1, 50])
+@pytest.mark.parametrize('std', [1.0, 100.0])
+def test_max_principle_per_channel(n_steps, std):
+    m = random_diffusion('cross4', std=std, n_steps=n_steps)
+    x = torch.randn(2, 5, 12, 17, dtype=torch.float64) * torch.arange(1, 6).view(1, 5, 1, 1)
+    y = x + m(x)
+    lo, hi = x.amin(dim=(2, 3)), x.amax(dim=(2, 3))
+    assert (y.amin(dim=(2, 3)) >= lo - 1e-12).all()
+    assert (y.amax(dim=(2, 3)) <= hi + 1e-12).all()
+    # max over tokens of the per-token channel norm does not grow (the bound §4.4 proves).
+    assert y.norm(dim=1).max() <= x.norm(dim=1).max() + 1e-12
+
+
+def test_symmetric_taps_conserve_mean_and_do_not_expand():
+    m = GridDiffusion(step_init=0.9, step_max=0.99, n_steps=5)
+    with torch.no_grad():
+        m.tap_logits.copy_(torch.tensor([[0.7, 0.7, -0.4, -0.4]]))   # up = down, left = right
+    x = torch.randn(1, 3, 9, 14, dtype=torch.float64)
+    y = x + m(x)
+    torch.testing.assert_close(y.mean(dim=(2, 3)), x.mean(dim=(2, 3)), rtol=0, atol=1e-12)
+    assert (y.flatten(2).norm(dim=2) <= x.flatten(2).norm(dim=2) + 1e-12).all()
+
+
+def test_unconstrained_step_is_unstable():
+    """Negative control: without the cap, δt·(row sum) = 1.2 on the 4-neighbour Laplacian of
+    an 8x8 grid has spectral radius > 1 and the state blows up."""
+    kernel = stencil_kernel(torch.full((1, 4), 0.25, dtype=torch.float64), 'cross4')
+    x = torch.randn(1, 1, 8, 8, dtype=torch.float64)
+    y = x + grid_diffusion(x, kernel, torch.tensor([1.2], dtype=torch.float64), n_steps=60)
+    assert y.abs().max() > 100 * x.abs().max()
+
+
+# --------------------------------------------------------- 4. global dependency: exact light cone
+def stacked_pure_diffusion(depth, taps='cross4'):
+    torch.manual_seed(depth)
+    blocks = []
+    for _ in range(depth):
+        blk = LDNBlock(1, 1, use_local=False, use_attn=False, diffusion_cfg=dict(taps=taps))
+        with torch.no_grad():
+            blk.diffusion.tap_logits.normal_()
+            blk.diffusion.step_logit.normal_()
+        blocks.append(blk.double())
+    return blocks
+
+
+def stack_jacobian(blocks, h, w):
+    def f(t):
+        for blk in blocks:
+            t = blk(t, (h, w))
+        return t.flatten()
+    x = torch.randn(1, h * w, 1, dtype=torch.float64)
+    return torch.autograd.functional.jacobian(f, x).view(h * w, h * w)
+
+
+@pytest.mark.parametrize('hw', [(3, 4), (4, 5)])
+def test_light_cone_is_exact_manhattan(hw):
+    h, w = hw
+    dist = manhattan(h, w)
+    diameter = h + w - 2
+    for depth in range(1, diameter + 2):
+        jac = stack_jacobian(stacked_pure_diffusion(depth), h, w)
+        inside = dist <= depth
+        assert (jac[~inside] == 0).all(), depth
+        assert (jac[inside] > 0).all(), depth
+        assert bool((jac > 0).all()) == (depth >= diameter), depth
+
+
+def test_light_cone_k3_is_chebyshev():
+    h, w = 4, 6
+    dist = chebyshev(h, w)
+    for depth in range(1, 6):
+        jac = stack_jacobian(stacked_pure_diffusion(depth, taps='k3'), h, w)
+        assert (jac[dist > depth] == 0).all(), depth
+        assert (jac[dist <= depth] > 0).all(), depth
+
+
+def test_sub_steps_widen_the_cone():
+    h, w = 5, 5
+    m = random_diffusion('cross4', n_steps=3).double()
+    jac = dense_step_matrix(m, h, w)
+    dist = manhattan(h, w)
+    assert (jac[dist > 3] == 0).all() and (jac[dist <= 3] > 0).all()
+
+
+# --------------------------------------------------------------------- implicit DCT integrator
+def path_laplacian(n):
+    lap = torch.zeros(n, n, dtype=torch.float64)
+    for i in range(n - 1):
+        lap[i, i] += 1
+        lap[i + 1, i + 1] += 1
+        lap[i, i + 1] -= 1
+        lap[i + 1, i] -= 1
+    return lap
+
+
+@pytest.mark.parametrize('hw', [(1, 1), (5, 7), (6, 3)])
+@pytest.mark.parametrize('n_steps', [1, 2])
+def test_implicit_dct_matches_dense_backward_euler(hw, n_steps):
+    h, w = hw
+    kappa = torch.tensor([[0.3, 0.7], [0.8, 0.2]], dtype=torch.float64)
+    step = torch.tensor([3.0, 0.4], dtype=torch.float64)
+    x = torch.randn(2, 4, h, w, dtype=torch.float64)
+    got = grid_diffusion_implicit_dct(x, kappa, step, n_steps)
+    for g in range(2):
+        lap = (kappa[g, 0] / 2 * torch.kron(path_laplacian(h), torch.eye(w, dtype=torch.float64))
+               + kappa[g, 1] / 2 * torch.kron(torch.eye(h, dtype=torch.float64), path_laplacian(w)))
+        a = torch.linalg.matrix_power(
+            torch.linalg.inv(torch.eye(h * w, dtype=torch.float64) + step[g] * lap), n_steps)
+        assert (a > 0).all()                                   # global in one step
+        torch.testing.assert_close(a.sum(1), torch.ones(h * w, dtype=torch.float64))
+        xg = x[:, 2 * g:2 * g + 2].reshape(2, 2, h * w)
+        torch.testing.assert_close(got[:, 2 * g:2 * g + 2].reshape(2, 2, h * w),
+                                   xg @ a.T - xg, rtol=0, atol=1e-12)
+
+
+def test_implicit_module_agrees_with_explicit_to_second_order():
+    """Backward and forward Euler steps differ by O(a²) when the implicit module uses the
+    symmetrised explicit stencil."""
+    x = torch.randn(1, 2, 6, 9, dtype=torch.float64)
+    logits = torch.tensor([[0.2, 0.2, -0.5, -0.5]])
+    errors = []
+    for a in (1e-2, 1e-3):
+        exp_m = GridDiffusion(step_init=a)
+        imp_m = GridDiffusion(step_init=a, integrator='implicit_dct')
+        with torch.no_grad():
+            exp_m.tap_logits.copy_(logits)
+            imp_m.tap_logits.copy_(logits)
+            d_exp, d_imp = exp_m(x), imp_m(x)
+        assert (d_exp - d_imp).abs().max() < 0.05 * d_exp.abs().max()
+        errors.append((d_exp - d_imp).abs().max().item())
+    assert 70 < errors[0] / errors[1] < 130, errors
+
+
+def test_diffusion_argument_errors():
+    with pytest.raises(ValueError, match='taps'):
+        GridDiffusion(taps='k4')
+    with pytest.raises(ValueError, match='implicit_dct'):
+        GridDiffusion(taps='k3', integrator='implicit_dct')
+    with pytest.raises(ValueError, match='step_max'):
+        GridDiffusion(step_max=1.0)
+    with pytest.raises(ValueError, match='step_init'):
+        GridDiffusion(step_init=0.995)
+    with pytest.raises(ValueError, match='n_steps'):
+        GridDiffusion(n_steps=0)
+    with pytest.raises(ValueError, match='groups'):
+        GridDiffusion(groups=3)(torch.randn(1, 4, 5, 5))
+
+
+def test_diffusion_runs_in_float32_under_autocast():
+    m = random_diffusion('cross4', n_steps=50)
+    x = torch.randn(1, 8, 16, 16).bfloat16()
+    with torch.autocast('cpu', dtype=torch.bfloat16):
+        y = m(x)
+    assert y.dtype == torch.bfloat16
+    # Bit-identical to the float32 computation rounded once at the end (50 bf16 convolutions
+    # would drift far more than one rounding).
+    assert torch.equal(y, m(x.float()).bfloat16())
+
+
+# ------------------------------------------------------------------- 5. linear attention (E7)
+@pytest.mark.parametrize('feature_map', ['elu', 'relu'])
+def test_linear_attention_equals_explicit_row_normalised_form(feature_map):
+    q, k = torch.randn(2, 3, 11, 4, dtype=torch.float64), torch.randn(2, 3, 13, 4,
+                                                                     dtype=torch.float64)
+    v = torch.randn(2, 3, 13, 5, dtype=torch.float64)
+    phi = {'elu': lambda t: torch.nn.functional.elu(t) + 1, 'relu': torch.relu}[feature_map]
+    if feature_map == 'relu':
+        q, k = q.abs() + 0.1, k.abs() + 0.1      # keep every denominator well away from 0
+    sim = phi(q) @ phi(k).transpose(-1, -2)                       # (B, h, N, M)
+    expected = torch.diag_embed(1 / sim.sum(-1)) @ sim @ v
+    got = linear_attention(q, k, v, feature_map=feature_map, eps=0.0)
+    torch.testing.assert_close(got, expected, rtol=1e-10, atol=1e-10)
+    got_eps = linear_attention(q, k, v, feature_map=feature_map)
+    torch.testing.assert_close(got_eps, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_linear_attention_identical_values_give_that_value():
+    q, k = torch.randn(1, 2, 9, 4), torch.randn(1, 2, 9, 4)
+    row = torch.randn(1, 2, 1, 6)
+    out = linear_attention(q, k, row.expand(1, 2, 9, 6))
+    torch.testing.assert_close(out, row.expand_as(out), rtol=1e-5, atol=1e-5)
+
+
+def test_one_attention_layer_is_global():
+    n, c = 12, 8
+    attn = LinearAttention(c, 2).double()
+    x = torch.randn(1, n, c, dtype=torch.float64)
+    jac = torch.autograd.functional.jacobian(lambda t: attn(t)[0], x,
+                                               vectorize=True)[:, :, 0]  # (N, C, N, C)
+    assert (jac.abs().amax(dim=(1, 3)) > 0).all()
+
+
+def test_linear_attention_finite_under_fp16_autocast_many_tokens():
+    attn = LinearAttention(32, 1)
+    x = torch.randn(1, 200 * 336, 32) * 10
+    with torch.no_grad(), torch.autocast('cpu', dtype=torch.float16):
+        out = attn(x)
+    assert torch.isfinite(out).all()
+
+
+def test_linear_attention_argument_errors():
+    with pytest.raises(ValueError, match='feature_map'):
+        linear_attention(torch.randn(1, 1, 3, 2), torch.randn(1, 1, 3, 2),
+                         torch.randn(1, 1, 3, 2), feature_map='softmax')
+    with pytest.raises(ValueError, match='num_heads'):
+        LinearAttention(10, 3)
+
+
+# --------------------------------------------------------------- 6. cost linear in the tokens
+def count_flops(fn):
+    with FlopCounterMode(display=False) as counter:
+        fn()
+    return counter.get_total_flops()
+
+
+def test_block_flops_scale_linearly_with_tokens():
+    torch.manual_seed(0)
+    blk = LDNBlock(32, 2, diffusion_cfg=dict(n_steps=2)).eval()
+    small, large = (12, 20), (24, 40)
+
+    def run(hw):
+        with torch.no_grad():
+            blk(torch.randn(1, hw[0] * hw[1], 32), hw)
+    ratio = count_flops(lambda: run(large)) / count_flops(lambda: run(small))
+    assert abs(ratio - 4.0) / 4.0 < 0.02, ratio

@@ -1,0 +1,255 @@
+"""NaLa feature maps and attention (NaLaFormer Eqs. 8-17) against explicit references."""
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from scipy.stats import spearmanr
+
+from mmlinattn.ops import nala_attention, nala_attention_matrix, nala_feature_maps
+from mmlinattn.ops.nalaformer import _fast_feature_maps, inhibit_angle
+
+KERNELS = ['cos_sin', 'relu_split']
+f64 = torch.float64
+
+
+def _qkv(b=2, h=3, n=37, m=None, d=16, dv=8, dtype=f64):
+    m = n if m is None else m
+    # per-token scales over three decades, so norms are small, tanh-active and saturated
+    q = torch.randn(b, h, n, d, dtype=dtype) * torch.logspace(-1.5, 1, n, dtype=dtype)[:, None]
+    k = torch.randn(b, h, m, d, dtype=dtype) * torch.logspace(-1, 0.7, m, dtype=dtype)[:, None]
+    v = torch.randn(b, h, m, dv, dtype=dtype)
+    return q, k, v
+
+
+def _eq17_similarity(q, k, lam=3.0, alpha=20.0):
+    """Eq. 17 written per dimension, independent of the feature maps:
+    S(q, k) = sum_i |d(q)_i|^p(||q||) |k_i|^lam cos(theta_q,i - theta_k,i)."""
+    qn = q.norm(dim=-1, keepdim=True)
+    dq, dk = q / qn, k / k.norm(dim=-1, keepdim=True)
+    p = lam * (0.5 + torch.tanh(qn))
+    a = dq.abs() ** p                                   # (N, d)
+    b = k.abs() ** lam                                  # (M, d)
+    tq, tk = math.pi / 4 * torch.tanh(alpha * dq), math.pi / 4 * torch.tanh(alpha * dk)
+    cos = torch.cos(tq[:, None, :] - tk[None, :, :])    # (N, M, d)
+    return (a[:, None, :] * b[None, :, :] * cos).sum(-1)
+
+
+def _entropy(a):
+    return -(a * a.clamp_min(1e-300).log()).sum(-1)
+
+
+@pytest.mark.parametrize('kernel', KERNELS)
+@pytest.mark.parametrize('m', [37, 20])
+def test_linear_form_equals_materialised_attention(kernel, m):
+    q, k, v = _qkv(m=m)
+    ref = nala_attention_matrix(q, k, kernel=kernel) @ v
+    out = nala_attention(q, k, v, kernel=kernel, eps=1e-300)
+    torch.testing.assert_close(out, ref, rtol=1e-10, atol=1e-12)
+    # the default eps (1e-6 on the 1/N-scaled normaliser) is a negligible perturbation
+    torch.testing.assert_close(nala_attention(q, k, v, kernel=kernel), ref, rtol=1e-4,
+                               atol=1e-5)
+
+
+def test_cos_sin_similarity_is_eq17():
+    q, k, _ = _qkv(b=1, h=1)
+    phq, phk = nala_feature_maps(q[0, 0], k[0, 0])
+    torch.testing.assert_close(phq @ phk.T, _eq17_similarity(q[0, 0], k[0, 0]))
+
+
+@pytest.mark.parametrize('kernel', KERNELS)
+def test_fast_feature_maps_give_reference_similarities(kernel):
+    q, k, _ = _qkv()
+    ref_q, ref_k = nala_feature_maps(q, k, kernel=kernel)
+    fq, fk = _fast_feature_maps(q, k, kernel, 3.0, 20.0, 1e-6)
+    assert fq.shape == ref_q.shape == q.shape[:-1] + (2 * q.shape[-1], )
+    torch.testing.assert_close(fq @ fk.transpose(-2, -1), ref_q @ ref_k.transpose(-2, -1))
+
+
+def test_relu_split_is_same_sign_products():
+    q, k, _ = _qkv(b=1, h=1)
+    q, k = q[0, 0], k[0, 0]
+    dq = q / q.norm(dim=-1, keepdim=True)
+    p = 3.0 * (0.5 + torch.tanh(q.norm(dim=-1, keepdim=True)))
+    a, b = dq.abs() ** p, k.abs() ** 3.0
+    same = (torch.sign(dq)[:, None, :] == torch.sign(k)[None, :, :]).to(f64)
+    ref = (a[:, None, :] * b[None, :, :] * same).sum(-1)
+    phq, phk = nala_feature_maps(q, k, kernel='relu_split')
+    torch.testing.assert_close(phq @ phk.T, ref)
+
+
+@pytest.mark.parametrize('kernel', KERNELS)
+@pytest.mark.parametrize('alpha', [1.0, 20.0])
+@pytest.mark.parametrize('dtype', [torch.float32, f64])
+def test_similarities_nonnegative_and_rows_sum_to_one(kernel, alpha, dtype):
+    d = 8
+    eye = torch.eye(d, dtype=dtype)
+    # arbitrary reals: random signs and scales, axis-aligned vectors (saturated angles),
+    # their negatives, exact zeros and huge / tiny norms
+    q = torch.cat([torch.randn(200, d, dtype=dtype) * torch.logspace(-4, 2, 200,
+                                                                    dtype=dtype)[:, None],
+                   eye, -eye, torch.zeros(1, d, dtype=dtype)])
+    k = torch.cat([torch.randn(150, d, dtype=dtype) * 10 ** torch.empty(150, 1, dtype=dtype)
+                   .uniform_(-3, 1.5), -30 * eye, 30 * eye,
+                   1e-3 * torch.sign(torch.randn(4, d, dtype=dtype))])
+    phq, phk = nala_feature_maps(q, k, kernel=kernel, alpha=alpha)
+    s = phq @ phk.T
+    assert torch.isfinite(s).all()
+    if dtype == f64:
+        assert (s >= 0).all(), s.min()
+    else:  # up to the rounding bound of a length-2d dot product
+        bound = 2 * d * torch.finfo(dtype).eps * (phq.abs() @ phk.abs().T)
+        assert (s >= -bound).all(), (s + bound).min()
+    a = nala_attention_matrix(q[:-1], k, kernel=kernel, alpha=alpha)  # zero query: 0/0 row
+    torch.testing.assert_close(a.sum(-1), torch.ones(len(q) - 1, dtype=dtype))
+    assert (a >= 0).all()
+
+
+@pytest.mark.parametrize('dtype', [torch.float32, f64])
+def test_angles_stay_within_quarter_pi(dtype):
+    """Saturated opposite-sign entries must not exceed pi/2 apart in the working precision
+    (float32 rounds pi/4 up), or their cosine, and the similarity, turns negative."""
+    q = torch.eye(4, dtype=dtype)
+    k = -100 * torch.eye(4, dtype=dtype)
+    phq, phk = nala_feature_maps(q, k)
+    assert (torch.diagonal(phq @ phk.T) >= 0).all()
+    fq, fk = _fast_feature_maps(q, k, 'cos_sin', 3.0, 20.0, 1e-6)
+    assert ((fq * fk).sum(-1) >= 0).all()
+    theta = inhibit_angle(torch.tensor([-1.0, 1.0], dtype=dtype), alpha=1e3)
+    assert theta.abs().max().item() <= math.pi / 4
+
+
+@pytest.mark.parametrize('kernel', KERNELS)
+def test_feature_maps_preserve_the_powered_norms(kernel):
+    q, k, _ = _qkv()
+    phq, phk = nala_feature_maps(q, k, kernel=kernel)
+    torch.testing.assert_close(phk.norm(dim=-1), (k.abs() ** 3).norm(dim=-1))
+    qn = q.norm(dim=-1, keepdim=True)
+    mq = (q / qn).abs() ** (3 * (0.5 + torch.tanh(qn)))
+    torch.testing.assert_close(phq.norm(dim=-1), mq.norm(dim=-1))
+
+
+def test_cosine_inhibit_suppresses_only_opposite_signs():
+    """Per-dimension factor cos(theta_q,i - theta_k,i) (Eq. 15): ~1 for same-sign entries,
+    small for an opposite-sign entry with alpha=20; the paper's literal alpha=1 barely
+    inhibits (digest §1.10)."""
+    d = 64
+    q = torch.randn(d, dtype=f64)
+    q[0] = q[1:].norm() / math.sqrt(d - 1)     # a typical-size entry (|d(q)_0| ~ 1/8) to flip
+    k = q.clone()
+    k[0] = -k[0]
+    for alpha, bound in [(20.0, 0.05), (1.0, None)]:
+        phq, phk = nala_feature_maps(q, k, alpha=alpha)
+        prod = phq * phk
+        cos = (prod[:d] + prod[d:]) / (phq[:d] ** 2 + phq[d:] ** 2).sqrt() / \
+            (phk[:d] ** 2 + phk[d:] ** 2).sqrt()
+        torch.testing.assert_close(cos[1:], torch.ones(d - 1, dtype=f64))
+        if bound is not None:
+            assert cos[0] < bound
+        else:
+            assert cos[0] > 0.9
+
+
+@pytest.mark.parametrize('kernel', KERNELS)
+def test_invariant_to_key_rescaling_not_to_query_rescaling(kernel):
+    q, k, v = _qkv()
+    q = q / q.norm(dim=-1, keepdim=True) * 0.4            # tanh(||q||) in its active range
+    out = nala_attention(q, k, v, kernel=kernel, eps=1e-300)
+    for c in (0.3, 2.0, 7.0):
+        torch.testing.assert_close(nala_attention(q, c * k, v, kernel=kernel, eps=1e-300), out)
+    for c in (0.25, 3.0):
+        diff = (nala_attention(q * c, k, v, kernel=kernel, eps=1e-300) - out).abs().max()
+        assert diff > 1e-2, (c, diff)
+    # control: degree-1 homogeneous ReLU linear attention ignores the query scale (Prop. 2)
+    rq, rk = F.relu(q), F.relu(k)
+
+    def relu_lin(qq):
+        a = qq @ rk.transpose(-2, -1)
+        return (a / a.sum(-1, keepdim=True)) @ v
+
+    torch.testing.assert_close(relu_lin(3.0 * rq), relu_lin(rq))
+
+
+@pytest.mark.parametrize('kernel', KERNELS)
+def test_entropy_decreases_with_query_norm(kernel):
+    """Fig. 4 / digest §6.2: fixed direction, ||q|| from 0.1 to 2.5, random keys."""
+    d, m = 16, 64
+    norms = torch.linspace(0.1, 2.5, 25, dtype=f64)
+    for _ in range(10):
+        u = torch.randn(d, dtype=f64)
+        keys = torch.randn(m, d, dtype=f64)
+        q = norms[:, None] * (u / u.norm())
+        ent = _entropy(nala_attention_matrix(q, keys, kernel=kernel))
+        rho = spearmanr(norms.numpy(), ent.numpy())[0]
+        assert rho < -0.9, rho
+        # ReLU linear attention (baseline): the same row for every query norm
+        a = F.relu(q) @ F.relu(keys).T
+        base = _entropy(a / a.sum(-1, keepdim=True))
+        assert (base.max() - base.min()) < 1e-10
+        assert ent[0] - ent[-1] > 1e-2
+
+
+@pytest.mark.parametrize('kernel', KERNELS)
+def test_permutation_equivariance(kernel):
+    q, k, v = _qkv()
+    out = nala_attention(q, k, v, kernel=kernel)
+    perm = torch.randperm(q.shape[-2])
+    torch.testing.assert_close(nala_attention(q[..., perm, :], k[..., perm, :], v[..., perm, :],
+                                              kernel=kernel), out[..., perm, :])
+    # permuting only the key-value set changes nothing
+    torch.testing.assert_close(nala_attention(q, k[..., perm, :], v[..., perm, :],
+                                              kernel=kernel), out)
+
+
+@pytest.mark.parametrize('kernel', KERNELS)
+def test_float32_core_under_autocast_and_dtype_follows_input(kernel):
+    q, k, v = (t.float() for t in _qkv(d=32))
+    k = k * 8                                             # |k|^3 ~ 1e5 overflows float16
+    ref = nala_attention(q.double(), k.double(), v.double(), kernel=kernel)
+    with torch.autocast('cpu', dtype=torch.bfloat16):
+        qb, kb, vb = q.bfloat16(), k.bfloat16(), v.bfloat16()
+        out = nala_attention(qb, kb, vb, kernel=kernel)
+    assert out.dtype == torch.bfloat16
+    exact = nala_attention(qb.double(), kb.double(), vb.double(), kernel=kernel)
+    torch.testing.assert_close(out.double(), exact, rtol=1e-2, atol=2e-2)
+    out16 = nala_attention(q.half(), k.half(), v.half(), kernel=kernel)
+    assert out16.dtype == torch.float16 and torch.isfinite(out16).all()
+    out32 = nala_attention(q, k, v, kernel=kernel)
+    assert out32.dtype == torch.float32
+    torch.testing.assert_close(out32.double(), ref, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize('kernel', KERNELS)
+def test_zero_rows_give_finite_values_and_gradients(kernel):
+    q, k, v = (t.float() for t in _qkv(b=1, h=2, n=9))
+    q[..., 3, :] = 0
+    k[..., 5, :] = 0
+    q.requires_grad_(), k.requires_grad_(), v.requires_grad_()
+    out = nala_attention(q, k, v, kernel=kernel)
+    out.square().sum().backward()
+    assert torch.isfinite(out).all()
+    for t in (q, k, v):
+        assert torch.isfinite(t.grad).all()
+
+
+def test_gradcheck():
+    q, k, v = _qkv(b=1, h=1, n=6, d=4, dv=3)
+    q, k, v = q * 0.5, k + 0.1, v
+    for kernel in KERNELS:
+        assert torch.autograd.gradcheck(
+            lambda a, b, c: nala_attention(a, b, c, kernel=kernel),
+            (q.requires_grad_(), k.requires_grad_(), v.requires_grad_()))
+
+
+@pytest.mark.parametrize('kwargs, name', [(dict(kernel='relu'), 'kernel'), (dict(lam=0), 'lam'),
+                                          (dict(alpha=-1.0), 'alpha'), (dict(eps=-1), 'eps')])
+def test_bad_arguments(kwargs, name):
+    q, k, v = _qkv(b=1, h=1, n=4)
+    with pytest.raises(ValueError, match=name):
+        nala_attention(q, k, v, **kwargs)
+
+
+def test_bad_shapes():
+    q, k, v = _qkv(b=1, h=1, n=4)
+    with pytest.raises(ValueError, match='nala_attention'):
+        nala_attention(q, k[..., :3], v)

@@ -1,0 +1,130 @@
+"""InfSA diagnostics: Neumann / Katz identities (§3.1-3.3), eigenvector alignment (§4.5),
+attention maps and the PNG overlay, and the attention-map command-line tool."""
+import pytest
+import torch
+
+from mmlinattn.analysis import (attention_maps, eigenvector_alignment, katz_centrality,
+                                model_eigenvector_alignment, neumann_kernel, power_iteration,
+                                save_attention_overlay, summarize_alignment)
+from mmlinattn.models.backbones.infvit import InfViT, InfViTPlain
+from mmlinattn.ops import infsa_attention_matrix
+
+D64 = dict(dtype=torch.float64)
+
+
+def small_a_hat(n=64, d=8, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(1, 1, n, d, generator=g, **D64)
+    k = torch.randn(1, 1, n, d, generator=g, **D64)
+    return infsa_attention_matrix(q, k, eps=0.0)[0, 0]
+
+
+@pytest.mark.parametrize('gamma', [0.3, 0.7, 0.95])
+def test_neumann_identity_truncated_series_converges(gamma):
+    """Σ_{t=1..T} (γÂ)^t -> (I − γÂ)⁻¹ − I (Eq. 7), with the tail bounded by γ^{T+1}/(1−γ)
+    because ρ(Â) <= ‖Â‖₂ <= ‖Â‖_F = 1 (digest §7.5)."""
+    a_hat = small_a_hat()
+    assert torch.linalg.eigvals(a_hat).abs().max() <= 1.0 + 1e-12
+    exact = torch.linalg.inv(torch.eye(64, **D64) - gamma * a_hat) - torch.eye(64, **D64)
+    torch.testing.assert_close(neumann_kernel(a_hat, gamma), exact)
+    partial, power = torch.zeros(64, 64, **D64), torch.eye(64, **D64)
+    for t in range(1, 401):
+        power = power @ (gamma * a_hat)
+        partial = partial + power
+        if t in (1, 5, 20, 400):
+            err = torch.linalg.matrix_norm(partial - exact, 2)
+            assert err <= gamma ** (t + 1) / (1 - gamma) + 1e-12
+    assert err < 1e-8
+    assert torch.linalg.matrix_norm(gamma * a_hat - exact, 2) > 1e-3  # T = 1 is not enough
+
+
+def test_katz_centrality_from_linear_solves():
+    """c_out = (I − γÂ)⁻¹ 1 and c_in = (I − γÂ)⁻ᵀ 1 (§3.3, Eq. 15)."""
+    a_hat, gamma = small_a_hat(32), 0.7
+    c_out, c_in = katz_centrality(a_hat, gamma)
+    m = torch.eye(32, **D64) - gamma * a_hat
+    ones = torch.ones(32, 1, **D64)
+    torch.testing.assert_close(c_out, torch.linalg.solve(m, ones)[:, 0])
+    torch.testing.assert_close(c_in, torch.linalg.solve(m.T, ones)[:, 0])
+
+
+def test_power_iteration_finds_perron_vector():
+    q = torch.randn(40, 6, **D64) + 1.0  # ReLU(QQᵀ) is symmetric and positive here
+    a_hat = infsa_attention_matrix(q[None, None], q[None, None], eps=0.0)[0, 0]
+    evals, evecs = torch.linalg.eigh(a_hat)
+    perron = evecs[:, -1].abs()
+    torch.testing.assert_close(power_iteration(a_hat), perron / perron.sum())
+
+
+def test_alignment_is_exact_for_rank_one_positive_queries():
+    """Q_i = s_i u with s > 0: Â ∝ s sᵀ so v ∝ s, and α ∝ s, a ∝ s: cos(a, v) = 1, while
+    the uniform baseline is below 1 for non-constant s."""
+    s = torch.rand(2, 3, 30, 1, **D64) + 0.1
+    u = torch.randn(1, 3, 1, 5, **D64)
+    res = eigenvector_alignment(s * u)
+    assert len(res['cos_a']) == 6 and res['degenerate'] == 0
+    for key in ('cos_a', 'spearman_a', 'cos_alpha', 'spearman_alpha'):
+        assert min(res[key]) > 1 - 1e-9, key
+    assert max(res['cos_uniform']) < 0.99
+    summary = summarize_alignment(res)
+    assert summary['samples'] == 6 and summary['cos_a'][0] == pytest.approx(1.0)
+
+
+def test_alignment_baselines_on_random_queries():
+    """Zero-mean isotropic Q: a is one power step, far from exact (digest §2.2: ~0.74)."""
+    res = summarize_alignment(eigenvector_alignment(torch.randn(4, 8, 197, 16)))
+    assert 0.5 < res['cos_a'][0] < 0.95
+    assert 0.5 < res['cos_uniform'][0] < 1.0
+    assert res['samples'] + res['degenerate'] == 32
+
+
+def test_alignment_drops_padded_tokens():
+    q = torch.randn(1, 2, 20, 4, **D64)
+    qp = torch.cat([q, 10 * torch.randn(1, 2, 5, 4, **D64)], 2)
+    valid = torch.arange(25)[None] < 20
+    assert eigenvector_alignment(qp, valid) == eigenvector_alignment(q)
+
+
+def test_model_alignment_and_attention_maps_pyramid():
+    arch = dict(embed_dims=(16, 32, 48, 64), depths=(1, 1, 1, 1), mlp_ratios=(2, 2, 2, 2))
+    model = InfViT(arch=arch, stage_mixers=('linear', 'linear', 'linear', 'pure')).eval()
+    x = torch.randn(1, 3, 64, 96)
+    res = model_eigenvector_alignment(model, x, num_iters=50)
+    assert set(res) == {'stages.0.blocks.0.attn', 'stages.1.blocks.0.attn',
+                        'stages.2.blocks.0.attn', 'all'}
+    assert res['all']['samples'] == 1 + 2 + 3
+    for key in ('cos_a', 'cos_uniform', 'cos_alpha', 'spearman_a'):
+        assert -1.0 <= res['all'][key][0] <= 1.0
+    maps = attention_maps(model, x)
+    assert {k: tuple(v.shape) for k, v in maps.items()} == {
+        'stages.0.blocks.0.attn': (1, 16, 24), 'stages.1.blocks.0.attn': (1, 8, 12),
+        'stages.2.blocks.0.attn': (1, 4, 6), 'stages.3.blocks.0.attn': (1, 2, 3)}
+    for m in maps.values():
+        assert m.min() == 0 and m.max() == 1
+
+
+@pytest.mark.parametrize('mixer', ['linear', 'pure'])
+def test_attention_maps_plain_drop_class_token(mixer):
+    model = InfViTPlain(arch=dict(embed_dims=32, num_layers=2, num_heads=4, mlp_ratio=2.0),
+                        mixer=mixer).eval()
+    maps = attention_maps(model, torch.randn(2, 3, 80, 48))
+    assert list(maps) == ['stages.0.attn', 'stages.1.attn']
+    assert all(tuple(m.shape) == (2, 5, 3) for m in maps.values())
+
+
+def test_overlay_png(tmp_path):
+    from PIL import Image
+    img = (torch.rand(40, 60, 3) * 255).to(torch.uint8).numpy()
+    path = save_attention_overlay(img, {'a': torch.rand(5, 6), 'b': torch.rand(5, 6)},
+                                  str(tmp_path / 'attn.png'))
+    with Image.open(path) as png:
+        assert png.format == 'PNG' and png.size[0] > png.size[1]
+
+
+def test_attention_map_tool(tmp_path, capsys):
+    import infsa_attention_map
+    out = tmp_path / 'demo.png'
+    infsa_attention_map.main(['--demo', '--size', '64', '--out', str(out), '--alignment'])
+    assert out.stat().st_size > 0
+    text = capsys.readouterr().out
+    assert 'cos(1,v)' in text and 'cos(alpha,v)' in text and '\nall ' in text

@@ -1,0 +1,211 @@
+"""Point any detection / segmentation config at the demo datasets (tools/make_demo_data.py).
+
+One source for the demo settings used by ``tools/demo.sh``, the config tests and users:
+
+    python tools/demo_overrides.py CONFIG [--iters N]      # prints --cfg-options arguments
+    python tools/train.py CONFIG --cfg-options $(python tools/demo_overrides.py CONFIG)
+
+What changes: data roots and class names, smaller image scales and crops, batch size, worker
+count, and the schedule shrunk to about N iterations (the config's own LR schedulers, with
+their begin/end/milestones rescaled).  The model and optimizer stay as configured.  Every
+change is a leaf edit, so the printed ``--cfg-options`` reproduce exactly what the tests run.
+"""
+import argparse
+import copy
+import math
+import sys
+from typing import Any, Dict
+
+from mmengine.config import Config
+
+DEMO_ROOT = 'data/demo'
+DET_SCALE = (320, 320)
+SEG_SCALE = (320, 256)
+SEG_CROP = (128, 128)
+NUM_TRAIN = 64  # tools/make_demo_data.py default
+BATCH = 4
+
+
+def _demo_classes():
+    from mmlinattn.datasets.demo import DEMO_CLASSES
+    return tuple(DEMO_CLASSES)
+
+
+def _shrink_pipeline(pipeline, scale, crop=None) -> None:
+    for t in pipeline:
+        kind = t.get('type')
+        if kind in ('Resize', 'RandomResize') and 'scale' in t:
+            t['scale'] = scale
+        elif kind == 'RandomChoiceResize':
+            t['scales'] = [scale] * len(t['scales'])
+        elif kind == 'RandomCrop' and crop is not None:
+            t['crop_size'] = crop
+        elif kind == 'TestTimeAug':
+            for group in t['transforms']:
+                for tt in group:
+                    if tt.get('type') == 'Resize' and 'scale' in tt:
+                        tt['scale'] = scale
+                    elif tt.get('type') == 'Resize' and 'scale_factor' in tt:
+                        pass
+
+
+def _set_num_classes(model: dict, n: int) -> None:
+    for key in ('bbox_head', 'decode_head', 'auxiliary_head'):
+        heads = model.get(key)
+        for head in (heads if isinstance(heads, list) else [heads]):
+            if isinstance(head, dict) and 'num_classes' in head:
+                head['num_classes'] = n
+    roi = model.get('roi_head')
+    if isinstance(roi, dict):
+        for key in ('bbox_head', 'mask_head'):
+            if isinstance(roi.get(key), dict):
+                roi[key]['num_classes'] = n
+
+
+def _rescale_schedule(schedulers, old_len: int, new_len: int, by_epoch_loop: bool) -> None:
+    """Shrink begin/end/milestones of each scheduler from ``old_len`` to ``new_len`` units of
+    the training loop; iteration-based warm-ups inside an epoch loop are capped at 30 iters."""
+    ratio = new_len / old_len
+    for s in schedulers:
+        s_by_epoch = s.get('by_epoch', True)
+        if by_epoch_loop and not s_by_epoch:   # iteration warm-up in an epoch-based run
+            s['end'] = min(s.get('end', 30), 30)
+            continue
+        for k in ('begin', 'end'):
+            if k in s and s[k] is not None:
+                s[k] = min(new_len, max(0, int(round(s[k] * ratio))))
+        if s.get('type') == 'LinearLR' and not by_epoch_loop:
+            s['end'] = max(1, min(s.get('end', 30), 30))
+        if s.get('type') in ('PolyLR', 'CosineAnnealingLR') and not by_epoch_loop:
+            s['begin'] = min(s.get('begin', 0), 30)
+            s['end'] = new_len
+        if 'milestones' in s:
+            s['milestones'] = [max(1, min(new_len - 1, int(round(m * ratio))))
+                               for m in s['milestones']]
+        if 'T_max' in s:
+            s['T_max'] = new_len
+
+
+def demo_config(cfg: Config, iters: int = 300, data_root: str = DEMO_ROOT,
+                num_train: int = NUM_TRAIN) -> Config:
+    """A copy of ``cfg`` pointed at the demo data under ``data_root`` (written by
+    tools/make_demo_data.py with ``--num-train num_train``), with a schedule of about
+    ``iters`` iterations (whole epochs for epoch-based detection configs)."""
+    cfg = copy.deepcopy(cfg)
+    scope = cfg.get('default_scope')
+    ds_type = cfg.train_dataloader.dataset.get('type')
+    loaders = [k for k in ('train_dataloader', 'val_dataloader', 'test_dataloader') if k in cfg]
+    for key in loaders:
+        cfg[key]['num_workers'] = 0
+        cfg[key]['persistent_workers'] = False
+    cfg.train_dataloader['batch_size'] = BATCH
+    if scope == 'mmdet':
+        if ds_type != 'CocoDataset':
+            raise ValueError(f'demo data exists for CocoDataset configs, not {ds_type}')
+        root = f'{data_root}/coco/'
+        classes = _demo_classes()
+        for key in loaders:
+            ds = cfg[key].dataset
+            ds['data_root'] = root
+            ds['metainfo'] = dict(classes=classes)
+            _shrink_pipeline(ds.pipeline, DET_SCALE)
+        if 'filter_cfg' in cfg.train_dataloader.dataset:
+            cfg.train_dataloader.dataset.filter_cfg['min_size'] = 4
+        for key in ('val_evaluator', 'test_evaluator'):
+            if key in cfg and 'ann_file' in cfg[key]:
+                cfg[key]['ann_file'] = root + 'annotations/instances_val2017.json'
+        _set_num_classes(cfg.model, len(classes))
+        epochs = max(1, math.ceil(iters * BATCH / num_train))
+        old = cfg.train_cfg.get('max_epochs', 12)
+        cfg.train_cfg['max_epochs'] = epochs
+        cfg.train_cfg['val_interval'] = epochs
+        _rescale_schedule(cfg.param_scheduler, old, epochs, True)
+        cfg.default_hooks.checkpoint['interval'] = epochs
+    elif scope == 'mmseg':
+        if ds_type == 'ADE20KDataset':
+            root = f'{data_root}/ade/ADEChallengeData2016'
+            classes = _demo_classes()
+            for key in loaders:
+                cfg[key].dataset['metainfo'] = dict(classes=classes)
+            _set_num_classes(cfg.model, len(classes))
+        elif ds_type == 'CityscapesDataset':
+            root = f'{data_root}/cityscapes/'
+        else:
+            raise ValueError(f'demo data exists for ADE20KDataset and CityscapesDataset, '
+                             f'not {ds_type}')
+        for key in loaders:
+            cfg[key].dataset['data_root'] = root
+            _shrink_pipeline(cfg[key].dataset.pipeline, SEG_SCALE, SEG_CROP)
+        if 'size' in cfg.model.get('data_preprocessor', {}):
+            cfg.model.data_preprocessor['size'] = SEG_CROP
+        if cfg.model.get('test_cfg', {}).get('mode') == 'slide':
+            cfg.model.test_cfg['crop_size'] = SEG_CROP
+            cfg.model.test_cfg['stride'] = (96, 96)
+        old = cfg.train_cfg.get('max_iters', 160000)
+        cfg.train_cfg['max_iters'] = iters
+        cfg.train_cfg['val_interval'] = iters
+        _rescale_schedule(cfg.param_scheduler, old, iters, False)
+        cfg.default_hooks.checkpoint['interval'] = iters
+    else:
+        raise ValueError(f'unsupported default_scope {scope!r}')
+    cfg.default_hooks.logger['interval'] = 10
+    return cfg
+
+
+def _diff(old: Any, new: Any, prefix: str, out: Dict[str, Any]) -> None:
+    if isinstance(old, dict) and isinstance(new, dict):
+        for k, v in new.items():
+            if k not in old:
+                out[f'{prefix}{k}'] = v
+            else:
+                _diff(old[k], v, f'{prefix}{k}.', out)
+    elif (isinstance(old, list) and isinstance(new, list) and len(old) == len(new)
+          and any(isinstance(v, dict) for v in new)):
+        for i, (a, b) in enumerate(zip(old, new)):
+            _diff(a, b, f'{prefix}{i}.', out)
+    elif old != new:
+        out[prefix[:-1]] = new
+
+
+def demo_options(cfg: Config, iters: int = 300, **kwargs) -> Dict[str, Any]:
+    """The leaf edits that turn ``cfg`` into :func:`demo_config` (``--cfg-options`` form)."""
+    out: Dict[str, Any] = {}
+    _diff(cfg.to_dict(), demo_config(cfg, iters, **kwargs).to_dict(), '', out)
+    return out
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, dict):  # a new sub-dict: only flat dicts of scalars/tuples occur here
+        raise TypeError('nested dict cannot be written as a cfg-option')
+    if isinstance(v, str):
+        return v
+    if isinstance(v, (list, tuple)):
+        inner = ','.join(_fmt(x) for x in v)
+        return f'[{inner}]' if isinstance(v, list) else f'({inner},)' if len(v) == 1 \
+            else f'({inner})'
+    return repr(v)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description='print --cfg-options for the demo data')
+    parser.add_argument('config')
+    parser.add_argument('--iters', type=int, default=300,
+                        help='approximate number of training iterations')
+    parser.add_argument('--data-root', default=DEMO_ROOT)
+    parser.add_argument('--num-train', type=int, default=NUM_TRAIN,
+                        help='training images in the demo data (make_demo_data --num-train)')
+    args = parser.parse_args(argv)
+    cfg = Config.fromfile(args.config)
+    flat: Dict[str, Any] = {}
+    for k, v in demo_options(cfg, args.iters, data_root=args.data_root,
+                             num_train=args.num_train).items():
+        if isinstance(v, dict):
+            flat.update({f'{k}.{kk}': vv for kk, vv in v.items()})
+        else:
+            flat[k] = v
+    print(' '.join(f'{k}={_fmt(v)}' for k, v in flat.items()))
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

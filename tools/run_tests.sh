@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Set up whatever is missing (tools/setup.sh), then run the whole test suite.
+#   bash tools/run_tests.sh [pytest args...]
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+bash tools/setup.sh
+exec .venv/bin/python -m pytest -q -ra "$@"

@@ -1,0 +1,91 @@
+"""Train a detector or segmentor with an mmlinattn (or any OpenMMLab) config.
+
+    python tools/train.py CONFIG [--work-dir DIR] [--resume [CKPT]] [--amp]
+                          [--auto-scale-lr] [--cfg-options k=v ...] [--launcher pytorch]
+
+The library (mmdet or mmseg) is chosen from the config's ``default_scope``.
+"""
+import argparse
+import os
+import os.path as osp
+
+from mmengine.config import Config, DictAction
+from mmengine.logging import print_log
+from mmengine.runner import Runner
+
+from runner_utils import (check_config_datasets, env_is_cpu, library_of, register_library,
+                          set_work_dir, setup_launcher)
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description='Train a detector / segmentor')
+    parser.add_argument('config', help='train config file path')
+    parser.add_argument('--work-dir', help='the dir to save logs and models')
+    parser.add_argument('--amp', action='store_true', default=False,
+                        help='enable automatic-mixed-precision training (needs a GPU)')
+    parser.add_argument('--auto-scale-lr', action='store_true',
+                        help='scale the learning rate with the actual total batch size')
+    parser.add_argument('--resume', nargs='?', type=str, const='auto',
+                        help='resume from CKPT; without a path, from the latest checkpoint '
+                        'in the work dir')
+    parser.add_argument('--cfg-options', nargs='+', action=DictAction,
+                        help='override config settings, e.g. train_cfg.max_iters=100 '
+                        'train_dataloader.batch_size=2')
+    parser.add_argument('--launcher', choices=['none', 'pytorch', 'slurm', 'mpi'],
+                        default='none', help='job launcher')
+    parser.add_argument('--local_rank', '--local-rank', type=int, default=0)
+    args = parser.parse_args()
+    if 'LOCAL_RANK' not in os.environ:
+        os.environ['LOCAL_RANK'] = str(args.local_rank)
+    return args
+
+
+def main():
+    args = parse_args()
+    if not osp.isfile(args.config):
+        raise SystemExit(f'config file {args.config!r} does not exist')
+    cfg = Config.fromfile(args.config)
+    cfg.launcher = args.launcher
+    if args.cfg_options is not None:
+        cfg.merge_from_dict(args.cfg_options)
+    scope = library_of(cfg)
+    register_library(scope)
+    set_work_dir(cfg, args.config, args.work_dir)
+
+    if args.amp:
+        if env_is_cpu():
+            raise SystemExit('--amp needs a CUDA GPU (mmengine\'s AmpOptimWrapper uses '
+                             'torch.cuda.amp); drop --amp to train in float32 on CPU')
+        optim_wrapper = cfg.optim_wrapper.type
+        if optim_wrapper == 'AmpOptimWrapper':
+            print_log('AMP training is already enabled in your config.', logger='current')
+        else:
+            if optim_wrapper != 'OptimWrapper':
+                raise SystemExit(f'--amp works with OptimWrapper, the config uses '
+                                 f'{optim_wrapper}')
+            cfg.optim_wrapper.type = 'AmpOptimWrapper'
+            cfg.optim_wrapper.loss_scale = 'dynamic'
+
+    if args.auto_scale_lr:
+        if ('auto_scale_lr' in cfg and 'enable' in cfg.auto_scale_lr
+                and 'base_batch_size' in cfg.auto_scale_lr):
+            cfg.auto_scale_lr.enable = True
+        else:
+            raise SystemExit('--auto-scale-lr needs `auto_scale_lr = dict(enable=False, '
+                             'base_batch_size=...)` in the config')
+
+    if args.resume == 'auto':
+        cfg.resume = True
+        cfg.load_from = None
+    elif args.resume is not None:
+        cfg.resume = True
+        cfg.load_from = args.resume
+
+    check_config_datasets(cfg, ('train_dataloader', 'val_dataloader'))
+    setup_launcher(cfg, args.launcher)
+    runner = Runner.from_cfg(cfg)
+    runner.train()
+
+
+if __name__ == '__main__':
+    main()
