@@ -5,8 +5,11 @@ mmseg registries are children of the same root, so a config inside either librar
 ``type='mmlinattn.SOFT'``: the scope prefix makes the lookup walk to the root and down into
 this registry, exactly as mmdet configs use ``mmpretrain.ConvNeXt``.
 """
+from mmengine.registry import HOOKS as MMENGINE_HOOKS
 from mmengine.registry import MODELS as MMENGINE_MODELS
 from mmengine.registry import Registry
 
 MODELS = Registry('model', parent=MMENGINE_MODELS, scope='mmlinattn',
                   locations=['mmlinattn.models'])
+HOOKS = Registry('hook', parent=MMENGINE_HOOKS, scope='mmlinattn',
+                 locations=['mmlinattn.engine'])

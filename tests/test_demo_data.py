@@ -36,6 +36,11 @@ def _visible(sample, i):
     return sample.instance_map == i + 1
 
 
+def _smooth(img):
+    import cv2
+    return cv2.GaussianBlur(img.astype(np.float32), (5, 5), 1.5)
+
+
 def _mask_box(mask):
     ys, xs = np.nonzero(mask)
     return np.array([xs.min(), ys.min(), xs.max() + 1, ys.max() + 1], np.float32)
@@ -166,8 +171,8 @@ def test_coco_loads_in_mmdet_and_gt_scores_map_1(demo_out):
         r = ds[idx]
         index = int(osp.basename(r['img_path']).split('.')[0]) - 1_000_001
         s = generate_sample(SEED, 'val', index)
-        # BGR as loaded, JPEG-compressed
-        assert np.abs(r['img'][..., ::-1].astype(int) - s.image).mean() < 4
+        # BGR as loaded; JPEG drops the pixel grain, so compare smoothed images
+        assert np.abs(_smooth(r['img'][..., ::-1]) - _smooth(s.image)).mean() < 2.5
         masks = r['gt_masks'].to_ndarray().astype(bool)
         boxes = r['gt_bboxes'].tensor.numpy()
         labels = r['gt_bboxes_labels']

@@ -122,12 +122,10 @@ def demo_config(cfg: Config, iters: int = 300, data_root: str = DEMO_ROOT,
         _rescale_schedule(cfg.param_scheduler, old, epochs, True)
         cfg.default_hooks.checkpoint['interval'] = epochs
     elif scope == 'mmseg':
+        # Demo labels are a subset of the stock ADE20K / Cityscapes label ids, so the
+        # configs' own classes and heads stay as they are.
         if ds_type == 'ADE20KDataset':
             root = f'{data_root}/ade/ADEChallengeData2016'
-            classes = _demo_classes()
-            for key in loaders:
-                cfg[key].dataset['metainfo'] = dict(classes=classes)
-            _set_num_classes(cfg.model, len(classes))
         elif ds_type == 'CityscapesDataset':
             root = f'{data_root}/cityscapes/'
         else:

@@ -15,7 +15,7 @@ from mmengine.logging import MMLogger, print_log
 from mmlinattn.datasets.demo import DEMO_CLASSES, LAYOUTS, make_demo_data
 
 
-def parse_args(argv=None) -> argparse.Namespace:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     parser.add_argument('--out', default='data/demo', help='output directory')
     parser.add_argument('--num-train', type=int, default=64, help='training images')
@@ -25,16 +25,20 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help='dataset layouts to write')
     parser.add_argument('--force', action='store_true',
                         help='rewrite even if the manifest says the data is up to date')
-    return parser.parse_args(argv)
+    return parser
 
 
 def main(argv=None) -> dict:
-    args = parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     logger = MMLogger.get_instance('mmlinattn_demo_data', log_level='INFO')
     start = time.perf_counter()
-    result = make_demo_data(args.out, num_train=args.num_train, num_val=args.num_val,
-                            seed=args.seed, layouts=args.layouts, force=args.force,
-                            logger=logger)
+    try:
+        result = make_demo_data(args.out, num_train=args.num_train, num_val=args.num_val,
+                                seed=args.seed, layouts=args.layouts, force=args.force,
+                                logger=logger)
+    except (ValueError, FileExistsError) as e:
+        parser.error(str(e))  # exits with status 2 and the usage line
     print_log(f'demo data ready in {time.perf_counter() - start:.1f}s under {args.out} '
               f'(classes: {", ".join(DEMO_CLASSES)})', logger)
     return result

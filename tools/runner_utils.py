@@ -16,6 +16,7 @@ if ROOT not in sys.path:  # running from a clone without `pip install -e .`
     sys.path.insert(0, ROOT)
 
 import mmlinattn  # noqa: E402,F401  (installs safe checkpoint loading)
+import mmlinattn.engine  # noqa: E402,F401  (registers our hooks)
 import mmlinattn.models  # noqa: E402,F401  (registers our backbones)
 from mmlinattn.utils.data_check import check_datasets  # noqa: E402
 

@@ -81,6 +81,11 @@ def main():
         cfg.resume = True
         cfg.load_from = args.resume
 
+    # Store RNG states in checkpoints so that --resume continues the exact same run.
+    hooks = cfg.get('custom_hooks') or []
+    if not any(str(h.get('type', '')).endswith('RNGStateHook') for h in hooks):
+        cfg.custom_hooks = list(hooks) + [dict(type='mmlinattn.RNGStateHook')]
+
     check_config_datasets(cfg, ('train_dataloader', 'val_dataloader'))
     setup_launcher(cfg, args.launcher)
     runner = Runner.from_cfg(cfg)

@@ -87,9 +87,7 @@ def _magnitudes(q: torch.Tensor, k: torch.Tensor, lam: float, eps: float):
     """``(|d(q)|^p(||q||), d(q), |k|^lam, d(k))`` (Eqs. 8, 9, 16)."""
     qn, dq = norm_direction(q, eps)
     _, dk = norm_direction(k, eps)
-    mq = dq.abs().pow(nala_query_power(qn, lam))
-    mk = k.abs().pow(lam)
-    return mq, dq, mk, dk
+    return dq.abs().pow(nala_query_power(qn, lam)), dq, k.abs().pow(lam), dk
 
 
 def nala_feature_maps(q: torch.Tensor, k: torch.Tensor, kernel: str = 'cos_sin',
@@ -131,24 +129,31 @@ def _fast_feature_maps(q: torch.Tensor, k: torch.Tensor, kernel: str, lam: float
         phq = F.relu(torch.cat([dq, -dq], dim=-1)).pow(p)
         phk = F.relu(torch.cat([k, -k], dim=-1)).pow(lam)
         return phq, phk
-    mq, dq, mk, dk = _magnitudes(q, k, lam, eps)
+    qn, dq = norm_direction(q, eps)
+    mq = dq.abs().pow(nala_query_power(qn, lam))
+    # the key direction is only needed inside the angle: fold 1 / ||k|| into alpha
+    k_scale = alpha / torch.linalg.vector_norm(k, dim=-1, keepdim=True).clamp_min(eps)
+    tk = _quarter_pi(k.dtype) * torch.tanh(k * k_scale)
     phq = torch.view_as_real(torch.polar(mq, inhibit_angle(dq, alpha))).flatten(-2)
-    phk = torch.view_as_real(torch.polar(mk, inhibit_angle(dk, alpha))).flatten(-2)
+    phk = torch.view_as_real(torch.polar(k.abs().pow(lam), tk)).flatten(-2)
     return phq, phk
 
 
 def normalized_linear_attention(phi_q: torch.Tensor, phi_k: torch.Tensor, v: torch.Tensor,
                                 eps: float = 1e-6) -> torch.Tensor:
-    """Eqs. 4-5 / 10-11 in O(N): ``phi_q (phi_k^T V / N) / (phi_q . mean_j phi_k_j + eps)``.
+    """Eqs. 4-5 / 10-11 in O(N): ``phi_q (phi_k^T V / M) / (phi_q . mean_j phi_k_j + eps)``.
 
     Shapes: ``phi_q (..., N, F)``, ``phi_k (..., M, F)``, ``v (..., M, D)`` -> ``(..., N, D)``.
     The ``1 / M`` of the key-value product cancels against the mean in the denominator; it
-    only keeps magnitudes, and the weight of ``eps``, independent of the token count.
+    only keeps magnitudes, and the weight of ``eps``, independent of the token count.  A
+    column of ones appended to ``v`` yields the key mean and the normaliser inside the two
+    matmuls, instead of two more passes over the features.
     """
     m = phi_k.shape[-2]
-    kv = (phi_k.transpose(-2, -1) @ v) / m
-    z = phi_q @ phi_k.mean(dim=-2).unsqueeze(-1)
-    return (phi_q @ kv) / (z + eps)
+    v1 = torch.cat([v, v.new_ones(v.shape[:-1] + (1, ))], dim=-1)
+    kv = (phi_k.transpose(-2, -1) @ v1) / m           # [sum_j phi_k_j v_j^T | sum_j phi_k_j] / M
+    out = phi_q @ kv
+    return out[..., :-1] / (out[..., -1:] + eps)
 
 
 def nala_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kernel: str = 'cos_sin',

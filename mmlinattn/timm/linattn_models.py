@@ -1,0 +1,232 @@
+"""timm entry points for the mmlinattn classifiers (``timm.create_model('nalaformer_tiny')``).
+
+Each entry point builds a :class:`~mmlinattn.timm.classifier.LinAttnClassifier` around the
+registered dense backbone with the paper's arch and default arguments.  ``pretrained_cfg``
+carries the evaluation preprocessing of each paper (no weights are published, so
+``pretrained=True`` has nothing to download).  ``timm.list_models(module='linattn_models')``
+lists them all.
+"""
+from typing import Any, Dict
+
+from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
+from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
+
+from .. import models  # noqa: F401  (registers the backbones)
+from .classifier import LinAttnClassifier
+
+__all__ = ['LinAttnClassifier', 'MODEL_SPECS']
+
+_FIRST_CONV = {
+    'SOFT': 'backbone.patch_embeds.0.0.conv',
+    'NaLaFormer': 'backbone.patch_embeds.0.0.conv',
+    'InfViT': 'backbone.patch_embeds.0.conv',
+    'InfViTPlain': 'backbone.patch_embeds.0.proj.conv',
+    'LDN': 'backbone.patch_embeds.0.conv',
+}
+_PAPERS = {
+    'SOFT': ('Softmax-free Linear Transformers (IJCV 2024)', None),
+    'NaLaFormer': ('NaLaFormer: Norm-Aware Linear Attention for Transformer Models',
+                   'arXiv:2506.21137'),
+    'InfViT': ('Infinite Self-Attention', 'arXiv:2603.00175'),
+    'InfViTPlain': ('Infinite Self-Attention', 'arXiv:2603.00175'),
+    'LDN': ('Linear Diffusion Networks: Harnessing Diffusion Processes for Global '
+            'Interactions', None),
+}
+
+# name -> (backbone config, head type, crop_pct, note)
+# SOFT: 224 center crop of a 256 resize (Table 3); NaLaFormer and LDN: DeiT's 0.875;
+# InfViT: 224 center crop of a 257 resize (its §4.3 validation transform).
+_INF_CROP = 224 / 257
+MODEL_SPECS: Dict[str, tuple] = {
+    'soft_tiny': (dict(type='SOFT', arch='tiny'), 'norm_linear', 0.875),
+    'soft_small': (dict(type='SOFT', arch='small'), 'norm_linear', 0.875),
+    'soft_medium': (dict(type='SOFT', arch='medium'), 'norm_linear', 0.875),
+    'soft_large': (dict(type='SOFT', arch='large'), 'norm_linear', 0.875),
+    'nalaformer_tiny': (dict(type='NaLaFormer', arch='tiny'), 'nala', 0.875),
+    'nalaformer_small': (dict(type='NaLaFormer', arch='small'), 'nala', 0.875),
+    'nalaformer_base': (dict(type='NaLaFormer', arch='base'), 'nala', 0.875),
+    'nalaformer_large': (dict(type='NaLaFormer', arch='large'), 'nala', 0.875),
+    'infvit_tiny': (dict(type='InfViT', arch='tiny'), 'norm_linear', _INF_CROP),
+    'infvit_small': (dict(type='InfViT', arch='small'), 'norm_linear', _INF_CROP),
+    'infvit_base': (dict(type='InfViT', arch='base'), 'norm_linear', _INF_CROP),
+    # The paper's plain ViT/16 models (Table 3): width 768 as the text states; the
+    # ``_wide`` ones use the width 1024 its parameter counts imply (digest infvit.md §6.1).
+    # Pure-4L has 16 heads (§4), Linear-4L 64.
+    'infvit_plain_linear_l4': (dict(type='InfViTPlain', arch='l4', mixer='linear'),
+                               'token', _INF_CROP),
+    'infvit_plain_pure_l4': (dict(type='InfViTPlain', arch=dict(
+        embed_dims=768, num_layers=4, num_heads=16, mlp_ratio=4.0), mixer='pure'),
+        'token', _INF_CROP),
+    'infvit_plain_linear_l24': (dict(type='InfViTPlain', arch='l24', mixer='linear'),
+                                'token', _INF_CROP),
+    'infvit_plain_pure_l24': (dict(type='InfViTPlain', arch='l24', mixer='pure'),
+                              'token', _INF_CROP),
+    'infvit_plain_linear_l4_wide': (dict(type='InfViTPlain', arch='l4-wide', mixer='linear'),
+                                    'token', _INF_CROP),
+    'infvit_plain_pure_l4_wide': (dict(type='InfViTPlain', arch=dict(
+        embed_dims=1024, num_layers=4, num_heads=16, mlp_ratio=4.0), mixer='pure'),
+        'token', _INF_CROP),
+    'infvit_plain_linear_l24_wide': (dict(type='InfViTPlain', arch='l24-wide', mixer='linear'),
+                                     'token', _INF_CROP),
+    'infvit_plain_pure_l24_wide': (dict(type='InfViTPlain', arch='l24-wide', mixer='pure'),
+                                   'token', _INF_CROP),
+    'ldn_tiny': (dict(type='LDN', arch='tiny'), 'norm_linear', 0.875),
+    'ldn_small': (dict(type='LDN', arch='small'), 'norm_linear', 0.875),
+    'ldn_base': (dict(type='LDN', arch='base'), 'norm_linear', 0.875),
+}
+
+
+def _cfg(family: str, head_type: str, crop_pct: float) -> Dict[str, Any]:
+    plain = head_type == 'token'
+    paper_name, paper_id = _PAPERS[family]
+    return dict(
+        url='', num_classes=1000, input_size=(3, 224, 224), min_input_size=(3, 32, 32),
+        pool_size=(14, 14) if plain else (7, 7), crop_pct=round(crop_pct, 4),
+        interpolation='bicubic', mean=IMAGENET_DEFAULT_MEAN, std=IMAGENET_DEFAULT_STD,
+        first_conv=_FIRST_CONV[family], classifier='head.fc', paper_name=paper_name,
+        paper_ids=paper_id, license='apache-2.0',
+        notes=('no released weights: train with timm train.py, then '
+               'tools/convert_checkpoint.py', ))
+
+
+default_cfgs = generate_default_cfgs(
+    {name: _cfg(spec[0]['type'], spec[1], spec[2]) for name, spec in MODEL_SPECS.items()})
+
+
+def _create(name: str, pretrained: bool = False, **kwargs) -> LinAttnClassifier:
+    backbone, head_type, _ = MODEL_SPECS[name]
+    return build_model_with_cfg(LinAttnClassifier, name, pretrained, backbone=dict(backbone),
+                                head_type=head_type, **kwargs)
+
+
+# One entry point per name: timm registers a function under its __name__.
+@register_model
+def soft_tiny(pretrained: bool = False, **kwargs) -> LinAttnClassifier:
+    """SOFT++-Tiny (Table 1 as printed: depths 2-2-5-2)."""
+    return _create('soft_tiny', pretrained, **kwargs)
+
+
+@register_model
+def soft_small(pretrained: bool = False, **kwargs) -> LinAttnClassifier:
+    """SOFT++-Small (Table 1)."""
+    return _create('soft_small', pretrained, **kwargs)
+
+
+@register_model
+def soft_medium(pretrained: bool = False, **kwargs) -> LinAttnClassifier:
+    """SOFT++-Medium (Table 1)."""
+    return _create('soft_medium', pretrained, **kwargs)
+
+
+@register_model
+def soft_large(pretrained: bool = False, **kwargs) -> LinAttnClassifier:
+    """SOFT++-Large (Table 1)."""
+    return _create('soft_large', pretrained, **kwargs)
+
+
+@register_model
+def nalaformer_tiny(pretrained: bool = False, **kwargs) -> LinAttnClassifier:
+    """NaLaFormer-T (authors' config behind Table 1), NaLa attention in every stage."""
+    return _create('nalaformer_tiny', pretrained, **kwargs)
+
+
+@register_model
+def nalaformer_small(pretrained: bool = False, **kwargs) -> LinAttnClassifier:
+    """NaLaFormer-S."""
+    return _create('nalaformer_small', pretrained, **kwargs)
+
+
+@register_model
+def nalaformer_base(pretrained: bool = False, **kwargs) -> LinAttnClassifier:
+    """NaLaFormer-B."""
+    return _create('nalaformer_base', pretrained, **kwargs)
+
+
+@register_model
+def nalaformer_large(pretrained: bool = False, **kwargs) -> LinAttnClassifier:
+    """NaLaFormer-L."""
+    return _create('nalaformer_large', pretrained, **kwargs)
+
+
+@register_model
+def infvit_tiny(pretrained: bool = False, **kwargs) -> LinAttnClassifier:
+    """InfViT pyramid, tiny (depths 2-2-2-2; not in the paper)."""
+    return _create('infvit_tiny', pretrained, **kwargs)
+
+
+@register_model
+def infvit_small(pretrained: bool = False, **kwargs) -> LinAttnClassifier:
+    """InfViT pyramid, small (depths 3-4-6-3; not in the paper)."""
+    return _create('infvit_small', pretrained, **kwargs)
+
+
+@register_model
+def infvit_base(pretrained: bool = False, **kwargs) -> LinAttnClassifier:
+    """InfViT pyramid, base (depths 3-4-18-3; not in the paper)."""
+    return _create('infvit_base', pretrained, **kwargs)
+
+
+@register_model
+def infvit_plain_linear_l4(pretrained: bool = False, **kwargs) -> LinAttnClassifier:
+    """InfViT-Linear 4L (paper Table 3), C = 768, 64 heads."""
+    return _create('infvit_plain_linear_l4', pretrained, **kwargs)
+
+
+@register_model
+def infvit_plain_pure_l4(pretrained: bool = False, **kwargs) -> LinAttnClassifier:
+    """InfViT-Pure 4L (paper Table 3), C = 768, 16 heads."""
+    return _create('infvit_plain_pure_l4', pretrained, **kwargs)
+
+
+@register_model
+def infvit_plain_linear_l24(pretrained: bool = False, **kwargs) -> LinAttnClassifier:
+    """InfViT-Linear 24L (paper Table 3), C = 768, 16 heads."""
+    return _create('infvit_plain_linear_l24', pretrained, **kwargs)
+
+
+@register_model
+def infvit_plain_pure_l24(pretrained: bool = False, **kwargs) -> LinAttnClassifier:
+    """InfViT-Pure 24L (paper Table 3), C = 768, 16 heads."""
+    return _create('infvit_plain_pure_l24', pretrained, **kwargs)
+
+
+@register_model
+def infvit_plain_linear_l4_wide(pretrained: bool = False, **kwargs) -> LinAttnClassifier:
+    """InfViT-Linear 4L at C = 1024 (the width Table 3's 53.5 M implies)."""
+    return _create('infvit_plain_linear_l4_wide', pretrained, **kwargs)
+
+
+@register_model
+def infvit_plain_pure_l4_wide(pretrained: bool = False, **kwargs) -> LinAttnClassifier:
+    """InfViT-Pure 4L at C = 1024, 16 heads."""
+    return _create('infvit_plain_pure_l4_wide', pretrained, **kwargs)
+
+
+@register_model
+def infvit_plain_linear_l24_wide(pretrained: bool = False, **kwargs) -> LinAttnClassifier:
+    """InfViT-Linear 24L at C = 1024 (ViT-L width)."""
+    return _create('infvit_plain_linear_l24_wide', pretrained, **kwargs)
+
+
+@register_model
+def infvit_plain_pure_l24_wide(pretrained: bool = False, **kwargs) -> LinAttnClassifier:
+    """InfViT-Pure 24L at C = 1024 (ViT-L width)."""
+    return _create('infvit_plain_pure_l24_wide', pretrained, **kwargs)
+
+
+@register_model
+def ldn_tiny(pretrained: bool = False, **kwargs) -> LinAttnClassifier:
+    """LDN pyramid, tiny (our 2-D adaptation, digest ldn.md §3.2)."""
+    return _create('ldn_tiny', pretrained, **kwargs)
+
+
+@register_model
+def ldn_small(pretrained: bool = False, **kwargs) -> LinAttnClassifier:
+    """LDN pyramid, small."""
+    return _create('ldn_small', pretrained, **kwargs)
+
+
+@register_model
+def ldn_base(pretrained: bool = False, **kwargs) -> LinAttnClassifier:
+    """LDN pyramid, base."""
+    return _create('ldn_base', pretrained, **kwargs)

@@ -1,0 +1,148 @@
+"""tools/benchmark.py: spec parsing, FLOP counting, the JSON / CSV / PNG outputs and that
+out-of-memory cases come back as results ("oom"), not crashes.
+
+Tiny arch dicts and sizes, one timed repeat: the numbers are not benchmarks, only the
+plumbing is checked.
+"""
+import csv
+import json
+import math
+
+import pytest
+import torch
+
+import benchmark as B
+
+TINY = {
+    'SOFT': "SOFT:{'embed_dims': (32, 32, 32, 32), 'num_heads': (1, 1, 1, 1), "
+            "'depths': (1, 1, 1, 1)}:max_landmarks=16",
+    'NaLaFormer': "NaLaFormer:{'embed_dims': (16, 16, 16, 16), 'depths': (1, 1, 1, 1), "
+                  "'num_heads': (1, 1, 1, 1)}",
+    'InfViT': "InfViT:{'embed_dims': (16, 16, 16, 16), 'depths': (1, 1, 1, 1), "
+              "'mlp_ratios': (2, 2, 2, 2)}",
+    'LDN': "LDN:{'embed_dims': (16, 16, 16, 16), 'depths': (1, 1, 1, 1), "
+           "'num_heads': (1, 1, 1, 1)}",
+    'Swin-T': 'Swin-T:embed_dims=24:depths=(1, 1, 1, 1):num_heads=(1, 1, 1, 1)',
+}
+REQUIRED = ('model', 'arch', 'height', 'width', 'batch', 'mode', 'params_m', 'gflops',
+            'latency_ms_median', 'latency_ms_min', 'latency_ms_max', 'peak_mem_mb', 'status')
+
+
+def test_parse_model_spec():
+    s = B.parse_model_spec('SOFT:small:max_landmarks=64:newton_iters=10')
+    assert (s.model, s.arch, s.kwargs, s.peer) == ('SOFT', 'small',
+                                                   dict(max_landmarks=64, newton_iters=10),
+                                                   False)
+    s = B.parse_model_spec(TINY['LDN'])
+    assert s.arch == dict(embed_dims=(16, 16, 16, 16), depths=(1, 1, 1, 1),
+                          num_heads=(1, 1, 1, 1))
+    s = B.parse_model_spec("InfViT:small:stage_mixers='pure'")
+    assert s.kwargs == dict(stage_mixers='pure')
+    for alias in ('Swin-T', 'swin_t', 'PVTv2-b2', 'pvtv2b1', 'ResNet-50', 'r50'):
+        assert B.parse_model_spec(alias).peer
+    assert B.parse_model_spec('pvtv2-b1').model == 'PVTv2-b1'
+    with pytest.raises(ValueError, match='need an arch'):
+        B.parse_model_spec('SOFT')
+    with pytest.raises(ValueError, match='key=value'):
+        B.parse_model_spec('SOFT:small:oops')
+    with pytest.raises(ValueError, match='no arch'):
+        B.parse_model_spec('Swin-T:tiny')
+
+
+def test_fit_exponent_and_ratio():
+    xs = [1e3, 4e3, 1.6e4]
+    assert B.fit_exponent(xs, [2 * x for x in xs]) == pytest.approx(1.0)
+    assert B.fit_exponent(xs, [x**2 for x in xs]) == pytest.approx(2.0)
+    assert B.fit_exponent([1e3], [1.0]) is None
+    ok = dict(status='ok', latency_ms_median=2.0)
+    assert B._ratio(ok, dict(status='ok', latency_ms_median=4.0), 'latency_ms_median') == 0.5
+    assert B._ratio(ok, dict(status='oom', latency_ms_median=None), 'latency_ms_median') == 0
+    assert math.isinf(B._ratio(dict(status='timeout', latency_ms_median=None), ok,
+                               'latency_ms_median'))
+
+
+def test_flop_counter_counts_grouped_conv_backward_per_group():
+    conv = torch.nn.Conv2d(8, 8, 3, padding=1, groups=8, bias=False)
+    x = torch.randn(1, 8, 32, 32, requires_grad=True)
+    with B.flop_counter() as fc:
+        conv(x).sum().backward()
+    fwd = 2 * 8 * 32 * 32 * 9  # 2 FLOPs per multiply-add, one 3x3 tap set per channel
+    counts = {str(k): v for k, v in fc.get_flop_counts()['Global'].items()}
+    assert counts['aten.convolution'] == fwd
+    assert counts['aten.convolution_backward'] == 2 * fwd  # grad input + grad weight
+
+
+def test_newton_schulz_flops_counted_separately_and_in_total():
+    from mmlinattn.ops.soft import newton_schulz_pinv
+    a = torch.eye(16).expand(2, 16, 16).contiguous()
+    totals = {}
+    with B.count_flops(totals):
+        newton_schulz_pinv(a, num_iters=3)
+        a @ a  # outside the pseudo-inverse
+    per_iter = 2 * (2 * 16**3)            # y @ a @ y: two 16x16 products per matrix
+    assert totals['newton'] == 2 * 3 * per_iter
+    assert totals['total'] == totals['newton'] + 2 * (2 * 16**3)
+
+
+def test_quick_style_run_writes_json_csv_png(tmp_path):
+    out = tmp_path / 'out.json'
+    models = list(TINY.values())
+    res = B.main(['--models', *models, '--sizes', '64', '96', '--repeats', '1', '--warmup',
+                  '1', '--timeout', '120', '--matmul-size', '256', '--json', str(out),
+                  '--csv', str(tmp_path / 'out.csv'), '--plot', str(tmp_path / 'out.png'),
+                  '--quiet'])
+    data = json.loads(out.read_text())
+    assert data['meta']['matmul']['before']['gflops_per_s'] > 0
+    recs = data['records']
+    assert len(recs) == len(models) * 2 == len(res['records'])
+    assert {r['model'] for r in recs} == set(TINY)
+    for r in recs:
+        missing = [k for k in REQUIRED if k not in r]
+        assert not missing, missing
+        assert r['status'] == 'ok', r
+        assert r['batch'] == 1 and r['mode'] == 'infer'
+        assert r['params_m'] > 0 and r['gflops'] > 0 and r['peak_mem_mb'] >= 0
+        assert r['latency_ms_min'] <= r['latency_ms_median'] <= r['latency_ms_max']
+        assert r['tokens'] == math.ceil(r['height'] / 4) * math.ceil(r['width'] / 4)
+    # FLOPs grow with the image; the SOFT record carries its Newton-Schulz share
+    by = {(r['model'], r['height']): r for r in recs}
+    for name in TINY:
+        assert by[(name, 96)]['gflops'] > by[(name, 64)]['gflops']
+    soft = by[('SOFT', 96)]
+    assert 0 < soft['newton_gflops'] < soft['gflops']
+    assert by[('LDN', 96)]['newton_gflops'] == 0
+    for e in data['summary'].values():
+        assert e['latency_exponent'] is not None and e['memory_exponent'] is not None
+    with open(tmp_path / 'out.csv') as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == len(recs) and set(REQUIRED) <= set(rows[0])
+    png = (tmp_path / 'out.png').read_bytes()
+    assert png[:8] == b'\x89PNG\r\n\x1a\n' and len(png) > 10000
+
+
+def _case(spec: str, size: int, cap_mb, **kw) -> B.Case:
+    return B.Case(spec=B.asdict(B.parse_model_spec(spec)), height=size, width=size,
+                  warmup=1, repeats=1, mem_cap_mb=cap_mb, flops='none', **kw)
+
+
+def test_tiny_memory_cap_is_an_oom_result_not_a_crash():
+    # the 1024^2 input alone (12 MiB) exceeds an 8 MiB cap
+    res = B.run_isolated(B._child_main, (_case(TINY['LDN'], 1024, 8), ), 120)
+    assert res['status'] == 'oom', res
+    # and the same case without the cap runs
+    res = B.run_isolated(B._child_main, (_case(TINY['LDN'], 64, None), ), 120)
+    assert res['status'] == 'ok', res
+
+
+def test_timeout_is_a_result():
+    res = B.run_isolated(B._child_main, (_case(TINY['LDN'], 512, None, ), ), 0.05)
+    assert res['status'] == 'timeout', res
+
+
+def test_failed_sizes_are_recorded_and_larger_ones_skipped(tmp_path):
+    res = B.main(['--models', TINY['LDN'], '--sizes', '64', '2048', '4096', '--repeats', '1',
+                  '--mem-cap-mb', '40', '--flops', 'none', '--matmul-size', '128', '--quiet',
+                  '--json', str(tmp_path / 'o.json')])
+    status = {r['height']: r['status'] for r in res['records']}
+    assert status == {64: 'ok', 2048: 'oom', 4096: 'skipped'}
+    assert 'oom at 2048x2048' in res['summary'][f"{TINY['LDN']}|infer"]['failures']

@@ -1,0 +1,65 @@
+"""No backbone allocates an N x N tensor (N = stride-4 tokens) in its default linear options.
+
+Each backbone runs one forward in a child process whose address space may grow by at most
+``CAP_MB`` (``RLIMIT_AS``, see ``tools/benchmark.py``).  At 768 x 768, N = 192^2 = 36864: an
+N x N float32 tensor is 5.1 GiB and even one over the stride-8 tokens, (N/4)^2, is 324 MiB,
+both above the cap, while the linear models need a few tens of MiB.  The explicitly quadratic
+option (unchunked Pure InfSA) serves as the positive control: under the same cap it must fail
+with "oom".  Tiny arch dicts keep it fast; the point is the token mixing, not the width.
+"""
+import pytest
+
+import benchmark as B
+
+SIZE = 768
+CAP_MB = 256
+N = (SIZE // 4)**2
+
+ONE = (1, 1, 1, 1)
+LINEAR = {
+    'SOFT max_landmarks': ('SOFT', dict(embed_dims=(32, 32, 32, 32), num_heads=ONE, depths=ONE),
+                           dict(max_landmarks=49)),
+    'NaLaFormer': ('NaLaFormer', dict(embed_dims=(16, 16, 16, 16), depths=ONE, num_heads=ONE),
+                   {}),
+    'InfViT': ('InfViT', dict(embed_dims=(16, 16, 16, 16), depths=ONE, mlp_ratios=(2, 2, 2, 2)),
+               {}),
+    'InfViTPlain': ('InfViTPlain', dict(embed_dims=32, num_layers=2, num_heads=2,
+                                        mlp_ratio=2.0), {}),
+    'LDN': ('LDN', dict(embed_dims=(16, 16, 16, 16), depths=ONE, num_heads=ONE), {}),
+}
+
+
+def _run(model: str, arch: dict, kwargs: dict, cap_mb: float) -> dict:
+    spec = B.ModelSpec(label=model, model=model, arch=arch, kwargs=kwargs)
+    case = B.Case(spec=B.asdict(spec), height=SIZE, width=SIZE, warmup=1, repeats=0,
+                  mem_cap_mb=cap_mb, flops='none')
+    return B.run_isolated(B._child_main, (case, ), 300)
+
+
+def test_dense_matrix_exceeds_the_cap():
+    assert N * N * 4 > 16 * CAP_MB * 2**20
+    assert (N // 4)**2 * 4 > CAP_MB * 2**20
+
+
+@pytest.mark.parametrize('name', sorted(LINEAR))
+def test_linear_backbone_fits_under_the_cap(name):
+    res = _run(*LINEAR[name], CAP_MB)
+    assert res['status'] == 'ok', res
+    assert res['peak_mem_mb'] < CAP_MB
+
+
+def test_soft_paper_landmark_rule_has_no_n_by_n_tensor():
+    # the paper's rule (m = N / 64 landmarks in stage 1) allocates N x m, not N x N: it
+    # fits under a cap 5x below one N x N float32 tensor (but grows as N^2 / 64)
+    model, arch, _ = LINEAR['SOFT max_landmarks']
+    cap = 1024
+    assert N * N * 4 > 5 * cap * 2**20
+    res = _run(model, arch, {}, cap)
+    assert res['status'] == 'ok', res
+
+
+def test_quadratic_option_hits_the_cap():
+    """Positive control: unchunked Pure InfSA forms the N x N scores and must fail."""
+    model, arch, _ = LINEAR['InfViT']
+    res = _run(model, arch, dict(stage_mixers='pure'), CAP_MB)
+    assert res['status'] == 'oom', res
