@@ -2,6 +2,7 @@
 segmentors from configs with the real mmdet / mmseg registries, make tiny synthetic batches
 (``mmdet.testing.demo_mm_inputs``; ``SegDataSample`` + ``PixelData``), run one training step
 and one prediction.  Nothing here is mocked."""
+import contextlib
 import copy
 from typing import List, Tuple
 
@@ -10,6 +11,32 @@ from mmengine.model import revert_sync_batchnorm
 from mmengine.registry import DefaultScope
 
 import mmlinattn.models  # noqa: F401  (registers the backbones)
+
+
+@contextlib.contextmanager
+def cached_metafile_parsing():
+    """Parse each installed package's model-index YAML once.
+
+    mmengine resolves every ``mmdet::`` / ``mmseg::`` base path by loading all of the
+    package's ~200 ``metafile.yml`` files (about a second per base file, four base files per
+    config); the files do not change during a test run, so their parsed content is reused.
+    Only the YAML parsing is cached, mmengine's lookup logic runs unchanged."""
+    import pytest
+    from mmengine.config import utils as cfg_utils
+    original = cfg_utils.load
+    memo = {}
+
+    def load(path, *args, **kwargs):
+        if isinstance(path, str) and path.endswith(('.yml', '.yaml')) and not args \
+                and not kwargs:
+            if path not in memo:
+                memo[path] = original(path)
+            return memo[path]
+        return original(path, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(cfg_utils, 'load', load)
+        yield
 
 
 def registry(scope: str):

@@ -73,11 +73,11 @@ def test_flop_counter_counts_grouped_conv_backward_per_group():
 
 
 def test_newton_schulz_flops_counted_separately_and_in_total():
-    from mmlinattn.ops.soft import newton_schulz_pinv
+    import mmlinattn.ops.soft as soft_ops
     a = torch.eye(16).expand(2, 16, 16).contiguous()
     totals = {}
     with B.count_flops(totals):
-        newton_schulz_pinv(a, num_iters=3)
+        soft_ops.newton_schulz_pinv(a, num_iters=3)  # looked up as the attention op does
         a @ a  # outside the pseudo-inverse
     per_iter = 2 * (2 * 16**3)            # y @ a @ y: two 16x16 products per matrix
     assert totals['newton'] == 2 * 3 * per_iter
@@ -88,9 +88,9 @@ def test_quick_style_run_writes_json_csv_png(tmp_path):
     out = tmp_path / 'out.json'
     models = list(TINY.values())
     res = B.main(['--models', *models, '--sizes', '64', '96', '--repeats', '1', '--warmup',
-                  '1', '--timeout', '120', '--matmul-size', '256', '--json', str(out),
-                  '--csv', str(tmp_path / 'out.csv'), '--plot', str(tmp_path / 'out.png'),
-                  '--quiet'])
+                  '1', '--timeout', '120', '--matmul-size', '256', '--threads', '1',
+                  '--json', str(out), '--csv', str(tmp_path / 'out.csv'),
+                  '--plot', str(tmp_path / 'out.png'), '--quiet'])
     data = json.loads(out.read_text())
     assert data['meta']['matmul']['before']['gflops_per_s'] > 0
     recs = data['records']
@@ -122,7 +122,7 @@ def test_quick_style_run_writes_json_csv_png(tmp_path):
 
 def _case(spec: str, size: int, cap_mb, **kw) -> B.Case:
     return B.Case(spec=B.asdict(B.parse_model_spec(spec)), height=size, width=size,
-                  warmup=1, repeats=1, mem_cap_mb=cap_mb, flops='none', **kw)
+                  warmup=1, repeats=1, mem_cap_mb=cap_mb, flops='none', threads=1, **kw)
 
 
 def test_tiny_memory_cap_is_an_oom_result_not_a_crash():
@@ -142,6 +142,7 @@ def test_timeout_is_a_result():
 def test_failed_sizes_are_recorded_and_larger_ones_skipped(tmp_path):
     res = B.main(['--models', TINY['LDN'], '--sizes', '64', '2048', '4096', '--repeats', '1',
                   '--mem-cap-mb', '40', '--flops', 'none', '--matmul-size', '128', '--quiet',
+                  '--threads', '1',
                   '--json', str(tmp_path / 'o.json')])
     status = {r['height']: r['status'] for r in res['records']}
     assert status == {64: 'ok', 2048: 'oom', 4096: 'skipped'}

@@ -19,14 +19,20 @@ import torch
 from mmengine.config import Config
 from mmengine.registry import DefaultScope
 
-from dense_helpers import (build_model, det_batch, num_classes_of, predict, seg_batch,
-                           shrink_seg_model_cfg, train_step)
+from dense_helpers import (build_model, cached_metafile_parsing, det_batch, num_classes_of,
+                           predict, seg_batch, shrink_seg_model_cfg, train_step)
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 CONFIG_DIR = osp.join(ROOT, 'configs')
 CONFIGS = sorted(f for f in os.listdir(CONFIG_DIR)
                  if f.endswith('.py') and osp.isfile(osp.join(CONFIG_DIR, f)))
 SIZE = 64
+
+
+@pytest.fixture(scope='module', autouse=True)
+def _fast_config_loading():
+    with cached_metafile_parsing():
+        yield
 
 
 @lru_cache(maxsize=None)

@@ -35,8 +35,11 @@ What each number means (see ``docs/benchmarks.md``):
   size of the same model and mode already hit oom / timeout) or ``error``.
 
 Each case runs in a fresh child process forked from a server process that has only imported
-the libraries (``multiprocessing`` ``forkserver``); on CPU the child caps its address space
-at its size after the imports plus ``--mem-cap-mb`` (``RLIMIT_AS``).
+the libraries (``multiprocessing`` ``forkserver``).  On CPU the child builds the model, runs
+one step on a 64 x 64 input (lazy imports, thread pool, kernel set-up), allocates the input,
+then caps its address space at its current size plus ``--mem-cap-mb`` (``RLIMIT_AS``): the
+step itself may add at most that much.  On CUDA ``--mem-cap-mb`` sets
+``torch.cuda.set_per_process_memory_fraction``.
 """
 import argparse
 import ast
@@ -383,11 +386,6 @@ def run_case(case: Case) -> Dict[str, Any]:
     if case.threads:
         torch.set_num_threads(case.threads)
     mem_limit = None
-    if case.device == 'cpu' and case.mem_cap_mb:
-        # start the intra-op thread pool first: a thread that cannot get its stack under
-        # the cap aborts the process instead of raising
-        torch.ones(1 << 20).add_(1)
-        mem_limit = _cap_address_space(case.mem_cap_mb)
     torch.manual_seed(case.seed)
     spec = ModelSpec(**case.spec)
     cuda = case.device.startswith('cuda')
@@ -407,8 +405,22 @@ def run_case(case: Case) -> Dict[str, Any]:
             res['status'] = 'ok'
             return res
         in_dtype = getattr(torch, case.dtype) if case.cast_model else torch.float32
+        if cuda and case.mem_cap_mb:
+            total = torch.cuda.get_device_properties(torch.device(case.device)).total_memory
+            torch.cuda.set_per_process_memory_fraction(
+                min(1.0, case.mem_cap_mb * 2**20 / total), torch.device(case.device))
+        if not cuda and case.mem_cap_mb:
+            # one step on a small input first, so that lazy imports, the thread pool (a
+            # thread that cannot get its stack aborts the process instead of raising) and
+            # kernel initialisation happen before the cap
+            small = min(64, case.height), min(64, case.width)
+            _make_step(model, torch.randn(1, 3, *small, dtype=in_dtype), case)()
+            model.zero_grad(set_to_none=True)
         x = torch.randn(case.batch, 3, case.height, case.width, device=case.device,
                         dtype=in_dtype)
+        if not cuda and case.mem_cap_mb:
+            # the step may add at most mem_cap_mb of address space to the built model + input
+            mem_limit = _cap_address_space(case.mem_cap_mb)
         step = _make_step(model, x, case)
         _sync(case.device)
         if cuda:
@@ -420,7 +432,7 @@ def run_case(case: Case) -> Dict[str, Any]:
             res['mem_method'] = 'vmhwm_reset' if _reset_peak_rss() else 'ru_maxrss'
         res['baseline_mem_mb'] = base / 2**20
 
-        for i in range(max(case.warmup, 1)):
+        for i in range(max(case.warmup, int(case.flops == 'real'))):
             if i == 0 and case.flops == 'real':
                 totals: Dict[str, int] = {}
                 with count_flops(totals):
@@ -432,7 +444,7 @@ def run_case(case: Case) -> Dict[str, Any]:
             _sync(case.device)
         times = []
         start = time.perf_counter()
-        while len(times) < max(case.repeats, 1):
+        while len(times) < case.repeats:
             t0 = time.perf_counter()
             step()
             _sync(case.device)
@@ -440,10 +452,11 @@ def run_case(case: Case) -> Dict[str, Any]:
             if time.perf_counter() - start + times[-1] > case.budget_s:
                 break
         peak = (torch.cuda.max_memory_allocated() if cuda else _peak_rss_kb() * 1024)
-        res.update(latency_ms_median=statistics.median(times) * 1e3,
-                   latency_ms_min=min(times) * 1e3, latency_ms_max=max(times) * 1e3,
-                   repeats=len(times), peak_total_mb=peak / 2**20,
+        res.update(repeats=len(times), peak_total_mb=peak / 2**20,
                    peak_mem_mb=max(peak - base, 0) / 2**20, status='ok')
+        if times:
+            res.update(latency_ms_median=statistics.median(times) * 1e3,
+                       latency_ms_min=min(times) * 1e3, latency_ms_max=max(times) * 1e3)
         if len(times) < case.repeats:
             res['note'] = f'time budget {case.budget_s:g}s: {len(times)} of {case.repeats} repeats'
         if case.profile:
@@ -793,9 +806,9 @@ def parse_args(argv=None):
                    help='hard time limit per case in s, build and warm-up included '
                         '(default CPU 600, quick 90, CUDA 600)')
     p.add_argument('--mem-cap-mb', type=float, default=None,
-                   help='CPU: address space a case may add beyond its size after the imports '
-                        '(default 70%% of MemAvailable at start); CUDA: fraction of the device '
-                        'memory via set_per_process_memory_fraction (default: none)')
+                   help='CPU: address space a step may add to the built model and its input '
+                        '(RLIMIT_AS; default 70%% of MemAvailable at start); CUDA: device memory '
+                        'via set_per_process_memory_fraction (default: no cap)')
     p.add_argument('--threads', type=int, default=0,
                    help='torch intra-op threads per case (default: torch default)')
     p.add_argument('--flops', choices=['real', 'fake', 'none'], default='real',

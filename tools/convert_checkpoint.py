@@ -13,7 +13,8 @@ The match report checks the converted weights against a freshly built dense back
 ``--model NAME`` (the timm model; the default is the ``arch`` timm stored in SRC, with the
 ``--model-kwargs`` it was trained with), or ``--arch-check TYPE:ARCH`` (e.g.
 ``NaLaFormer:tiny``; the family's other arguments at their defaults).  The exit status is 1
-when a backbone parameter is missing, unexpected or of another shape.
+(and DST is not written, unless ``--force``) when a backbone parameter is missing,
+unexpected or of another shape.
 """
 import argparse
 import ast
@@ -37,6 +38,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument('--arch-check', default=None, metavar='TYPE:ARCH',
                         help="check against MODELS.build(dict(type=TYPE, arch=ARCH)), e.g. "
                         "'NaLaFormer:tiny'; ARCH may be a Python dict literal")
+    parser.add_argument('--force', action='store_true',
+                        help='write DST even when the check finds missing / unexpected / '
+                        'mis-shaped backbone tensors')
     return parser.parse_args(argv)
 
 
@@ -108,6 +112,10 @@ def convert(args: argparse.Namespace) -> int:
                 print(f'  {kind} (first 10): {report[kind][:10]}')
         ok = not (missing_params or report['unexpected'] or report['shape_mismatch'])
 
+    if not ok and not args.force:
+        print(f'ERROR: the converted weights do not fill the backbone exactly (see above); '
+              f'{args.dst} not written (check --model / --arch-check, or pass --force)')
+        return 1
     meta = dict(source=osp.abspath(args.src), ema=bool(args.ema),
                 converter='mmlinattn tools/convert_checkpoint.py')
     if cfg is not None:
@@ -117,11 +125,10 @@ def convert(args: argparse.Namespace) -> int:
     os.makedirs(osp.dirname(osp.abspath(args.dst)), exist_ok=True)
     torch.save(dict(state_dict=state_dict, meta=meta), args.dst)
     print(f'saved {args.dst}')
-    if cfg is not None:
-        print(f"use it as: backbone=dict({', '.join(f'{k}={v!r}' for k, v in cfg.items())}, "
+    if cfg is not None and ok:
+        shown = {k: v for k, v in cfg.items() if (k, v) != ('in_channels', 3)}
+        print(f"use it as: backbone=dict({', '.join(f'{k}={v!r}' for k, v in shown.items())}, "
               f"init_cfg=dict(type='Pretrained', checkpoint={args.dst!r}))")
-    if not ok:
-        print('ERROR: the converted weights do not fill the backbone exactly (see above)')
     return 0 if ok else 1
 
 

@@ -30,7 +30,10 @@ digest() {
     | sha256sum | cut -c1-16
 }
 
-pipi() { "$PY" -m pip install --disable-pip-version-check -q -c "$CONSTRAINTS" "$@"; }
+# pip warns about every index location of the machine's pip config that does not exist;
+# keep the log readable (pipefail keeps pip's exit status).
+quiet() { "$@" 2>&1 | { grep -v "^WARNING: Location '.*' is ignored" || true; }; }
+pipi() { quiet "$PY" -m pip install --disable-pip-version-check -q -c "$CONSTRAINTS" "$@"; }
 
 STEP="check system tools"
 command -v python3 >/dev/null || fail "python3 not found; install Python 3.10-3.12"
@@ -55,7 +58,7 @@ fi
 
 STEP="create virtual environment"
 [ -x "$PY" ] || { log "creating $VENV"; python3 -m venv "$VENV"; }
-"$PY" -m pip install --disable-pip-version-check -q --upgrade "pip>=24"
+quiet "$PY" -m pip install --disable-pip-version-check -q --upgrade "pip>=24"
 
 STEP="install torch $TORCH_VERSION and torchvision"
 log "$STEP (first time: ~5.5 GB with the CUDA runtime wheels, a few minutes)"
@@ -73,14 +76,14 @@ WHEEL="$(ls "$WHEELHOUSE"/mmcv-"$MMCV_VERSION"-*.whl 2>/dev/null | head -n1 || t
 if [ -z "$WHEEL" ]; then
   log "compiling mmcv $MMCV_VERSION against torch $TORCH_VERSION (10-20 min on 2 cores, once per machine)"
   BUILD="$(mktemp -d)"
-  "$PY" -m pip download --disable-pip-version-check -q --no-deps --no-binary=:all: --no-build-isolation \
+  quiet "$PY" -m pip download --disable-pip-version-check -q --no-deps --no-binary=:all: --no-build-isolation \
     "mmcv==$MMCV_VERSION" -d "$BUILD"
   tar -xzf "$BUILD"/mmcv-"$MMCV_VERSION".tar.gz -C "$BUILD"
   SRC="$BUILD/mmcv-$MMCV_VERSION"
   # torch >= 2.14 headers refuse anything older than C++20.
   sed -i 's/-std=c++17/-std=c++20/g' "$SRC/setup.py"
   grep -q -- '-std=c++20' "$SRC/setup.py" || fail "could not patch mmcv's setup.py to C++20"
-  MMCV_WITH_OPS=1 MAX_JOBS="${MAX_JOBS:-$(nproc)}" FORCE_CUDA=0 \
+  quiet env MMCV_WITH_OPS=1 MAX_JOBS="${MAX_JOBS:-$(nproc)}" FORCE_CUDA=0 \
     "$PY" -m pip wheel --disable-pip-version-check -q --no-build-isolation --no-deps "$SRC" -w "$BUILD/out"
   mv "$BUILD"/out/mmcv-*.whl "$WHEELHOUSE"/
   rm -rf "$BUILD"

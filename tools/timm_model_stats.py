@@ -2,6 +2,7 @@
 
     python tools/timm_model_stats.py                 # every registered model
     python tools/timm_model_stats.py soft_small ldn_tiny --size 224
+    python tools/timm_model_stats.py nalaformer_tiny --model-kwargs attn_types=official
 
 GMACs are ``torch.utils.flop_counter.FlopCounterMode`` totals / 2 (it counts a multiply-add
 as 2 FLOPs; matmuls, convolutions and attention only, no element-wise ops), batch 1, eval
@@ -11,6 +12,7 @@ count T, so ``2 f(1) - f(2)`` is the cost without the loop, which is how the pap
 (digest soft.md section 1.7).
 """
 import argparse
+import ast
 import sys
 import time
 
@@ -38,15 +40,16 @@ def gmacs(model: torch.nn.Module, size: int) -> float:
     return counter.get_total_flops() / 2e9
 
 
-def stats(name: str, size: int) -> dict:
+def stats(name: str, size: int, **kwargs) -> dict:
     import timm
-    model = timm.create_model(name)
+    model = timm.create_model(name, **kwargs)
     params = sum(p.numel() for p in model.parameters())
     backbone = sum(p.numel() for p in model.backbone.parameters())
     row = dict(name=name, params=params / 1e6, backbone=backbone / 1e6,
                gmacs=gmacs(model, size))
     if name.startswith('soft_'):
-        f1, f2 = (gmacs(timm.create_model(name, newton_iters=t), size) for t in (1, 2))
+        f1, f2 = (gmacs(timm.create_model(name, **dict(kwargs, newton_iters=t)), size)
+                  for t in (1, 2))
         row['gmacs_no_newton'] = 2 * f1 - f2
     return row
 
@@ -55,7 +58,16 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('models', nargs='*', help='model names (default: all registered)')
     parser.add_argument('--size', type=int, default=224, help='input side (default 224)')
+    parser.add_argument('--model-kwargs', nargs='*', default=[], metavar='KEY=VALUE',
+                        help='extra model arguments (Python literals), as timm train.py')
     args = parser.parse_args()
+    kwargs = {}
+    for item in args.model_kwargs:
+        key, _, value = item.partition('=')
+        try:
+            kwargs[key] = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            kwargs[key] = value
     import timm
 
     import mmlinattn.timm  # noqa: F401  (registers the models)
@@ -66,7 +78,7 @@ def main() -> int:
     print('|---|---|---|---|---|')
     for name in names:
         t = time.time()
-        r = stats(name, args.size)
+        r = stats(name, args.size, **kwargs)
         paper = PAPER.get(name, (None, None))
         g = f'{r["gmacs"]:.2f}'
         if 'gmacs_no_newton' in r:

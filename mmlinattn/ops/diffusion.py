@@ -123,11 +123,14 @@ def grid_diffusion(x: torch.Tensor, kernel: torch.Tensor, step: torch.Tensor,
         a_deg = F.conv2d(ones, scaled[:, None], padding=k // 2, groups=scaled.shape[0])
         a_deg = _per_channel(a_deg[0], c)[None]                          # (1, C, H, W)
         weight = _per_channel(scaled, c)[:, None]                        # (C, 1, k, k)
-        x0 = x.to(dtype)
-        y = x0
-        for _ in range(n_steps):
-            y = y + (F.conv2d(y, weight, padding=k // 2, groups=c) - a_deg * y)
-        return (y - x0).to(x.dtype)
+        y = x.to(dtype)
+        inc = F.conv2d(y, weight, padding=k // 2, groups=c) - a_deg * y
+        total = inc
+        for _ in range(n_steps - 1):
+            y = y + inc
+            inc = F.conv2d(y, weight, padding=k // 2, groups=c) - a_deg * y
+            total = total + inc
+        return total.to(x.dtype)
 
 
 def dct_matrix(n: int, device=None, dtype=torch.float32) -> torch.Tensor:

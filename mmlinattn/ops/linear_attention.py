@@ -50,7 +50,8 @@ def linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     if feature_map not in FEATURE_MAPS:
         raise ValueError(f'feature_map must be one of {sorted(FEATURE_MAPS)}, '
                          f'got {feature_map!r}')
-    if q.shape[:-2] != k.shape[:-2] or k.shape[:-1] != v.shape[:-1] or q.shape[-1] != k.shape[-1]:
+    if (q.shape[:-2] != k.shape[:-2] or k.shape[:-1] != v.shape[:-1]
+            or q.shape[-1] != k.shape[-1]):
         raise ValueError(f'incompatible shapes q {tuple(q.shape)}, k {tuple(k.shape)}, '
                          f'v {tuple(v.shape)}; expected (B, heads, N, d), (B, heads, M, d), '
                          f'(B, heads, M, d_v)')

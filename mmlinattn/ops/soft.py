@@ -14,6 +14,7 @@ Equation numbers refer to the journal paper:
 All kernels, the pseudo-inverse and the normalisation run in float32 (or float64 if given)
 with autocast disabled; outputs are cast back to the input dtype.
 """
+import contextlib
 import math
 from typing import Optional
 
@@ -25,6 +26,15 @@ NEWTON_INITS = ('safe', 'paper')
 def _compute_dtype(x: torch.Tensor) -> torch.dtype:
     """float64 stays float64, everything else is computed in float32."""
     return torch.float64 if x.dtype == torch.float64 else torch.float32
+
+
+def _autocast_off(device_type: str):
+    """Autocast disabled for ``device_type``; a no-op where autocast does not exist (e.g.
+    ``meta`` tensors used for shape inference)."""
+    available = getattr(torch.amp, 'is_autocast_available', None)
+    if available is not None and not available(device_type):
+        return contextlib.nullcontext()
+    return torch.autocast(device_type, enabled=False)
 
 
 def pairwise_sqdist(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -149,7 +159,7 @@ def newton_schulz_pinv(a: torch.Tensor, num_iters: int = 20, init: str = 'safe')
         raise ValueError(f'num_iters must be a non-negative int, got {num_iters!r}')
     if init not in NEWTON_INITS:
         raise ValueError(f'init must be one of {NEWTON_INITS}, got {init!r}')
-    with torch.autocast(a.device.type, enabled=False):
+    with _autocast_off(a.device.type):
         out = NewtonSchulzPinv.apply(a.to(_compute_dtype(a)), num_iters, init)
     return out.to(a.dtype)
 
@@ -202,7 +212,7 @@ def soft_attention(q: torch.Tensor, landmarks: torch.Tensor, v: torch.Tensor,
     if ridge < 0:
         raise ValueError(f'ridge must be >= 0, got {ridge!r}')
     dtype = _compute_dtype(q)
-    with torch.autocast(q.device.type, enabled=False):
+    with _autocast_off(q.device.type):
         q32, lm32, v32 = q.to(dtype), landmarks.to(dtype), v.to(dtype)
         p = gaussian_kernel(q32, lm32, denom=2.0)            # exp(Q - K~): (B, h, n, m)
         a = gaussian_kernel(lm32, lm32, denom=2.0)           # exp(Q~ - K~): (B, h, m, m)

@@ -191,7 +191,12 @@ class LinAttnClassifier(nn.Module):
             global_pool = 'token' if self.is_plain else 'avg'
         self.global_pool = _check_pool(global_pool, head_type)
         if self.is_plain:
-            self.head = TokenHead(self.num_features, num_classes, global_pool, drop_rate)
+            prefix = int(getattr(self.backbone.patch_embeds[0], 'cls_token', None) is not None)
+            if global_pool == 'token' and not prefix:
+                raise ValueError("global_pool='token' needs the class token; the backbone was "
+                                 "built with with_cls_token=False, use global_pool='avg'")
+            self.head = TokenHead(self.num_features, num_classes, global_pool, drop_rate,
+                                  num_prefix_tokens=prefix)
         else:
             self.head = MapHead(self.num_features, num_classes, head_type, global_pool,
                                 drop_rate, head_hidden_size)

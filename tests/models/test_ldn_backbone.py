@@ -53,6 +53,8 @@ def test_bad_arguments():
         LDN(step_init=(0.8, 0.2))
     with pytest.raises(ValueError, match='at least one'):
         LDN(use_diffusion=False, use_local=False, use_attn=False)
+    with pytest.raises(ValueError, match='groups'):
+        LDN(diffusion_groups=3)
 
 
 def test_output_shapes():

@@ -1,11 +1,12 @@
 """SOFT++ backbone, its attention module and the SOFT-Norm checkpoint converter."""
+import functools
 import math
 
 import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from backbone_checks import (check_all_params_get_grad, check_bf16_autocast,
+from backbone_checks import (SIZES, check_all_params_get_grad, check_bf16_autocast,
                              check_frozen_stages, check_output_shapes, check_strict_reload)
 
 from mmlinattn.models.backbones.soft import SOFT, SOFTBlock, SoftmaxBlock
@@ -24,6 +25,13 @@ def n_params(model):
     return sum(p.numel() for p in model.parameters())
 
 
+@functools.lru_cache(maxsize=None)
+def meta_model(arch):
+    """A named arch on the ``meta`` device: the real forward code propagates shapes without
+    computing (or allocating) anything, so every arch can be checked at every size."""
+    return SOFT(arch=arch, newton_iters=1).eval().to('meta')  # T does not change shapes
+
+
 # --------------------------------------------------------------------- shapes
 def test_must_show_small_224():
     m = MODELS.build(dict(type='SOFT', arch='small')).eval()
@@ -31,11 +39,23 @@ def test_must_show_small_224():
         outs = m(torch.randn(1, 3, 224, 224))
     assert [tuple(o.shape) for o in outs] == [(1, 96, 56, 56), (1, 192, 28, 28),
                                              (1, 384, 14, 14), (1, 768, 7, 7)]
+    assert all(torch.isfinite(o).all() for o in outs)
 
 
 @pytest.mark.parametrize('arch', PAPER_ARCHS + NORM_ARCHS)
 def test_output_shapes_every_arch(arch):
     """224^2, 511^2, 112x137, 33x33 (odd sizes: padded landmark windows, ceil strides)."""
+    m = meta_model(arch)
+    for h, w in SIZES:
+        outs = m(torch.empty(1, 3, h, w, device='meta'))
+        assert [tuple(o.shape) for o in outs] == [
+            (1, c, math.ceil(h / s), math.ceil(w / s))
+            for c, s in zip(m.embed_dims, (4, 8, 16, 32))], (arch, h, w)
+
+
+@pytest.mark.parametrize('arch', [MINI, MINI_NORM])
+def test_output_shapes_and_values(arch):
+    """The same sizes computed for real (finite values), default T = 20."""
     check_output_shapes(SOFT(arch=arch))
 
 
@@ -50,7 +70,7 @@ def test_scope_prefixed_build():
 def test_param_counts_match_table3(arch, paper_m):
     """Table 3 counts include the ImageNet classifier; the backbone has none, so a
     1000-class linear head (C4 * 1000 + 1000) is added analytically."""
-    m = SOFT(arch=arch)
+    m = meta_model(arch)
     total = n_params(m) + m.embed_dims[-1] * 1000 + 1000
     assert abs(total / 1e6 - paper_m) / paper_m < 0.03, total
 
@@ -58,8 +78,7 @@ def test_param_counts_match_table3(arch, paper_m):
 def test_tiny_as_printed_is_not_13m():
     """Table 1's Tiny depths (2, 2, 5, 2) give ~15 M with a head, not Table 3's 13 M
     (digest section 2.3); implemented as printed."""
-    m = SOFT(arch='tiny')
-    total = n_params(m) + 512 * 1000 + 1000
+    total = n_params(meta_model('tiny')) + 512 * 1000 + 1000
     assert 14.5e6 < total < 15.5e6
 
 
@@ -67,14 +86,13 @@ def test_tiny_as_printed_is_not_13m():
                                            ('medium-norm', 45), ('large-norm', 64),
                                            ('huge-norm', 87)])
 def test_norm_arch_param_counts_match_authors_readme(arch, readme_m):
-    m = SOFT(arch=arch)
-    total = n_params(m) + 512 * 1000 + 1000  # their counts include the head
+    total = n_params(meta_model(arch)) + 512 * 1000 + 1000  # their counts include the head
     assert abs(total / 1e6 - readme_m) / readme_m < 0.03, total
 
 
 def test_landmark_conv_is_shared_across_heads():
     """Table 10: conv sampling adds 0.11 M on Tiny -- only possible with a d_h x d_h conv."""
-    m = SOFT(arch='tiny-norm')
+    m = meta_model('tiny-norm')
     convs = [mod for mod in m.modules() if isinstance(mod, LandmarkSampler)]
     extra = sum(s.conv.weight.numel() for s in convs)
     assert all(s.conv.weight.shape[:2] == (32, 32) for s in convs)

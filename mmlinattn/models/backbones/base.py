@@ -134,7 +134,9 @@ class PyramidBackbone(BaseModule):
     def stage_drop_path_rates(self) -> List[List[float]]:
         """Linearly increasing stochastic-depth rates, split per stage."""
         total = sum(self.depths)
-        rates = torch.linspace(0, self.drop_path_rate, total).tolist() if total else []
+        # Plain arithmetic (not torch.linspace) so models can be built on the meta device.
+        step = self.drop_path_rate / (total - 1) if total > 1 else 0.0
+        rates = [i * step for i in range(total)]
         out, start = [], 0
         for d in self.depths:
             out.append(rates[start:start + d])

@@ -18,7 +18,8 @@ from timm.models.vision_transformer import Block as TimmBlock
 from ...ops.soft import NEWTON_INITS
 from ...registry import MODELS
 from ..layers import (InterpolatedPosEmbed, LayerNorm2d, PatchConv, SoftAttention,
-                      map_to_tokens, maybe_checkpoint, tokens_to_map)
+                      map_to_tokens, maybe_checkpoint)
+from ..layers.channels_last import tokens_as_map
 from .base import PyramidBackbone
 
 ATTN_TYPES = ('soft', 'softmax')
@@ -103,13 +104,15 @@ class SOFTStage(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         t, hw = map_to_tokens(self.pos_embed(x))
+        t = t.contiguous()  # one copy, then every block works on contiguous tokens
         if self.cls_token is not None:
             t = torch.cat([self.cls_token.expand(t.shape[0], -1, -1).to(t.dtype), t], dim=1)
         for blk in self.blocks:
             t = maybe_checkpoint(blk, t, hw, enabled=self.with_cp)
         if self.cls_token is not None:
             t = t[:, 1:]
-        return tokens_to_map(t, hw)
+        # a channels-last view (no copy); the next conv keeps that layout
+        return tokens_as_map(t.contiguous(), hw)
 
 
 _PAPER = dict(sr_ratios=(8, 4, 2, 1), mlp_ratios=(4, 4, 4, 4), attn_types=('soft', ) * 4,

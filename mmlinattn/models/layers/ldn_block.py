@@ -191,6 +191,9 @@ class LDNBlock(nn.Module):
         self.use_diffusion, self.use_local, self.use_attn = use_diffusion, use_local, use_attn
         if use_diffusion:
             self.diffusion = GridDiffusion(**(diffusion_cfg or {}))
+            if dim % self.diffusion.groups:
+                raise ValueError(f'diffusion groups={self.diffusion.groups} must divide the '
+                                 f'block width dim={dim}')
         if use_local:
             self.norm1 = nn.LayerNorm(dim, eps=1e-6)
             self.local = Mlp(dim, int(dim * mlp_ratio), act_layer=nn.GELU)

@@ -7,16 +7,17 @@ import torch.nn.functional as F
 from timm.layers import DropPath
 
 from ...ops.nalaformer import KERNELS, nala_attention
+from .channels_last import map_as_tokens, tokens_as_map
 from .ffn import ConvFFN
 from .rope import apply_rope, rope_2d_angles
-from .utils import map_to_tokens, tokens_to_map
 
 ATTN_TYPES = ('nala', 'softmax')
 
 
 def _dwconv_tokens(conv: nn.Conv2d, x: torch.Tensor, hw: Tuple[int, int]) -> torch.Tensor:
-    """Apply an NCHW conv to (B, N, C) tokens on the H x W grid; (B, N, C) out."""
-    return map_to_tokens(conv(tokens_to_map(x, hw)))[0]
+    """Apply an NCHW conv to (B, N, C) tokens on the H x W grid; (B, N, C) out (through a
+    channels-last view: no layout copies for contiguous tokens)."""
+    return map_as_tokens(conv(tokens_as_map(x, hw)))
 
 
 class NaLaAttention(nn.Module):
@@ -125,6 +126,9 @@ class NaLaBlock(nn.Module):
         return x if gamma is None else gamma * x
 
     def forward(self, x: torch.Tensor, hw: Tuple[int, int]) -> torch.Tensor:
+        # the stage hands over transposed NCHW tokens: one copy here keeps every later op
+        # (and the channels-last convs) on contiguous memory; a no-op after the first block
+        x = x.contiguous()
         if self.cpe1 is not None:
             x = x + _dwconv_tokens(self.cpe1, x, hw)
         x = x + self.drop_path(self._scale(self.gamma1, self.attn(self.norm1(x), hw)))
