@@ -7,8 +7,8 @@ _base_ = [
 ]
 custom_imports = dict(imports=['mmlinattn.models'], allow_failed_imports=False)
 
-# Recipe: the PVT Semantic FPN recipe; the paper gives none (AdamW, lr 1e-4, weight decay 1e-4,
-# poly 0.9 decay, 768x768 crops).
+# Recipe: the PVT Semantic FPN recipe (AdamW, lr 1e-4, weight decay 1e-4, poly 0.9 decay; the
+# paper has no Semantic FPN) with the SOFT++ paper's Cityscapes 768x768 crops (§4.3).
 crop_size = (768, 768)
 data_preprocessor = dict(size=crop_size)
 model = dict(

@@ -59,6 +59,13 @@ def test_config_listing_covers_the_matrix():
     assert any(n.startswith('upernet_infvitplain_') for n in CONFIGS)
 
 
+def test_model_zoo_page_lists_every_config():
+    with open(osp.join(ROOT, 'docs', 'model_zoo.md')) as f:
+        text = f.read()
+    missing = [n for n in CONFIGS if f'](../configs/{n})' not in text]
+    assert not missing, f'rerun tools/model_zoo.py; docs/model_zoo.md lacks {missing}'
+
+
 @pytest.mark.parametrize('name', CONFIGS)
 def test_config_loads_with_explicit_recipe(name):
     cfg = load(name)

@@ -6,15 +6,15 @@ mmdet / mmseg models:
   with sliding-window inference (and a one-window slide equals whole inference);
 * a detector trained at 64x64 predicts at 100x150 (padded to 128x160), boxes inside the
   image;
-* the trained detector's checkpoint loads strictly, through ``init_cfg``, into a segmentor
-  config for another resolution (and another stored position-embedding grid where the
-  family has one).
+* a segmentor checkpoint trained on 64x64 crops gives its backbone, through ``init_cfg``
+  with ``prefix='backbone.'``, to the config at another crop size (and another stored
+  position-embedding grid where the family has one): every tensor loads, strictly.
 """
 import os.path as osp
 
 import pytest
 import torch
-from mmengine.config import Config
+from mmengine.config import Config, ConfigDict
 from mmengine.optim import build_optim_wrapper
 from mmengine.registry import DefaultScope
 
@@ -78,20 +78,20 @@ def test_segmentor_small_crops_to_large_whole_and_slide(family):
 
     h, w = 96, 192
     data = seg_batch(h, w, n_cls, batch=1)
-    model.test_cfg = dict(mode='whole')
+    model.test_cfg = ConfigDict(mode='whole')
     whole = _test(model, data, 'mmseg')[0]
     assert tuple(whole.pred_sem_seg.data.shape) == (1, h, w)
     assert tuple(whole.seg_logits.data.shape) == (n_cls, h, w)
     assert torch.isfinite(whole.seg_logits.data).all()
 
-    model.test_cfg = dict(mode='slide', crop_size=(TRAIN, TRAIN), stride=(48, 48))
+    model.test_cfg = ConfigDict(mode='slide', crop_size=(TRAIN, TRAIN), stride=(48, 48))
     slide = _test(model, data, 'mmseg')[0]  # 2 x 4 overlapping 64x64 windows
     assert tuple(slide.pred_sem_seg.data.shape) == (1, h, w)
     assert torch.isfinite(slide.seg_logits.data).all()
     assert not torch.allclose(slide.seg_logits.data, whole.seg_logits.data), \
         'windows see less context than the whole image'
 
-    model.test_cfg = dict(mode='slide', crop_size=(h, w), stride=(h, w))
+    model.test_cfg = ConfigDict(mode='slide', crop_size=(h, w), stride=(h, w))
     one = _test(model, data, 'mmseg')[0]  # a single window is whole-image inference
     torch.testing.assert_close(one.seg_logits.data, whole.seg_logits.data, rtol=1e-4,
                                atol=1e-5)
@@ -126,13 +126,17 @@ def test_detector_trained_at_one_scale_predicts_at_another(family):
 
 @pytest.mark.parametrize('family', FAMILIES)
 def test_backbone_checkpoint_loads_strictly_at_another_resolution(family, tmp_path):
-    det, _ = _trained_detector(family)
-    path = str(tmp_path / 'detector.pth')
-    torch.save({'state_dict': det.state_dict()}, path)
-    saved = {k[len('backbone.'):]: v for k, v in det.state_dict().items()
+    cfg = _cfg(CASES[family][1])
+    torch.manual_seed(0)
+    small = build_model(shrink_seg_model_cfg(cfg.model, (TRAIN, TRAIN)), 'mmseg')
+    n_cls = num_classes_of(cfg.model)
+    _train(small, cfg, seg_batch(TRAIN, TRAIN, n_cls), steps=1)
+    path = str(tmp_path / 'segmentor.pth')
+    torch.save({'state_dict': small.state_dict()}, path)
+    saved = {k[len('backbone.'):]: v for k, v in small.state_dict().items()
              if k.startswith('backbone.')}
 
-    cfg = _cfg(CASES[family][1])
+    # the same config at another crop size (and another stored grid where there is one)
     model_cfg = shrink_seg_model_cfg(cfg.model, (96, 128))
     model_cfg.backbone.update(CASES[family][2])
     model_cfg.backbone.init_cfg = dict(type='Pretrained', checkpoint=path, prefix='backbone.')
@@ -149,6 +153,5 @@ def test_backbone_checkpoint_loads_strictly_at_another_resolution(family, tmp_pa
         torch.testing.assert_close(own[k], v, rtol=0, atol=0, msg=k)
     bb.load_state_dict(adapted, strict=True)  # no missing / unexpected / mismatched key
 
-    n_cls = num_classes_of(model_cfg)
     pred = _test(seg, seg_batch(96, 160, n_cls, batch=1), 'mmseg')[0]
     assert tuple(pred.pred_sem_seg.data.shape) == (1, 96, 160)

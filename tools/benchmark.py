@@ -306,6 +306,7 @@ class Case:
     device: str = 'cpu'
     dtype: str = 'float32'
     cast_model: bool = False
+    compile: bool = False            # torch.compile the model (FLOPs then counted on fake tensors)
     threads: int = 0
     warmup: int = 1
     repeats: int = 5
@@ -397,10 +398,12 @@ def run_case(case: Case) -> Dict[str, Any]:
             model = model.to(getattr(torch, case.dtype))
         model = model.to(case.device)
         res['params_m'] = sum(p.numel() for p in model.parameters()) / 1e6
-        if case.flops == 'fake':
+        if case.flops == 'fake' or (case.compile and case.flops == 'real'):
             totals = _fake_flops(model, case)
             res.update(flops_total=totals['total'], flops_newton=totals['newton'],
                        flops_method='fake')
+        if case.compile:
+            model = torch.compile(model)
         if case.repeats <= 0 and case.warmup <= 0:
             res['status'] = 'ok'
             return res
@@ -433,7 +436,7 @@ def run_case(case: Case) -> Dict[str, Any]:
         res['baseline_mem_mb'] = base / 2**20
 
         for i in range(max(case.warmup, int(case.flops == 'real'))):
-            if i == 0 and case.flops == 'real':
+            if i == 0 and case.flops == 'real' and not case.compile:
                 totals: Dict[str, int] = {}
                 with count_flops(totals):
                     step()
@@ -442,6 +445,15 @@ def run_case(case: Case) -> Dict[str, Any]:
             else:
                 step()
             _sync(case.device)
+        if case.compile:  # compilation is done: measure the compiled step only
+            _sync(case.device)
+            if cuda:
+                torch.cuda.reset_peak_memory_stats()
+                base = torch.cuda.memory_allocated()
+            else:
+                base = _current_rss_kb() * 1024
+                _reset_peak_rss()
+            res['baseline_mem_mb'] = base / 2**20
         times = []
         start = time.perf_counter()
         while len(times) < case.repeats:
@@ -460,6 +472,7 @@ def run_case(case: Case) -> Dict[str, Any]:
         if len(times) < case.repeats:
             res['note'] = f'time budget {case.budget_s:g}s: {len(times)} of {case.repeats} repeats'
         if case.profile:
+            os.environ.setdefault('KINETO_LOG_LEVEL', '5')  # no profiler chatter on stderr
             from torch.profiler import ProfilerActivity, profile
             acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
             with profile(activities=acts) as prof:
@@ -791,6 +804,9 @@ def parse_args(argv=None):
                         'dtypes run under autocast unless --cast-model')
     p.add_argument('--cast-model', action='store_true',
                    help='convert the model and input to --dtype instead of autocast')
+    p.add_argument('--compile', action='store_true',
+                   help='torch.compile each model (compilation happens in the warm-up steps; '
+                        'FLOPs are counted on fake tensors of the eager model)')
     p.add_argument('--batch', type=int, default=1)
     p.add_argument('--train', action='store_true',
                    help='also measure forward + backward (mode "train")')
@@ -801,7 +817,7 @@ def parse_args(argv=None):
     p.add_argument('--repeats', type=int, default=None, help='timed steps (default 5; quick 2)')
     p.add_argument('--budget', type=float, default=None,
                    help='seconds of timed steps per case before stopping early (at least one '
-                        'step; default 60, quick 12)')
+                        'step; default 60, quick 8)')
     p.add_argument('--timeout', type=float, default=None,
                    help='hard time limit per case in s, build and warm-up included '
                         '(default CPU 600, quick 90, CUDA 600)')
@@ -857,7 +873,7 @@ def main(argv=None) -> dict:
     modes = args.modes or (['infer', 'train'] if args.train else ['infer'])
     warmup = 1 if args.warmup is None else args.warmup
     repeats = args.repeats if args.repeats is not None else (2 if args.quick else 5)
-    budget = args.budget if args.budget is not None else (12.0 if args.quick else 60.0)
+    budget = args.budget if args.budget is not None else (8.0 if args.quick else 60.0)
     timeout = args.timeout if args.timeout is not None else (90.0 if args.quick else 600.0)
     mem_cap = args.mem_cap_mb
     if mem_cap is None and not cuda:
@@ -889,6 +905,7 @@ def main(argv=None) -> dict:
             for h, w in sorted(model_sizes, key=lambda hw: hw[0] * hw[1]):
                 case = Case(spec=asdict(spec), height=h, width=w, batch=args.batch, mode=mode,
                             device=args.device, dtype=dtype, cast_model=args.cast_model,
+                            compile=args.compile,
                             threads=args.threads, warmup=warmup, repeats=repeats,
                             budget_s=budget, mem_cap_mb=mem_cap,
                             flops=args.flops, profile=args.profile)

@@ -6,7 +6,7 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
-CONFIG=${1:-configs/retinanet_soft_tiny_1x.py}
+CONFIG=${1:-configs/demo/retinanet_soft_pico_demo.py}
 ITERS=${2:-${DEMO_ITERS:-400}}
 WORK_DIR=${WORK_DIR:-work_dirs/demo}
 PY=.venv/bin/python

@@ -130,6 +130,11 @@ def seg_recipe(family: str, algo: str, dataset: str, iters: int) -> dict:
             f'Recipe: NaLaFormer paper App. A.2 (Semantic FPN, AdamW, lr 1e-4, weight decay '
             f'1e-3, {k} iterations{note}); 512x512 crops, batch 16, poly 0.9 decay: the PVT '
             'Semantic FPN recipe (the paper gives none).'))
+    if family == 'soft' and not ade:
+        return dict(lr='1e-4', wd='1e-4', poly='pvt', comment=(
+            'Recipe: the PVT Semantic FPN recipe (AdamW, lr 1e-4, weight decay 1e-4, poly 0.9 '
+            "decay; the paper has no Semantic FPN) with the SOFT++ paper's Cityscapes 768x768 "
+            'crops (§4.3).'))
     return dict(lr='1e-4', wd='1e-4', poly='pvt', comment=(
         'Recipe: the PVT Semantic FPN recipe; the paper gives none (AdamW, lr 1e-4, weight '
         f'decay 1e-4, poly 0.9 decay, {crop} crops).'))

@@ -10,7 +10,8 @@ head and the RoI heads on ``test_cfg.rpn.max_per_img`` proposals (mmdet's ``_for
 the first 100 to the mask head).  No data preprocessing, no post-processing (NMS).
 
 How: ``torch.utils.flop_counter.FlopCounterMode`` counts every matmul / einsum / convolution
-(2 FLOPs per multiply-add; norms, softmax and element-wise ops are not counted).  We print
+(2 FLOPs per multiply-add; norms, softmax and element-wise ops are not counted); the part
+spent in SOFT++'s Newton-Schulz iterations is also reported on its own.  We print
 **MACs** (that count / 2), which is what papers, mmcv and fvcore call "FLOPs".  By default the
 forward runs on fake tensors (``torch._subclasses.FakeTensorMode``): every operator runs its
 shape logic but computes nothing, so a Cityscapes-size count takes seconds and no memory;
@@ -136,6 +137,32 @@ def _roi_flops(model, feats_channels: Sequence[int], num_levels: int, shape) -> 
     return counter.get_total_flops()
 
 
+@contextmanager
+def _count_newton_schulz():
+    """Count the FLOPs spent inside SOFT++'s Newton-Schulz pseudo-inverse (Eq. 10) with a
+    nested counter (the outer counters still see them).  Yields a one-item list."""
+    total = [0]
+    try:
+        from mmlinattn.ops import soft as soft_ops
+        original = soft_ops.newton_schulz_pinv
+    except (ImportError, AttributeError):
+        yield total
+        return
+
+    def counted(*args, **kwargs):
+        counter = FlopCounterMode(display=False)
+        with counter:
+            out = original(*args, **kwargs)
+        total[0] += counter.get_total_flops()
+        return out
+
+    soft_ops.newton_schulz_pinv = counted
+    try:
+        yield total
+    finally:
+        soft_ops.newton_schulz_pinv = original
+
+
 def measure(model, shape: Tuple[int, int], real: bool = False, device: str = 'cpu',
             timeout: Optional[float] = None) -> Dict[str, float]:
     """Params and FLOPs (2 per multiply-add, as FlopCounterMode counts) of ``model``'s
@@ -153,7 +180,8 @@ def measure(model, shape: Tuple[int, int], real: bool = False, device: str = 'cp
     counters = {k: FlopCounterMode(display=False) for k in ('backbone', 'neck', 'head')}
     start = time.perf_counter()
     try:
-        with _time_limit(timeout), torch.no_grad(), (fake or nullcontext()):
+        with _time_limit(timeout), torch.no_grad(), (fake or nullcontext()), \
+                _count_newton_schulz() as newton:
             x = torch.zeros(1, 3, h, w, device=device if real else 'cpu')
             with counters['backbone']:
                 feats = model.backbone(x)
@@ -196,6 +224,7 @@ def measure(model, shape: Tuple[int, int], real: bool = False, device: str = 'cp
         flops_backbone=flops['backbone'],
         flops_neck=flops['neck'],
         flops_head=flops['head'],
+        flops_newton=newton[0],
         seconds=round(time.perf_counter() - start, 2),
         mode='real' if real else 'fake')
 
@@ -206,6 +235,7 @@ def format_report(config: str, r: Dict[str, float]) -> str:
 
     macs = r['flops'] / 2e9
     bb = r['flops_backbone'] / 2e9
+    newton = r.get('flops_newton', 0) / 2e9
     lines = [
         f'config:  {config}',
         f"input:   1 x 3 x {r['height']} x {r['width']} ({r['mode']} tensors)",
@@ -213,6 +243,11 @@ def format_report(config: str, r: Dict[str, float]) -> str:
         f"{share(r['params_backbone'], r['params'])})",
         f'FLOPs:   {macs:.1f} G  (backbone {bb:.1f} G, {share(bb, macs)}; neck '
         f"{r['flops_neck'] / 2e9:.1f} G; heads {r['flops_head'] / 2e9:.1f} G)",
+    ]
+    if newton:
+        lines.append(f'         of the backbone: SOFT++ Newton-Schulz iterations {newton:.1f} G '
+                     f'({share(newton, macs)} of the total)')
+    lines += [
         'FLOPs are multiply-accumulates (GMACs, the papers\' "FLOPs"): the '
         'torch.utils.flop_counter count divided by 2; matmul / conv / einsum only.',
     ]

@@ -3,6 +3,7 @@ params / FLOPs at the standard input (COCO 800x1280, ADE20K 512x512, Cityscapes 
 
     python tools/model_zoo.py                       # measure what is missing, write the page
     python tools/model_zoo.py --remeasure           # measure everything again
+    python tools/model_zoo.py --remeasure '*soft*'  # measure matching configs again
     python tools/model_zoo.py --timeout 900 --configs 'configs/upernet_*'
 
 Each measurement is ``tools/get_flops.py CONFIG --json ...`` in a fresh subprocess with a
@@ -12,6 +13,7 @@ schedule) share one measurement.  Results are cached in ``docs/model_zoo.json`` 
 the model dict, so a rerun only measures new or changed models (``--retry-failed`` retries failures).
 """
 import argparse
+import fnmatch
 import glob
 import hashlib
 import json
@@ -110,7 +112,8 @@ def measure_config(path: str, timeout: float) -> dict:
     """Run tools/get_flops.py on one config in a subprocess; a failure becomes a record."""
     with tempfile.TemporaryDirectory() as tmp:
         out = osp.join(tmp, 'r.json')
-        cmd = [sys.executable, osp.join(ROOT, 'tools', 'get_flops.py'), path, '--json', out,
+        cmd = [sys.executable, osp.join(ROOT, 'tools', 'get_flops.py'),
+               osp.relpath(path, ROOT), '--json', out,
                '--timeout', str(timeout)]
         try:
             proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True,
@@ -124,7 +127,7 @@ def measure_config(path: str, timeout: float) -> dict:
         return dict(error=f'not measured: get_flops exited {proc.returncode}: {tail[0]}')
 
 
-def collect(paths: List[str], cache: dict, timeout: float, remeasure: bool,
+def collect(paths: List[str], cache: dict, timeout: float, remeasure: Optional[str],
             retry_failed: bool) -> List[dict]:
     from mmengine.config import Config
 
@@ -134,7 +137,8 @@ def collect(paths: List[str], cache: dict, timeout: float, remeasure: bool,
         cfg = Config.fromfile(path)
         shape = standard_shape(cfg)
         key = model_key(cfg, shape)
-        stale = remeasure or key not in cache or (retry_failed and 'error' in cache[key])
+        again = remeasure is not None and fnmatch.fnmatch(osp.basename(path), remeasure)
+        stale = again or key not in cache or (retry_failed and 'error' in cache[key])
         if stale and key not in done:
             print(f'measuring {osp.basename(path)} at {shape[0]}x{shape[1]} ...', flush=True)
             cache[key] = measure_config(path, timeout)
@@ -163,7 +167,9 @@ def render(rows: List[dict], cache: dict) -> str:
             if 'error' in m or not m:
                 ours = [m.get('error', 'not measured'), '', '']
             else:
-                ours = [f"{m['params'] / 1e6:.1f} M", f"{m['flops'] / 2e9:.1f} G",
+                newton = m.get('flops_newton', 0) / 2e9
+                note = f' (Newton-Schulz {newton:.1f} G)' if newton else ''
+                ours = [f"{m['params'] / 1e6:.1f} M", f"{m['flops'] / 2e9:.1f} G{note}",
                         f"{m['params_backbone'] / 1e6:.1f} M / {m['flops_backbone'] / 2e9:.1f} G"]
             paper = (f'{metric} ({src})' if metric else 'not reported')
             out.append(f"| [{r['name']}](../configs/{r['name']}.py) | {r['backbone']} | "
@@ -192,7 +198,8 @@ def main(argv=None) -> int:
                         help='glob of configs to measure (the page lists only these)')
     parser.add_argument('--timeout', type=float, default=600,
                         help='seconds per measurement before it is reported as not measured')
-    parser.add_argument('--remeasure', action='store_true', help='ignore the cache')
+    parser.add_argument('--remeasure', nargs='?', const='*', metavar='GLOB',
+                        help='measure again (all configs, or those whose file name matches)')
     parser.add_argument('--retry-failed', action='store_true',
                         help='measure again what failed or timed out last time')
     parser.add_argument('--out', default=DOC)

@@ -1,4 +1,5 @@
 """mmengine hooks (registered in :data:`mmlinattn.registry.HOOKS`)."""
 from .rng_state_hook import RNGStateHook
+from .valid_region_hook import ValidRegionHook
 
-__all__ = ['RNGStateHook']
+__all__ = ['RNGStateHook', 'ValidRegionHook']

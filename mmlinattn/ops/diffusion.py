@@ -26,7 +26,7 @@ Everything runs in (at least) float32, also under autocast; the output dtype fol
 """
 import math
 import re
-from typing import List, Tuple
+from typing import List, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -93,7 +93,7 @@ def _per_channel(t: torch.Tensor, channels: int) -> torch.Tensor:
 
 
 def grid_diffusion(x: torch.Tensor, kernel: torch.Tensor, step: torch.Tensor,
-                   n_steps: int = 1) -> torch.Tensor:
+                   n_steps: int = 1, valid: Optional[torch.Tensor] = None) -> torch.Tensor:
     """The explicit-Euler diffusion increment ``A^n x − x`` on the H x W grid (E4, E8).
 
     One step is ``x + a·(W ⋆ x − deg ⊙ x)`` = ``x + δt (K x − diag(K 1) x)``, where ``W ⋆`` is
@@ -107,6 +107,9 @@ def grid_diffusion(x: torch.Tensor, kernel: torch.Tensor, step: torch.Tensor,
         step: (G,) step ``a = δt · interior row sum``; ``0 ≤ a < 1`` (with kernels summing to
             1) keeps every step a convex combination (E9).
         n_steps: number of explicit sub-steps, >= 1.
+        valid: optional (B, 1, H, W) 0/1 mask of each image's valid region in a padded
+            batch: the grid is then that region, the padding is a missing neighbour (its
+            row sums come from the mask) and the increment is zero there.
 
     Returns:
         The increment, (B, C, H, W) in ``x``'s dtype.
@@ -124,11 +127,21 @@ def grid_diffusion(x: torch.Tensor, kernel: torch.Tensor, step: torch.Tensor,
         a_deg = _per_channel(a_deg[0], c)[None]                          # (1, C, H, W)
         weight = _per_channel(scaled, c)[:, None]                        # (C, 1, k, k)
         y = x.to(dtype)
+        if valid is not None:
+            keep = valid.to(dtype)
+            g = scaled.shape[0]
+            a_deg = F.conv2d(keep.expand(-1, g, -1, -1), scaled[:, None], padding=k // 2,
+                             groups=g).repeat_interleave(c // g, dim=1)   # (B, C, H, W)
+            y = y * keep
         inc = F.conv2d(y, weight, padding=k // 2, groups=c) - a_deg * y
+        if valid is not None:
+            inc = inc * keep
         total = inc
         for _ in range(n_steps - 1):
             y = y + inc
             inc = F.conv2d(y, weight, padding=k // 2, groups=c) - a_deg * y
+            if valid is not None:
+                inc = inc * keep
             total = total + inc
         return total.to(x.dtype)
 

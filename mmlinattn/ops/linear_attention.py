@@ -14,7 +14,7 @@ ratio is unchanged but the summaries stay O(1) instead of O(N), which matters fo
 tokens in half precision.  Everything runs in (at least) float32, also under autocast; the
 output dtype follows ``v``.  ``eps`` is added to the (mean) denominator.
 """
-from typing import Callable, Dict
+from typing import Callable, Dict, Optional
 
 import torch
 import torch.nn.functional as F
@@ -35,7 +35,8 @@ FEATURE_MAPS: Dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
 
 
 def linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                     feature_map: str = 'elu', eps: float = 1e-6) -> torch.Tensor:
+                     feature_map: str = 'elu', eps: float = 1e-6,
+                     valid: Optional[torch.Tensor] = None) -> torch.Tensor:
     """``φ(Q) (φ(K)^T V) / (φ(Q) φ(K)^T 1)`` per head, with means over the N tokens.
 
     Args:
@@ -43,6 +44,8 @@ def linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
         v: (B, heads, N, d_v) values.
         feature_map: a key of :data:`FEATURE_MAPS`.
         eps: added to the mean denominator ``φ(q_i) · mean_n φ(k_n)``.
+        valid: optional (B, N) bool mask of the keys to use (batch padding excluded); the
+            means are then over each image's valid tokens.
 
     Returns:
         (B, heads, N, d_v) in ``v``'s dtype.
@@ -60,8 +63,12 @@ def linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     with torch.autocast(device_type=v.device.type, enabled=False):
         q, k, v32 = phi(q.to(dtype)), phi(k.to(dtype)), v.to(dtype)
         n = k.shape[-2]
+        if valid is not None:
+            keep = valid[:, None, :, None].to(dtype)               # (B, 1, N, 1)
+            k = k * keep
+            n = keep.sum(-2, keepdim=True)                        # (B, 1, 1, 1)
         kv = torch.einsum('...nd,...ne->...de', k, v32) / n       # (B, h, d, d_v)
-        k_mean = k.mean(dim=-2)                                   # (B, h, d)
+        k_mean = k.sum(dim=-2) / (n if valid is None else n[..., 0])   # (B, h, d)
         num = torch.einsum('...nd,...de->...ne', q, kv)           # (B, h, N, d_v)
         den = torch.einsum('...nd,...d->...n', q, k_mean)         # (B, h, N)
         return (num / (den.unsqueeze(-1) + eps)).to(v.dtype)

@@ -32,7 +32,7 @@ numerator-only RoPE is not reproduced (it can make attention weights negative).
 """
 import functools
 import math
-from typing import Tuple
+from typing import Optional, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -140,24 +140,32 @@ def _fast_feature_maps(q: torch.Tensor, k: torch.Tensor, kernel: str, lam: float
 
 
 def normalized_linear_attention(phi_q: torch.Tensor, phi_k: torch.Tensor, v: torch.Tensor,
-                                eps: float = 1e-6) -> torch.Tensor:
+                                eps: float = 1e-6,
+                                valid: Optional[torch.Tensor] = None) -> torch.Tensor:
     """Eqs. 4-5 / 10-11 in O(N): ``phi_q (phi_k^T V / M) / (phi_q . mean_j phi_k_j + eps)``.
 
     Shapes: ``phi_q (..., N, F)``, ``phi_k (..., M, F)``, ``v (..., M, D)`` -> ``(..., N, D)``.
     The ``1 / M`` of the key-value product cancels against the mean in the denominator; it
     only keeps magnitudes, and the weight of ``eps``, independent of the token count.  A
     column of ones appended to ``v`` yields the key mean and the normaliser inside the two
-    matmuls, instead of two more passes over the features.
+    matmuls, instead of two more passes over the features.  ``valid`` ((B, M) bool for
+    (B, heads, M, .) keys) leaves padded keys out of both sums and divides by each image's own
+    key count (batch padding; not in the paper, which never pads).
     """
     m = phi_k.shape[-2]
     v1 = torch.cat([v, v.new_ones(v.shape[:-1] + (1, ))], dim=-1)
+    if valid is not None:
+        keep = valid[:, None, :, None].to(v1.dtype)                  # (B, 1, M, 1)
+        v1 = v1 * keep
+        m = keep.sum(-2, keepdim=True)
     kv = (phi_k.transpose(-2, -1) @ v1) / m           # [sum_j phi_k_j v_j^T | sum_j phi_k_j] / M
     out = phi_q @ kv
     return out[..., :-1] / (out[..., -1:] + eps)
 
 
 def nala_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kernel: str = 'cos_sin',
-                   lam: float = 3.0, alpha: float = 20.0, eps: float = 1e-6) -> torch.Tensor:
+                   lam: float = 3.0, alpha: float = 20.0, eps: float = 1e-6,
+                   valid: Optional[torch.Tensor] = None) -> torch.Tensor:
     """NaLa attention (Eqs. 8-17), O(N) in the token count.
 
     Args:
@@ -168,6 +176,8 @@ def nala_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kernel: st
         lam: the power scale lambda of Eqs. 8-9.
         alpha: angle scale, ``theta = (pi/4) tanh(alpha d(x))`` (ignored by ``relu_split``).
         eps: clamp of the norms and additive term of the normaliser.
+        valid: optional (B, M) bool mask of the keys to use (batch padding excluded), for
+            (B, heads, ., .) inputs.
 
     Returns:
         ``(..., N, d_v)`` in ``q``'s dtype; computed in float32 (float64 for float64 input)
@@ -180,7 +190,7 @@ def nala_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kernel: st
     dtype = _core_dtype(q)
     with torch.autocast(device_type=q.device.type, enabled=False):
         phq, phk = _fast_feature_maps(q.to(dtype), k.to(dtype), kernel, lam, alpha, eps)
-        out = normalized_linear_attention(phq, phk, v.to(dtype), eps)
+        out = normalized_linear_attention(phq, phk, v.to(dtype), eps, valid)
     return out.to(q.dtype)
 
 

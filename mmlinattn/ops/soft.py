@@ -181,7 +181,8 @@ def symmetric_normalize(a_pinv: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
 
 def soft_attention(q: torch.Tensor, landmarks: torch.Tensor, v: torch.Tensor,
                    num_iters: int = 20, init: str = 'safe', sym_norm: bool = True,
-                   ridge: float = 0.0) -> torch.Tensor:
+                   ridge: float = 0.0, valid: Optional[torch.Tensor] = None,
+                   landmark_valid: Optional[torch.Tensor] = None) -> torch.Tensor:
     """SOFT / SOFT++ attention output ``S^ V`` without forming the n x n matrix ``S^``.
 
     ``S^ = exp(Q - K~) N(A^+) exp(Q~ - K)`` (Eq. 9; Eq. 17 when ``sym_norm``) with ``K = Q``,
@@ -198,6 +199,14 @@ def soft_attention(q: torch.Tensor, landmarks: torch.Tensor, v: torch.Tensor,
         sym_norm: SOFT++'s normalisation (Eq. 17); ``False`` gives plain SOFT (Eq. 9).
         ridge: ``A + ridge I`` before inversion (0 = paper; the authors' un-normalised code
             used 0.01).
+        valid: optional (B, n) bool mask of the real tokens of a padded batch: padded
+            tokens leave ``P^T V`` (their rows of P are zero).
+        landmark_valid: optional (B, m) bool mask of the landmarks to use: the others get
+            zero columns in P and an identity block in A, so ``A^+`` (and Eq. 17's row sums)
+            on the used landmarks are exactly those of the smaller problem.
+
+    Batch padding is not in the paper; with both masks the output on the valid tokens equals
+    that of the un-padded image.
 
     Returns:
         (B, h, n, d_v) in ``q``'s dtype; computed in float32 with autocast disabled.
@@ -216,6 +225,12 @@ def soft_attention(q: torch.Tensor, landmarks: torch.Tensor, v: torch.Tensor,
         q32, lm32, v32 = q.to(dtype), landmarks.to(dtype), v.to(dtype)
         p = gaussian_kernel(q32, lm32, denom=2.0)            # exp(Q - K~): (B, h, n, m)
         a = gaussian_kernel(lm32, lm32, denom=2.0)           # exp(Q~ - K~): (B, h, m, m)
+        if landmark_valid is not None:
+            keep = landmark_valid[:, None].to(dtype)          # (B, 1, m)
+            p = p * keep[..., None, :]
+            a = a * (keep[..., :, None] * keep[..., None, :]) + torch.diag_embed(1 - keep)
+        if valid is not None:
+            p = p * valid[:, None, :, None].to(dtype)
         if ridge:
             a = a + ridge * torch.eye(a.shape[-1], device=a.device, dtype=dtype)
         a_pinv = newton_schulz_pinv(a, num_iters, init)

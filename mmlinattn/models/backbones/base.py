@@ -25,6 +25,7 @@ from torch.nn.modules.batchnorm import _BatchNorm
 
 from ...utils.checkpoint import load_pretrained_backbone
 from ..layers import LayerNorm2d, map_to_tokens, maybe_checkpoint, tokens_to_map
+from ..layers.valid_region import resolve_valid_hw, use_valid_region
 
 
 class PyramidBackbone(BaseModule):
@@ -101,6 +102,12 @@ class PyramidBackbone(BaseModule):
         self.frozen_stages = frozen_stages
         self.norm_eval = norm_eval
         self.with_cp = with_cp
+        if convert_weights and type(self).convert_checkpoint is \
+                PyramidBackbone.convert_checkpoint:
+            raise ValueError(f'{type(self).__name__} has no official-checkpoint converter, so '
+                             f'convert_weights must be False, got {convert_weights!r}; load '
+                             "mmlinattn checkpoints with init_cfg=dict(type='Pretrained', ...) "
+                             'directly')
         self.convert_weights = convert_weights
         self.drop_path_rate = float(drop_path_rate)
 
@@ -127,7 +134,9 @@ class PyramidBackbone(BaseModule):
             lengths = {k: len(arch[k]) for k in cls.arch_keys
                        if isinstance(arch[k], (list, tuple))}
             if len(set(lengths.values())) > 1:
-                raise ValueError(f'{name}: per-stage arch entries differ in length: {lengths}')
+                raise ValueError(f'{name}: the per-stage arch entries must all have one value '
+                                 f'per stage (the same length), got lengths {lengths} in '
+                                 f'arch={arch!r}')
             return dict(arch)
         raise TypeError(f'{name}: arch must be a str or dict, got {type(arch).__name__}')
 
@@ -148,35 +157,70 @@ class PyramidBackbone(BaseModule):
         return LayerNorm2d(dim, eps=1e-6)
 
     # ----------------------------------------------------------------- forward
+    #: Reject NaN / Inf inputs in :meth:`check_input` (one pass over the input; on a GPU
+    #: also one host synchronisation).  Set ``backbone.check_finite = False`` to skip it.
+    check_finite: bool = True
+
     def check_input(self, x: torch.Tensor) -> None:
-        """Raise a clear error for inputs the pyramid cannot process."""
+        """Raise a clear ``TypeError`` / ``ValueError`` for inputs the pyramid cannot
+        process: not a tensor, not 4-D, not floating point, a channel count other than
+        ``in_channels``, H or W below ``min_input_size``, or (``check_finite``) NaN / Inf."""
         name = type(self).__name__
         if not torch.is_tensor(x):
-            raise TypeError(f'{name}.forward expects a torch.Tensor, got {type(x).__name__}')
+            raise TypeError(f'{name}.forward: the input x must be a torch.Tensor of shape '
+                            f'(B, C, H, W), got {type(x).__name__}')
         if x.dim() != 4:
-            raise ValueError(f'{name}.forward expects a 4-D (B, C, H, W) tensor, got shape '
-                             f'{tuple(x.shape)}')
+            raise ValueError(f'{name}.forward: the input x must be a 4-D (B, C, H, W) tensor, '
+                             f'got a {x.dim()}-D tensor of shape {tuple(x.shape)}')
         if not x.is_floating_point():
-            raise TypeError(f'{name}.forward expects a floating-point tensor, got dtype '
-                            f'{x.dtype}; convert the image with x.float() (and normalise it)')
+            raise TypeError(f'{name}.forward: the input x must have a floating-point dtype '
+                            f'(float32, float16, bfloat16, float64), got {x.dtype}; convert '
+                            f'the image with x.float() (and normalise it)')
         if x.shape[1] != self.in_channels:
             raise ValueError(f'{name} was built with in_channels={self.in_channels} but the '
-                             f'input has {x.shape[1]} channels (shape {tuple(x.shape)}); pass '
-                             f'in_channels={x.shape[1]} or fix the data pipeline')
+                             f'input x has {x.shape[1]} channels (shape {tuple(x.shape)}); '
+                             f'pass in_channels={x.shape[1]} or fix the data pipeline')
         h, w = x.shape[-2:]
         if min(h, w) < self.min_input_size:
-            raise ValueError(f'{name} needs H and W >= {self.min_input_size}, got an input of '
-                             f'{h}x{w}; resize or pad the image')
+            raise ValueError(f'{name}.forward: the input x must have H and W >= '
+                             f'{self.min_input_size}, got H x W = {h} x {w} (shape '
+                             f'{tuple(x.shape)}); resize or pad the image')
+        if self.check_finite and x.numel() and not torch.isfinite(x).all():
+            bad = ~torch.isfinite(x)
+            items = bad.flatten(1).any(1).nonzero().flatten().tolist()
+            raise ValueError(f'{name}.forward: the input x must be finite, got '
+                             f'{int(torch.isnan(x).sum())} NaN and {int(torch.isinf(x).sum())} '
+                             f'Inf values (batch items {items[:10]}); check the data pipeline '
+                             f'and normalisation, or set backbone.check_finite = False to skip '
+                             f'this check')
 
     def output_shapes(self, h: int, w: int) -> List[Tuple[int, int, int]]:
         """(C, ceil(H/s), ceil(W/s)) of every returned map."""
         return [(self.embed_dims[i], math.ceil(h / self.strides[i]),
                  math.ceil(w / self.strides[i])) for i in self.out_indices]
 
-    def forward(self, x: torch.Tensor) -> Tuple[torch.Tensor, ...]:
+    def forward(self, x: torch.Tensor,
+                valid_hw: Optional[Sequence[Tuple[int, int]]] = None) -> Tuple[torch.Tensor, ...]:
+        """One NCHW map per ``out_indices`` entry.
+
+        Args:
+            x: (B, C, H, W) images.
+            valid_hw: optional ``(h, w)`` per image: the image occupies the top-left
+                ``h x w`` of ``x`` and the rest is padding.  Convolutions and token mixers
+                then ignore the padding, so each image's features inside its ``h x w`` do
+                not depend on the other images of the batch (``docs/batch_independence.md``).
+                Without it, sizes attached to ``x`` by the data preprocessor hook of
+                :func:`mmlinattn.models.layers.valid_region.enable_valid_region` are used.
+        """
         self.check_input(x)
         if x.shape[0] == 0:
             return tuple(x.new_zeros(0, *s) for s in self.output_shapes(*x.shape[-2:]))
+        region = resolve_valid_hw(x, valid_hw, type(self).__name__, self.strides)
+        with use_valid_region(region):
+            return self.forward_pyramid(x)
+
+    def forward_pyramid(self, x: torch.Tensor) -> Tuple[torch.Tensor, ...]:
+        """The stage loop on a checked input (the valid region, if any, is current)."""
         outs = {}
         last = max(self.out_indices)
         for i in range(last + 1):
@@ -212,8 +256,12 @@ class PyramidBackbone(BaseModule):
             load_pretrained_backbone(self, self.init_cfg)
             self._is_init = True
             return
+        if self.init_cfg:  # another mmengine initialiser (e.g. TruncNormal): let it run
+            super().init_weights()
+            return
+        # Default init; skipping mmengine's per-parameter "value unchanged" log dump.
         self.apply(self._init_module)
-        super().init_weights()
+        self._is_init = True
 
     @staticmethod
     def _init_module(m: nn.Module) -> None:

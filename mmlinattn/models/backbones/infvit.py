@@ -18,6 +18,7 @@ from ...registry import MODELS
 from ..layers import (ConvFFN, InterpolatedPosEmbed, PatchConv, map_to_tokens,
                       maybe_checkpoint, resize_pos_embed, tokens_to_map)
 from ..layers.infsa_attention import LinearInfSA, PureInfSA
+from ..layers.valid_region import token_mask
 from .base import BlockStage, PyramidBackbone
 
 MIXERS = ('linear', 'pure')
@@ -66,12 +67,25 @@ class InfSABlock(nn.Module):
 
     def forward(self, x: torch.Tensor, hw: Tuple[int, int],
                 valid: Optional[torch.Tensor] = None) -> torch.Tensor:
-        """x: (B, N, C) tokens on the ``hw`` grid; valid: (B, N) bool padding mask for the
-        mixer's norms and pools (the depthwise conv still sees the padded grid)."""
+        """x: (B, N, C) tokens on the ``hw`` grid (after any prefix tokens such as a class
+        token); valid: (B, N) bool padding mask for the mixer's norms and pools, by default
+        the current valid region's (prefix tokens count as valid)."""
+        if valid is None:
+            valid = _region_tokens(x, hw)
         x = x + self.drop_path(self.attn(self.norm1(x), hw, valid))
         y = self.norm2(x)
         y = self.ffn(y, hw) if self.dwconv else self.ffn(y)
         return x + self.drop_path(y)
+
+
+def _region_tokens(x: torch.Tensor, hw: Tuple[int, int]) -> Optional[torch.Tensor]:
+    """(B, N) valid-token mask of the current valid region for tokens ``x`` whose last
+    H*W entries lie on the ``hw`` grid; None when nothing is padded."""
+    mask = token_mask(hw, x.shape[0], x.device)
+    extra = x.shape[1] - hw[0] * hw[1]
+    if mask is None or not extra:
+        return mask
+    return torch.cat([mask.new_ones(mask.shape[0], extra), mask], dim=1)
 
 
 def _check_mixers(mixers: Sequence[str], num: int, arg: str) -> Tuple[str, ...]:
@@ -308,10 +322,7 @@ class InfViTPlain(PyramidBackbone):
         # Applied to the (B, N, C) tokens before they are laid out as a map.
         return nn.LayerNorm(dim, eps=1e-6)
 
-    def forward(self, x: torch.Tensor) -> Tuple[torch.Tensor, ...]:
-        self.check_input(x)
-        if x.shape[0] == 0:
-            return tuple(x.new_zeros(0, *s) for s in self.output_shapes(*x.shape[-2:]))
+    def forward_pyramid(self, x: torch.Tensor) -> Tuple[torch.Tensor, ...]:
         tokens, hw = self.patch_embeds[0](x)
         num_extra = tokens.shape[1] - hw[0] * hw[1]
         outs = {}

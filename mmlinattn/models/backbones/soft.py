@@ -20,6 +20,7 @@ from ...registry import MODELS
 from ..layers import (InterpolatedPosEmbed, LayerNorm2d, PatchConv, SoftAttention,
                       map_to_tokens, maybe_checkpoint)
 from ..layers.channels_last import tokens_as_map
+from ..layers.valid_region import token_mask
 from .base import PyramidBackbone
 
 ATTN_TYPES = ('soft', 'softmax')
@@ -30,13 +31,6 @@ class BilinearPosEmbed(InterpolatedPosEmbed):
     (digest section 5.10), instead of bicubically."""
 
     mode = 'bilinear'
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h, w = x.shape[-2:]
-        pe = self.weight
-        if (h, w) != self.grid:
-            pe = F.interpolate(pe.float(), size=(h, w), mode=self.mode, align_corners=False)
-        return x + pe.to(x.dtype)
 
 
 class SOFTBlock(nn.Module):
@@ -77,7 +71,12 @@ class SoftmaxBlock(TimmBlock):
     """Pre-LN softmax ViT block (the authors' stage 4), called as ``block(x, hw)``."""
 
     def forward(self, x: torch.Tensor, hw: Tuple[int, int]) -> torch.Tensor:
-        return super().forward(x)
+        # batch padding is never a key; prefix tokens (the class token) always are
+        mask = token_mask(hw, x.shape[0], x.device)
+        if mask is not None:
+            extra = x.shape[1] - hw[0] * hw[1]
+            mask = torch.cat([mask.new_ones(mask.shape[0], extra), mask], 1)[:, None, None]
+        return super().forward(x, attn_mask=mask)
 
 
 class SOFTStage(nn.Module):
@@ -153,7 +152,10 @@ class SOFT(PyramidBackbone):
       blocks with a depthwise conv on V, a softmax stage 4 with a class token), loadable
       from their ImageNet checkpoints with ``convert_weights=True``.  Their stage 1-3 blocks
       end in a LayerNorm, so those returned maps get no extra norm; stage 4's is the
-      checkpoint's final ``norm``.
+      checkpoint's final ``norm``.  ``small-norm`` uses depths 1-3-7-4, which reproduce the
+      authors' README (24 M); their code says 1-3-20-4 (38.9 M).  The converter reports the
+      depths a checkpoint actually has.  Their Newton iteration (batch-global alpha,
+      backprop through the loop) is replaced by ours (``newton_init``).
 
     An arch dict needs ``embed_dims``, ``num_heads`` and ``depths``; optional per-stage
     entries ``sr_ratios``, ``mlp_ratios``, ``attn_types`` (``'soft'``/``'softmax'``),

@@ -9,6 +9,7 @@ from .soft_attention import LandmarkSampler, SoftAttention, capped_grid
 from .ldn_block import GridDiffusion, LDNBlock, LinearAttention
 from .sincos_embed import SinCosPosEmbed2d
 from .infsa_attention import InfSAGamma, LinearInfSA, PureInfSA
+from .valid_region import ValidRegion, enable_valid_region, use_valid_region
 
 __all__ = [
     'ConvStem', 'PatchConv', 'pad_to_multiple', 'ConvFFN', 'LayerNorm2d',
@@ -19,3 +20,4 @@ __all__ += ['apply_rope', 'rope_2d_angles', 'NaLaAttention', 'NaLaBlock']
 __all__ += ['LandmarkSampler', 'SoftAttention', 'capped_grid']
 __all__ += ['GridDiffusion', 'LDNBlock', 'LinearAttention', 'SinCosPosEmbed2d']
 __all__ += ['InfSAGamma', 'LinearInfSA', 'PureInfSA']
+__all__ += ['ValidRegion', 'enable_valid_region', 'use_valid_region']

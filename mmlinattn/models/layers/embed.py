@@ -12,6 +12,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .norm import LayerNorm2d
+from .valid_region import zero_padding
 
 
 def pad_to_multiple(x: torch.Tensor, multiple: int) -> torch.Tensor:
@@ -56,6 +57,7 @@ class PatchConv(nn.Module):
         self.act = act() if act is not None else nn.Identity()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = zero_padding(x)  # batch padding reads as zeros, like the conv's own padding
         if self.non_overlapping:
             x = pad_to_multiple(x, self.stride)
         return self.act(self.norm(self.conv(x)))

@@ -4,6 +4,8 @@ from typing import Tuple
 import torch
 import torch.nn as nn
 
+from .valid_region import zero_padding
+
 
 class ConvFFN(nn.Module):
     """fc1 -> act -> (depthwise 3x3 conv on the H x W grid [+ residual]) -> act? -> fc2.
@@ -39,7 +41,7 @@ class ConvFFN(nn.Module):
         if self.act_before_dw:
             x = self.act(x)
         y = x.transpose(1, 2).reshape(b, -1, h, w)
-        y = self.dwconv(y).flatten(2).transpose(1, 2)
+        y = self.dwconv(zero_padding(y)).flatten(2).transpose(1, 2)
         x = x + y if self.dw_residual else y
         if not self.act_before_dw:
             x = self.act(x)

@@ -14,7 +14,8 @@ from timm.layers import DropPath, LayerScale, Mlp
 
 from ...ops import (grid_diffusion, grid_diffusion_implicit_dct, linear_attention,
                     stencil_kernel, stencil_offsets)
-from .utils import map_to_tokens, tokens_to_map
+from .channels_last import map_as_tokens, tokens_as_map
+from .valid_region import map_mask, token_mask
 
 __all__ = ['GridDiffusion', 'LinearAttention', 'LDNBlock']
 
@@ -107,7 +108,10 @@ class GridDiffusion(nn.Module):
         """(B, C, H, W) state -> (B, C, H, W) diffusion increment (not the new state)."""
         p = self.tap_probs()
         if self.integrator == 'euler':
-            return grid_diffusion(x, stencil_kernel(p, self.taps), self.step(), self.n_steps)
+            # in a padded batch, each image diffuses on its own valid region only
+            valid = map_mask(x.shape[-2:], x.shape[0], x.device, torch.float32)
+            return grid_diffusion(x, stencil_kernel(p, self.taps), self.step(), self.n_steps,
+                                  valid)
         kappa = torch.stack([p[:, 0] + p[:, 1], p[:, 2] + p[:, 3]], dim=1)
         return grid_diffusion_implicit_dct(x, kappa, self.step(), self.n_steps)
 
@@ -146,12 +150,14 @@ class LinearAttention(nn.Module):
         self.proj = nn.Linear(dim, dim)
         self.proj_drop = nn.Dropout(proj_drop)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """(B, N, C) -> (B, N, C); every output token depends on every input token."""
+    def forward(self, x: torch.Tensor, hw: Optional[Tuple[int, int]] = None) -> torch.Tensor:
+        """(B, N, C) -> (B, N, C); every output token depends on every input token (of its
+        image's valid region when ``hw`` is given and the batch is padded)."""
         b, n, c = x.shape
         qkv = self.qkv(x).reshape(b, n, 3, self.num_heads, c // self.num_heads)
         q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)                 # (B, heads, N, d)
-        out = linear_attention(q, k, v, self.feature_map, self.eps)
+        valid = None if hw is None else token_mask(hw, b, x.device)
+        out = linear_attention(q, k, v, self.feature_map, self.eps, valid)
         return self.proj_drop(self.proj(out.transpose(1, 2).reshape(b, n, c)))
 
 
@@ -213,9 +219,10 @@ class LDNBlock(nn.Module):
         """(B, H*W, C) tokens of an H x W grid (row-major) -> same shape."""
         out = x
         if self.use_diffusion:
-            out = out + map_to_tokens(self.diffusion(tokens_to_map(x, hw)))[0]
+            # channels-last view: the stencil conv reads the tokens in place, no copies
+            out = out + map_as_tokens(self.diffusion(tokens_as_map(x, hw)))
         if self.use_local:
             out = out + self.drop_path(self.ls1(self.local(self.norm1(x))))
         if self.use_attn:
-            out = out + self.drop_path(self.ls2(self.attn(self.norm2(x))))
+            out = out + self.drop_path(self.ls2(self.attn(self.norm2(x), hw)))
         return out

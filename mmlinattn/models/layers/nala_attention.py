@@ -10,6 +10,7 @@ from ...ops.nalaformer import KERNELS, nala_attention
 from .channels_last import map_as_tokens, tokens_as_map
 from .ffn import ConvFFN
 from .rope import apply_rope, rope_2d_angles
+from .valid_region import token_mask, zero_padding
 
 ATTN_TYPES = ('nala', 'softmax')
 
@@ -17,7 +18,7 @@ ATTN_TYPES = ('nala', 'softmax')
 def _dwconv_tokens(conv: nn.Conv2d, x: torch.Tensor, hw: Tuple[int, int]) -> torch.Tensor:
     """Apply an NCHW conv to (B, N, C) tokens on the H x W grid; (B, N, C) out (through a
     channels-last view: no layout copies for contiguous tokens)."""
-    return map_as_tokens(conv(tokens_as_map(x, hw)))
+    return map_as_tokens(conv(zero_padding(tokens_as_map(x, hw))))
 
 
 class NaLaAttention(nn.Module):
@@ -71,15 +72,17 @@ class NaLaAttention(nn.Module):
         b, n, c = x.shape
         q, k, v, g = self.qkvg(x).chunk(4, dim=-1)
         heads = [t.view(b, n, self.num_heads, self.head_dim).transpose(1, 2) for t in (q, k, v)]
+        valid = token_mask(hw, b, x.device)  # batch padding: not a key (None: no padding)
         if self.attn_type == 'nala':
             o = nala_attention(*heads, kernel=self.kernel, lam=self.lam, alpha=self.alpha,
-                               eps=self.eps)
+                               eps=self.eps, valid=valid)
         else:
             q, k, v_ = heads
             if self.rope:
                 angles = rope_2d_angles(hw[0], hw[1], self.head_dim, device=x.device)
                 q, k = apply_rope(q, angles), apply_rope(k, angles)
-            o = F.scaled_dot_product_attention(q, k, v_)
+            mask = None if valid is None else valid[:, None, None, :]
+            o = F.scaled_dot_product_attention(q, k, v_, attn_mask=mask)
         o = o.transpose(1, 2).reshape(b, n, c)
         if self.lepe is not None:
             o = o + _dwconv_tokens(self.lepe, v, hw)

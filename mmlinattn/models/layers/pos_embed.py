@@ -5,6 +5,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .valid_region import current_valid_region
+
 
 def sincos_2d(dim: int, h: int, w: int, temperature: float = 10000.0,
               device=None, dtype=torch.float32) -> torch.Tensor:
@@ -35,19 +37,38 @@ class InterpolatedPosEmbed(nn.Module):
             of a 224-input model.
     """
 
+    mode = 'bicubic'
+
     def __init__(self, dim: int, grid):
         super().__init__()
         self.grid = tuple(grid)
         self.weight = nn.Parameter(torch.zeros(1, dim, *self.grid))
         nn.init.trunc_normal_(self.weight, std=0.02)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Add the embedding, resized to ``x``'s (H, W), to the NCHW map ``x``."""
-        h, w = x.shape[-2:]
+    def resized(self, size) -> torch.Tensor:
+        """The (1, C, h, w) embedding at grid ``size`` (``self.mode`` interpolation)."""
         pe = self.weight
-        if (h, w) != self.grid:
-            pe = F.interpolate(pe.float(), size=(h, w), mode='bicubic', align_corners=False)
-        return x + pe.to(x.dtype)
+        if tuple(size) != self.grid:
+            pe = F.interpolate(pe.float(), size=tuple(size), mode=self.mode,
+                               align_corners=False)
+        return pe
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Add the embedding, resized to ``x``'s (H, W), to the NCHW map ``x``.
+
+        In a padded batch (a current :class:`~.valid_region.ValidRegion`) each image gets
+        the embedding resized to its own valid grid, zero in the padding, so its position
+        code does not depend on the batch."""
+        h, w = x.shape[-2:]
+        region = current_valid_region()
+        if region is None or region.batch_size != x.shape[0] or region.full((h, w)):
+            return x + self.resized((h, w)).to(x.dtype)
+        sizes = region.sizes_at((h, w))
+        pe = x.new_zeros(x.shape[0], x.shape[1], h, w)
+        for size in set(sizes):
+            items = [i for i, s in enumerate(sizes) if s == size]
+            pe[items, :, :size[0], :size[1]] = self.resized(size).to(x.dtype)
+        return x + pe
 
 
 def resize_pos_embed(weight: torch.Tensor, size) -> torch.Tensor:

@@ -19,7 +19,7 @@ def capped_grid(h: int, w: int, max_tokens: int) -> Tuple[int, int]:
     (h, w) itself when it already fits."""
     if h * w <= max_tokens:
         return h, w
-    gh = min(h, max(1, int(h * math.sqrt(max_tokens / (h * w)))))
+    gh = min(h, max_tokens, max(1, int(h * math.sqrt(max_tokens / (h * w)))))
     return gh, min(w, max_tokens // gh)
 
 

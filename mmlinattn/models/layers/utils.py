@@ -4,6 +4,8 @@ from typing import Tuple
 import torch
 import torch.utils.checkpoint as cp
 
+from .valid_region import valid_region_context_fn
+
 
 def map_to_tokens(x: torch.Tensor) -> Tuple[torch.Tensor, Tuple[int, int]]:
     """(B, C, H, W) -> ((B, H*W, C), (H, W))."""
@@ -22,5 +24,7 @@ def maybe_checkpoint(module, *args, enabled: bool = False):
     """Run ``module(*args)``, through activation checkpointing when ``enabled`` and any
     input requires grad (``with_cp`` in mmdet backbones)."""
     if enabled and any(torch.is_tensor(a) and a.requires_grad for a in args):
-        return cp.checkpoint(module, *args, use_reentrant=False)
+        # the recomputation in backward runs under the forward's padding mask
+        return cp.checkpoint(module, *args, use_reentrant=False,
+                             context_fn=valid_region_context_fn())
     return module(*args)
