@@ -103,6 +103,7 @@ def test_quick_style_run_writes_json_csv_png(tmp_path):
         assert r['batch'] == 1 and r['mode'] == 'infer'
         assert r['params_m'] > 0 and r['gflops'] > 0 and r['peak_mem_mb'] >= 0
         assert r['latency_ms_min'] <= r['latency_ms_median'] <= r['latency_ms_max']
+        assert r['cpu_ms_median'] > 0 and r['threads'] == 1
         assert r['tokens'] == math.ceil(r['height'] / 4) * math.ceil(r['width'] / 4)
     # FLOPs grow with the image; the SOFT record carries its Newton-Schulz share
     by = {(r['model'], r['height']): r for r in recs}

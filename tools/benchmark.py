@@ -85,9 +85,10 @@ GPU_EXTRA_SIZES = {'InfViTPlain:l4': [9216]}
 RECORD_FIELDS = [
     'model', 'arch', 'label', 'options', 'height', 'width', 'batch', 'mode', 'device', 'dtype',
     'tokens', 'params_m', 'gflops', 'gmacs', 'newton_gflops', 'flops_method',
-    'latency_ms_median', 'latency_ms_min', 'latency_ms_max', 'repeats', 'peak_mem_mb',
-    'peak_total_mb', 'baseline_mem_mb', 'mem_method', 'achieved_gflops_per_s',
-    'matmul_fraction', 'status', 'note'
+    'latency_ms_median', 'latency_ms_min', 'latency_ms_max', 'cpu_ms_median', 'cpu_ms_min',
+    'cpu_ms_max', 'repeats', 'peak_mem_mb', 'peak_total_mb', 'baseline_mem_mb', 'mem_method',
+    'achieved_gflops_per_s', 'matmul_fraction', 'achieved_gflops_per_cpu_s',
+    'matmul_fraction_cpu', 'threads', 'status', 'note'
 ]
 
 
@@ -402,8 +403,6 @@ def run_case(case: Case) -> Dict[str, Any]:
             totals = _fake_flops(model, case)
             res.update(flops_total=totals['total'], flops_newton=totals['newton'],
                        flops_method='fake')
-        if case.compile:
-            model = torch.compile(model)
         if case.repeats <= 0 and case.warmup <= 0:
             res['status'] = 'ok'
             return res
@@ -413,12 +412,14 @@ def run_case(case: Case) -> Dict[str, Any]:
             torch.cuda.set_per_process_memory_fraction(
                 min(1.0, case.mem_cap_mb * 2**20 / total), torch.device(case.device))
         if not cuda and case.mem_cap_mb:
-            # one step on a small input first, so that lazy imports, the thread pool (a
-            # thread that cannot get its stack aborts the process instead of raising) and
+            # one (eager) step on a small input first, so that lazy imports, the thread pool
+            # (a thread that cannot get its stack aborts the process instead of raising) and
             # kernel initialisation happen before the cap
             small = min(64, case.height), min(64, case.width)
             _make_step(model, torch.randn(1, 3, *small, dtype=in_dtype), case)()
             model.zero_grad(set_to_none=True)
+        if case.compile:
+            model = torch.compile(model)
         x = torch.randn(case.batch, 3, case.height, case.width, device=case.device,
                         dtype=in_dtype)
         if not cuda and case.mem_cap_mb:
@@ -454,13 +455,14 @@ def run_case(case: Case) -> Dict[str, Any]:
                 base = _current_rss_kb() * 1024
                 _reset_peak_rss()
             res['baseline_mem_mb'] = base / 2**20
-        times = []
+        times, cpu_times = [], []
         start = time.perf_counter()
         while len(times) < case.repeats:
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             step()
             _sync(case.device)
             times.append(time.perf_counter() - t0)
+            cpu_times.append(time.process_time() - c0)
             if time.perf_counter() - start + times[-1] > case.budget_s:
                 break
         peak = (torch.cuda.max_memory_allocated() if cuda else _peak_rss_kb() * 1024)
@@ -468,7 +470,10 @@ def run_case(case: Case) -> Dict[str, Any]:
                    peak_mem_mb=max(peak - base, 0) / 2**20, status='ok')
         if times:
             res.update(latency_ms_median=statistics.median(times) * 1e3,
-                       latency_ms_min=min(times) * 1e3, latency_ms_max=max(times) * 1e3)
+                       latency_ms_min=min(times) * 1e3, latency_ms_max=max(times) * 1e3,
+                       cpu_ms_median=statistics.median(cpu_times) * 1e3,
+                       cpu_ms_min=min(cpu_times) * 1e3, cpu_ms_max=max(cpu_times) * 1e3)
+        res['threads'] = torch.get_num_threads()
         if len(times) < case.repeats:
             res['note'] = f'time budget {case.budget_s:g}s: {len(times)} of {case.repeats} repeats'
         if case.profile:
@@ -523,15 +528,18 @@ def matmul_rate(device: str, dtype: str, n: int, threads: int = 0,
     for _ in range(2):
         a @ b
     _sync(device)
-    times = []
+    times, cpu_times = [], []
     for _ in range(repeats):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         a @ b
         _sync(device)
         times.append(time.perf_counter() - t0)
-    med = statistics.median(times)
-    return dict(status='ok', n=n, dtype=dtype, gflops_per_s=2 * n**3 / med / 1e9,
-                best_gflops_per_s=2 * n**3 / min(times) / 1e9)
+        cpu_times.append(time.process_time() - c0)
+    flops = 2 * n**3
+    return dict(status='ok', n=n, dtype=dtype, threads=torch.get_num_threads(),
+                gflops_per_s=flops / statistics.median(times) / 1e9,
+                best_gflops_per_s=flops / min(times) / 1e9,
+                gflops_per_cpu_s=flops / statistics.median(cpu_times) / 1e9)
 
 
 # ----------------------------------------------------------------------------- isolation
@@ -598,7 +606,7 @@ def tokens_at_stride4(h: int, w: int) -> int:
 
 
 def make_record(spec: ModelSpec, case: Case, res: Dict[str, Any],
-                matmul: Optional[float]) -> Dict[str, Any]:
+                matmul: Optional[dict]) -> Dict[str, Any]:
     rec = {k: None for k in RECORD_FIELDS}
     rec.update(model=spec.model, arch=spec.arch if isinstance(spec.arch, str) else
                json.dumps(spec.arch), label=spec.label, options=dict(spec.kwargs),
@@ -606,6 +614,7 @@ def make_record(spec: ModelSpec, case: Case, res: Dict[str, Any],
                device=case.device, dtype=case.dtype,
                tokens=tokens_at_stride4(case.height, case.width) * case.batch)
     for k in ('params_m', 'latency_ms_median', 'latency_ms_min', 'latency_ms_max', 'repeats',
+              'cpu_ms_median', 'cpu_ms_min', 'cpu_ms_max', 'threads',
               'peak_mem_mb', 'peak_total_mb', 'baseline_mem_mb', 'mem_method', 'status',
               'note', 'flops_method', 'hotspots', 'mem_limit_mb', 'wall_s'):
         if k in res:
@@ -614,10 +623,16 @@ def make_record(spec: ModelSpec, case: Case, res: Dict[str, Any],
         rec['gflops'] = res['flops_total'] / 1e9
         rec['gmacs'] = rec['gflops'] / 2
         rec['newton_gflops'] = res.get('flops_newton', 0) / 1e9
+    matmul = matmul or {}
     if rec['status'] == 'ok' and rec['gflops'] and rec['latency_ms_median']:
         rec['achieved_gflops_per_s'] = rec['gflops'] / (rec['latency_ms_median'] / 1e3)
-        if matmul:
-            rec['matmul_fraction'] = rec['achieved_gflops_per_s'] / matmul
+        if matmul.get('gflops_per_s'):
+            rec['matmul_fraction'] = rec['achieved_gflops_per_s'] / matmul['gflops_per_s']
+    if rec['status'] == 'ok' and rec['gflops'] and rec['cpu_ms_median']:
+        rec['achieved_gflops_per_cpu_s'] = rec['gflops'] / (rec['cpu_ms_median'] / 1e3)
+        if matmul.get('gflops_per_cpu_s'):
+            rec['matmul_fraction_cpu'] = (rec['achieved_gflops_per_cpu_s'] /
+                                          matmul['gflops_per_cpu_s'])
     rec['note'] = rec['note'] or ''
     return rec
 
@@ -654,6 +669,8 @@ def summarize(records: List[dict], peers: Sequence[str] = ('Swin-T', 'PVTv2-b2')
                                           [r['latency_ms_median'] for r in ok]),
             memory_exponent=fit_exponent([r['tokens'] for r in ok],
                                          [r['peak_mem_mb'] for r in ok]),
+            cpu_time_exponent=fit_exponent([r['tokens'] for r in ok],
+                                           [r.get('cpu_ms_median') for r in ok]),
             sizes_ok=[f"{r['height']}x{r['width']}" for r in ok],
             failures=[f"{r['status']} at {r['height']}x{r['width']}" for r in rs
                       if r['status'] not in ('ok', 'skipped')],
@@ -667,6 +684,7 @@ def summarize(records: List[dict], peers: Sequence[str] = ('Swin-T', 'PVTv2-b2')
                 key = f"{peer}@{r['height']}x{r['width']}"
                 entry['ratios'][key] = dict(
                     latency=_ratio(r, p, 'latency_ms_median'),
+                    cpu_time=_ratio(r, p, 'cpu_ms_median'),
                     memory=_ratio(r, p, 'peak_mem_mb'),
                     status=f"{r['status']}/{p['status']}")
         summary[f'{label}|{mode}'] = entry
@@ -675,7 +693,7 @@ def summarize(records: List[dict], peers: Sequence[str] = ('Swin-T', 'PVTv2-b2')
 
 def _ratio(r: dict, p: dict, key: str) -> Optional[float]:
     """r / p; a failed peer counts as infinitely worse (ratio 0), a failed r as inf."""
-    if r['status'] == 'ok' and p['status'] == 'ok' and r[key] and p[key]:
+    if r['status'] == 'ok' and p['status'] == 'ok' and r.get(key) and p.get(key):
         return r[key] / p[key]
     if r['status'] == 'ok' and p['status'] in ('oom', 'timeout', 'skipped'):
         return 0.0
@@ -699,9 +717,11 @@ def _size_label(r: dict) -> str:
     return f"{r['height']}²" if r['height'] == r['width'] else f"{r['height']}x{r['width']}"
 
 
-def write_plot(path: str, records: List[dict], title: str = '') -> None:
+def write_plot(path: str, records: List[dict], title: str = '',
+               time_key: str = 'latency_ms_median') -> None:
     """Log-log latency and peak memory against stride-4 tokens, one line per model and
-    mode, the fitted exponent in the legend; failures are listed in the legend."""
+    mode, the fitted exponent in the legend; failures are listed in the legend.
+    ``time_key='cpu_ms_median'`` plots the process CPU time per step instead of wall time."""
     import matplotlib
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
@@ -715,9 +735,8 @@ def write_plot(path: str, records: List[dict], title: str = '') -> None:
         name = label if len({m for _, m in groups}) == 1 else f'{label} ({mode})'
         style = '-' if mode == 'infer' else '--'
         marker = 's' if any(label == p for p in PEERS) else 'o'
-        for ax, key, sym in ((axes[0], 'latency_ms_median', 't'),
-                             (axes[1], 'peak_mem_mb', 'M')):
-            pts = [(r['tokens'], r[key]) for r in ok if r[key] and r[key] > 0]
+        for ax, key, sym in ((axes[0], time_key, 't'), (axes[1], 'peak_mem_mb', 'M')):
+            pts = [(r['tokens'], r.get(key)) for r in ok if r.get(key) and r[key] > 0]
             exp = fit_exponent([p[0] for p in pts], [p[1] for p in pts])
             leg = name + (f' ({sym} ∝ N^{exp:.2f})' if exp is not None else '')
             if fails:
@@ -727,7 +746,9 @@ def write_plot(path: str, records: List[dict], title: str = '') -> None:
                         color=cmap(i % cmap.N), label=leg)
             elif fails:
                 ax.plot([], [], style, color=cmap(i % cmap.N), label=leg)
-    for ax, ylabel in ((axes[0], 'latency (ms, median)'), (axes[1], 'peak memory (MiB)')):
+    tlabel = ('CPU time per step (ms, median)' if time_key.startswith('cpu')
+              else 'latency (ms, median)')
+    for ax, ylabel in ((axes[0], tlabel), (axes[1], 'peak memory (MiB)')):
         ax.set_xscale('log')
         ax.set_yscale('log')
         ax.set_xlabel('stride-4 tokens N = ⌈H/4⌉·⌈W/4⌉')
@@ -753,8 +774,8 @@ def _fmt(v, spec='.1f') -> str:
 
 def markdown_table(records: List[dict]) -> str:
     head = ('| model | size | mode | params (M) | GFLOPs | NS GFLOPs | latency ms (med / min / '
-            'max) | peak mem (MiB) | GFLOP/s | % matmul | status |')
-    lines = [head, '|' + '---|' * 11]
+            'max) | CPU ms (med) | peak mem (MiB) | GFLOP/s | % matmul | status |')
+    lines = [head, '|' + '---|' * 12]
     for r in records:
         lat = (f"{_fmt(r['latency_ms_median'], '.0f')} / {_fmt(r['latency_ms_min'], '.0f')} / "
                f"{_fmt(r['latency_ms_max'], '.0f')}" if r['status'] == 'ok' else '–')
@@ -764,16 +785,17 @@ def markdown_table(records: List[dict]) -> str:
         lines.append(
             f"| {r['label']} | {_size_label(r)} | {r['mode']} | {_fmt(r['params_m'])} | "
             f"{_fmt(r['gflops'])} | {_fmt(r['newton_gflops'])} | {lat} | "
-            f"{_fmt(r['peak_mem_mb'], '.0f')} | {_fmt(r['achieved_gflops_per_s'], '.1f')} | "
+            f"{_fmt(r.get('cpu_ms_median'), '.0f')} | {_fmt(r['peak_mem_mb'], '.0f')} | {_fmt(r['achieved_gflops_per_s'], '.1f')} | "
             f"{_fmt(frac * 100 if frac is not None else None, '.0f')} | {status} |")
     return '\n'.join(lines)
 
 
 def markdown_summary(summary: dict) -> str:
-    lines = ['| model | mode | latency exponent | memory exponent | failures |',
-             '|---|---|---|---|---|']
+    lines = ['| model | mode | latency exponent | CPU-time exponent | memory exponent | '
+             'failures |', '|---|---|---|---|---|---|']
     for e in summary.values():
         lines.append(f"| {e['label']} | {e['mode']} | {_fmt(e['latency_exponent'], '.2f')} | "
+                     f"{_fmt(e.get('cpu_time_exponent'), '.2f')} | "
                      f"{_fmt(e['memory_exponent'], '.2f')} | {', '.join(e['failures']) or '–'} |")
     return '\n'.join(lines)
 
@@ -843,6 +865,9 @@ def parse_args(argv=None):
     p.add_argument('--json', default=None, help='output JSON (records + meta + summary)')
     p.add_argument('--csv', default=None, help='output CSV (records)')
     p.add_argument('--plot', default=None, help='output PNG (log-log latency and memory)')
+    p.add_argument('--plot-time', choices=['wall', 'cpu'], default='wall',
+                   help='time axis of the plot: wall latency or process CPU time per step (the '
+                        'load-robust choice with --threads 1 on a shared machine)')
     p.add_argument('--markdown', default=None, help='output Markdown tables')
     p.add_argument('--quiet', action='store_true')
     return p.parse_args(argv)
@@ -913,7 +938,7 @@ def main(argv=None) -> dict:
                     res = dict(status='skipped', note=f'after {failed}')
                 else:
                     res = run_isolated(_child_main, (case, ), timeout, preload)
-                rec = make_record(spec, case, res, mm_before.get('gflops_per_s'))
+                rec = make_record(spec, case, res, mm_before)
                 records.append(rec)
                 if rec['status'] in ('oom', 'timeout'):
                     failed = failed or f"{rec['status']} at {h}x{w}"
@@ -921,6 +946,7 @@ def main(argv=None) -> dict:
                     pending_fake.append((len(records) - 1, case))
                 log(f"{spec.label:34s} {h}x{w} {mode:5s} {rec['status']:8s} "
                     f"lat {_fmt(rec['latency_ms_median'], '.0f')} ms  "
+                    f"cpu {_fmt(rec['cpu_ms_median'], '.0f')} ms  "
                     f"mem {_fmt(rec['peak_mem_mb'], '.0f')} MiB  "
                     f"{_fmt(rec['gflops'])} GFLOPs  {rec['note'][:90]}")
 
@@ -963,7 +989,8 @@ def main(argv=None) -> dict:
     if args.plot:
         write_plot(args.plot, records, title=(
             f"{args.device} {dtype} batch {args.batch}, {meta['processor']}, torch "
-            f"{meta['torch']}"))
+            f"{meta['torch']}, threads {args.threads or 'default'}"),
+            time_key='cpu_ms_median' if args.plot_time == 'cpu' else 'latency_ms_median')
     if args.markdown:
         with open(args.markdown, 'w') as f:
             f.write(markdown_table(records) + '\n\n' + markdown_summary(summary) + '\n')

@@ -172,13 +172,19 @@ def measure(model, shape: Tuple[int, int], real: bool = False, device: str = 'cp
         MeasureError: out of memory, over ``timeout`` seconds, or an operator that fake
             tensors cannot run (then try ``real=True``).
     """
-    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch._subclasses.fake_tensor import DataDependentOutputException, FakeTensorMode
     h, w = shape
     if real:
         model = model.to(device)
     fake = None if real else FakeTensorMode(allow_non_fake_inputs=True)
+    # The backbones' NaN/Inf input check reads values, which fake tensors do not have; the
+    # dummy input is zeros, so the check is skipped (it does no matmul or convolution).
+    checked = [(m, vars(m).get('check_finite')) for m in model.modules()
+               if getattr(m, 'check_finite', False) is True and not real]
     counters = {k: FlopCounterMode(display=False) for k in ('backbone', 'neck', 'head')}
     start = time.perf_counter()
+    for m, _ in checked:
+        m.check_finite = False
     try:
         with _time_limit(timeout), torch.no_grad(), (fake or nullcontext()), \
                 _count_newton_schulz() as newton:
@@ -206,13 +212,19 @@ def measure(model, shape: Tuple[int, int], real: bool = False, device: str = 'cp
                                         .num_inputs, shape)
     except TimeoutError:
         raise MeasureError(f'not measured: over the {timeout:.0f} s time limit at {h}x{w}')
+    except (NotImplementedError, DataDependentOutputException) as err:
+        raise MeasureError(f'fake tensors cannot run an operator of this model ({err!r}: it '
+                           'needs tensor values); rerun with --real') from err
     except (RuntimeError, MemoryError) as err:
         if _is_oom(err):
             raise MeasureError(f'not measured: out of memory at {h}x{w} ({err})') from err
         raise
-    except NotImplementedError as err:
-        raise MeasureError(f'fake tensors cannot run an operator of this model ({err}); '
-                           'rerun with --real') from err
+    finally:
+        for m, own in checked:
+            if own is None:
+                del m.check_finite  # back to the class default
+            else:
+                m.check_finite = own
     flops = {k: c.get_total_flops() for k, c in counters.items()}
     flops['head'] += head_extra
     return dict(

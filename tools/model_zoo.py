@@ -82,10 +82,11 @@ trained checkpoints yet, so no measured accuracy.
   neck, decode or bbox head; RPN and RoI heads on 1000 proposals for Mask R-CNN; no
   auxiliary head, no NMS).  Only matmuls, einsums and convolutions are counted.
 * SOFT++ with the paper's landmark rule keeps m = (H/32)(W/32) landmarks in every stage, and
-  its 20 Newton-Schulz iterations on m x m matrices (Eq. 10) cost O(m^3) per head and block.
-  At detection / Cityscapes sizes they dominate the count, which is why our SOFT++ FLOPs are
-  far above the paper's: the paper's FLOPs evidently leave them out (at 224^2, m = 49, they
-  are negligible).  `max_landmarks` caps m (see `mmlinattn.SOFT`).
+  its 20 Newton-Schulz iterations on m x m matrices (Eq. 10) cost 2 x 20 x m^3 MACs per head
+  and block: negligible at 224^2 (m = 49) but dominant at detection and Cityscapes sizes
+  (m = 1000 at 800x1280, 2048 at 1024x2048).  The FLOPs cell shows that part separately and
+  the count without it; the latter is what matches the paper's ADE20K FLOPs, so the paper's
+  counts leave the iterations out.  `max_landmarks` caps m (see `mmlinattn.SOFT`).
 * NaLaFormer, InfViT and LDN report no dense-prediction params or FLOPs; InfViT and LDN
   report no dense-prediction results at all (their configs use standard recipes).
 * A config whose model equals another's (same backbone and heads, other schedule) shares
@@ -168,7 +169,8 @@ def render(rows: List[dict], cache: dict) -> str:
                 ours = [m.get('error', 'not measured'), '', '']
             else:
                 newton = m.get('flops_newton', 0) / 2e9
-                note = f' (Newton-Schulz {newton:.1f} G)' if newton else ''
+                note = (f" (Newton-Schulz {newton:.1f} G; without it "
+                        f"{m['flops'] / 2e9 - newton:.1f} G)" if newton else '')
                 ours = [f"{m['params'] / 1e6:.1f} M", f"{m['flops'] / 2e9:.1f} G{note}",
                         f"{m['params_backbone'] / 1e6:.1f} M / {m['flops_backbone'] / 2e9:.1f} G"]
             paper = (f'{metric} ({src})' if metric else 'not reported')

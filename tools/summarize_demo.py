@@ -66,8 +66,11 @@ def plot_losses(work_dir: str, out: str, trained: dict, untrained: dict) -> None
     ax1.set_title('loss')
     keys = [k for k in KEYS if k in trained]
     x = range(len(keys))
-    ax2.bar([i - 0.2 for i in x], [untrained.get(k, 0) for k in keys], 0.4, label='untrained')
-    ax2.bar([i + 0.2 for i in x], [trained[k] for k in keys], 0.4, label='trained')
+    bars = [ax2.bar([i - 0.2 for i in x], [untrained.get(k, 0) for k in keys], 0.4,
+                    label='untrained'),
+            ax2.bar([i + 0.2 for i in x], [trained[k] for k in keys], 0.4, label='trained')]
+    for b in bars:  # an untrained model's bar is often 0 high: print the values
+        ax2.bar_label(b, fmt='%.3f')
     ax2.set_xticks(list(x), [k.split('/')[-1] for k in keys])
     ax2.set_title('evaluation')
     ax2.legend()

@@ -8,9 +8,10 @@ allow-list exactly those types and register a local-file loader with mmengine's
 error that says what was refused and why.
 """
 import copyreg
+import os
 import os.path as osp
 import pickle
-from typing import Any, List
+from typing import Any, List, Optional
 
 import numpy as np
 import torch
@@ -81,6 +82,25 @@ def load_from_local_safe(filename: str, map_location: Any) -> Any:
     return safe_load_checkpoint(filename, map_location)
 
 
+def load_from_http_safe(filename: str, map_location: Any = None,
+                        model_dir: Optional[str] = None) -> Any:
+    """Download ``filename`` once (rank 0; others wait) into torch hub's checkpoint cache
+    and load it with :func:`safe_load_checkpoint`, i.e. ``weights_only=True``."""
+    from urllib.parse import urlparse
+
+    from mmengine.dist import barrier, get_dist_info
+    from torch.hub import download_url_to_file, get_dir
+    model_dir = model_dir or osp.join(get_dir(), 'checkpoints')
+    os.makedirs(model_dir, exist_ok=True)
+    cached = osp.join(model_dir, osp.basename(urlparse(filename).path))
+    rank, world_size = get_dist_info()
+    if rank == 0 and not osp.isfile(cached):
+        download_url_to_file(filename, cached, progress=True)
+    if world_size > 1:
+        barrier()
+    return safe_load_checkpoint(cached, map_location)
+
+
 def install_safe_checkpoint_loading() -> None:
     """Allow-list mmengine's checkpoint types and route mmengine's local loads through
     :func:`safe_load_checkpoint`. Idempotent."""
@@ -92,6 +112,8 @@ def install_safe_checkpoint_loading() -> None:
     torch.serialization.add_safe_globals(_mmengine_safe_globals())
     copyreg.pickle(HistoryBuffer, _reduce_history_buffer)
     CheckpointLoader.register_scheme(prefixes='', loader=load_from_local_safe, force=True)
+    CheckpointLoader.register_scheme(prefixes=('http://', 'https://'),
+                                     loader=load_from_http_safe, force=True)
     _INSTALLED = True
 
 
@@ -147,15 +169,39 @@ def match_report(model: torch.nn.Module, state_dict: dict) -> dict:
                 shape_mismatch=mismatch, fraction=got / max(total, 1))
 
 
-def _likely_cause(report: dict, convert_weights: bool) -> str:
-    if report['shape_mismatch'] and len(report['shape_mismatch']) >= len(report['matched']):
-        return ('most shapes differ: the checkpoint is probably for another arch '
-                '(check `arch`)')
-    if report['unexpected'] and not convert_weights:
-        return ('the key names differ: if this is an official (authors\') checkpoint, pass '
-                '`convert_weights=True`; if it is a whole detector/segmentor, pass '
-                "`prefix='backbone.'` in init_cfg")
-    return 'the checkpoint does not belong to this backbone'
+_WHOLE_MODEL_PREFIXES = ('backbone.', 'model.backbone.', 'module.backbone.')
+
+
+def _likely_cause(report: dict, model: torch.nn.Module, state_dict: dict) -> str:
+    """One sentence naming the most likely reason for a poor match (see
+    :func:`load_pretrained_backbone`)."""
+    own = model.state_dict()
+    unexpected, mismatch = report['unexpected'], report['shape_mismatch']
+    for prefix in _WHOLE_MODEL_PREFIXES:
+        inner = [k[len(prefix):] for k in unexpected if k.startswith(prefix)]
+        if inner and sum(k in own for k in inner) * 2 >= len(inner):
+            return (f'the checkpoint is a whole detector / segmentor whose backbone weights '
+                    f'are under {prefix!r}: add prefix={prefix!r} to init_cfg')
+    if mismatch and len(mismatch) >= len(report['matched']):
+        k = mismatch[0]
+        return (f'most shared tensors have other shapes (e.g. {k}: checkpoint '
+                f'{tuple(state_dict[k].shape)}, model {tuple(own[k].shape)}): the checkpoint '
+                f'is for another arch; check `arch` (embed_dims / num_heads / depths)')
+    has_converter = getattr(model, 'has_checkpoint_converter', lambda: False)()
+    converted = getattr(model, 'convert_weights', False)
+    if unexpected and has_converter and not converted:
+        return ("the key names differ from this backbone's: an official (authors') "
+                'checkpoint needs convert_weights=True')
+    if unexpected and converted:
+        return ('the keys differ even after convert_weights=True: the checkpoint is for '
+                f'another model or arch (e.g. unexpected key {unexpected[0]!r})')
+    if report['missing'] and not unexpected and not mismatch:
+        return (f"the checkpoint lacks {len(report['missing'])} of the backbone's tensors "
+                f"(e.g. {report['missing'][0]!r}): it is for a shallower arch (fewer blocks or "
+                f'stages; check `arch`) or holds only part of a backbone')
+    return ('the checkpoint does not belong to this backbone (e.g. unexpected key '
+            f'{unexpected[0]!r})' if unexpected else 'the checkpoint does not belong to this '
+            'backbone')
 
 
 def load_pretrained_backbone(model: torch.nn.Module, init_cfg: dict) -> dict:
@@ -178,11 +224,16 @@ def load_pretrained_backbone(model: torch.nn.Module, init_cfg: dict) -> dict:
     sd = extract_state_dict(ckpt, init_cfg.get('prefix'))
     if getattr(model, 'convert_weights', False):
         sd = model.convert_checkpoint(sd)
+    name = type(model).__name__
+    stored = {k: tuple(v.shape) for k, v in sd.items()}
     sd = model.adapt_state_dict(sd)
+    for k, v in sd.items():
+        if k in stored and stored[k] != tuple(v.shape):
+            print_log(f'{name}: resized {k} from {stored[k]} to {tuple(v.shape)} to fit this '
+                      f'model (resolution-shaped tensor)', logger=logger)
     report = match_report(model, sd)
     loadable = {k: sd[k] for k in report['matched']}
     model.load_state_dict(loadable, strict=False)
-    name = type(model).__name__
     print_log(f'{name}: loaded {len(report["matched"])} tensors from {path} '
               f'({report["fraction"]:.1%} of parameters); missing {len(report["missing"])}, '
               f'unexpected {len(report["unexpected"])}, shape mismatch '
@@ -195,6 +246,6 @@ def load_pretrained_backbone(model: torch.nn.Module, init_cfg: dict) -> dict:
         raise RuntimeError(
             f'{name}: checkpoint {path!r} filled only {report["fraction"]:.1%} of the '
             f'parameters (< {min_match:.0%}); refusing to train from a half-loaded backbone. '
-            f'Likely cause: {_likely_cause(report, model.convert_weights)}. To load it '
-            f'anyway, add allow_partial=True to init_cfg.')
+            f'Likely cause: {_likely_cause(report, model, sd)}. To load it anyway, add '
+            f'allow_partial=True to init_cfg.')
     return report

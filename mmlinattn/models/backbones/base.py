@@ -25,7 +25,7 @@ from torch.nn.modules.batchnorm import _BatchNorm
 
 from ...utils.checkpoint import load_pretrained_backbone
 from ..layers import LayerNorm2d, map_to_tokens, maybe_checkpoint, tokens_to_map
-from ..layers.valid_region import resolve_valid_hw, use_valid_region
+from ..layers.valid_region import resolve_valid_hw, use_valid_region, zero_padding
 
 
 class PyramidBackbone(BaseModule):
@@ -102,8 +102,7 @@ class PyramidBackbone(BaseModule):
         self.frozen_stages = frozen_stages
         self.norm_eval = norm_eval
         self.with_cp = with_cp
-        if convert_weights and type(self).convert_checkpoint is \
-                PyramidBackbone.convert_checkpoint:
+        if convert_weights and not self.has_checkpoint_converter():
             raise ValueError(f'{type(self).__name__} has no official-checkpoint converter, so '
                              f'convert_weights must be False, got {convert_weights!r}; load '
                              "mmlinattn checkpoints with init_cfg=dict(type='Pretrained', ...) "
@@ -185,7 +184,8 @@ class PyramidBackbone(BaseModule):
             raise ValueError(f'{name}.forward: the input x must have H and W >= '
                              f'{self.min_input_size}, got H x W = {h} x {w} (shape '
                              f'{tuple(x.shape)}); resize or pad the image')
-        if self.check_finite and x.numel() and not torch.isfinite(x).all():
+        if (self.check_finite and x.numel() and x.device.type != 'meta'
+                and not torch.isfinite(x).all()):
             bad = ~torch.isfinite(x)
             items = bad.flatten(1).any(1).nonzero().flatten().tolist()
             raise ValueError(f'{name}.forward: the input x must be finite, got '
@@ -217,7 +217,8 @@ class PyramidBackbone(BaseModule):
             return tuple(x.new_zeros(0, *s) for s in self.output_shapes(*x.shape[-2:]))
         region = resolve_valid_hw(x, valid_hw, type(self).__name__, self.strides)
         with use_valid_region(region):
-            return self.forward_pyramid(x)
+            # the padding of a returned map is zero, so necks / heads read no padding features
+            return tuple(zero_padding(o) for o in self.forward_pyramid(x))
 
     def forward_pyramid(self, x: torch.Tensor) -> Tuple[torch.Tensor, ...]:
         """The stage loop on a checked input (the valid region, if any, is current)."""
@@ -280,6 +281,11 @@ class PyramidBackbone(BaseModule):
                 nn.init.ones_(m.weight)
             if m.bias is not None:
                 nn.init.zeros_(m.bias)
+
+    @classmethod
+    def has_checkpoint_converter(cls) -> bool:
+        """Whether the family overrides :meth:`convert_checkpoint` (``convert_weights``)."""
+        return cls.convert_checkpoint is not PyramidBackbone.convert_checkpoint
 
     def convert_checkpoint(self, state_dict: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
         """Map an official checkpoint's keys to ours (``convert_weights=True``)."""

@@ -12,6 +12,7 @@ import torch.nn.functional as F
 
 from ...ops.soft import NEWTON_INITS, soft_attention
 from .embed import pad_to_multiple
+from .valid_region import current_valid_region, sizes_mask, token_mask, zero_padding
 
 
 def capped_grid(h: int, w: int, max_tokens: int) -> Tuple[int, int]:
@@ -70,6 +71,22 @@ class LandmarkSampler(nn.Module):
         x = self.act(self.norm(x.flatten(2).transpose(1, 2)))
         return x.reshape(b, nh, -1, d)
 
+    def valid_landmarks(self, hw: Tuple[int, int], batch: int,
+                        device) -> Optional[torch.Tensor]:
+        """(B, m) bool mask of the landmarks whose window holds a real token, for a padded
+        batch (the current valid region); None when nothing is padded.  With
+        ``max_landmarks`` pooling a landmark mixes windows, so no mask is made (the
+        padding then reaches the pooled landmarks; see docs/batch_independence.md)."""
+        region = current_valid_region()
+        if region is None or region.batch_size != batch or region.full(hw):
+            return None
+        grid = (math.ceil(hw[0] / self.ratio), math.ceil(hw[1] / self.ratio))
+        if self.max_landmarks is not None and capped_grid(*grid, self.max_landmarks) != grid:
+            return None
+        sizes = [(math.ceil(h / self.ratio), math.ceil(w / self.ratio))
+                 for h, w in region.sizes_at(hw)]
+        return sizes_mask(sizes, grid, device).flatten(1)
+
 
 class SoftAttention(nn.Module):
     """One SOFT block's attention (Fig. 2): ``proj(S^ V)`` with ``S^`` from Eq. 9 / Eq. 17.
@@ -124,9 +141,13 @@ class SoftAttention(nn.Module):
         nh, d = self.num_heads, self.head_dim
         q = self.qk(x).view(b, n, nh, d).transpose(1, 2) * d ** -0.25
         v = self.v(x).view(b, n, nh, d).transpose(1, 2)
+        # a padded batch: padded queries neither feed the landmarks nor P^T V
+        valid = token_mask(hw, b, x.device)
+        if valid is not None:
+            q = q * valid[:, None, :, None].to(q.dtype)
         landmarks = self.sampler(q, hw)
         out = soft_attention(q, landmarks, v, self.num_iters, self.newton_init, self.sym_norm,
-                             self.ridge)
+                             self.ridge, valid, self.sampler.valid_landmarks(hw, b, x.device))
         if self.v_conv is not None:
             out = out + self._conv_v(v, hw)
         return self.proj(out.transpose(1, 2).reshape(b, n, c))
@@ -135,5 +156,5 @@ class SoftAttention(nn.Module):
         """The authors' depthwise conv: one k x k filter per head, shared by its channels."""
         b, nh, n, d = v.shape
         y = v.transpose(2, 3).reshape(b, nh, d, hw[0], hw[1]).transpose(1, 2)
-        y = self.v_conv(y.reshape(b * d, nh, hw[0], hw[1]))
+        y = self.v_conv(zero_padding(y.reshape(b * d, nh, hw[0], hw[1])))
         return y.reshape(b, d, nh, n).permute(0, 2, 3, 1)

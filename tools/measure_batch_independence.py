@@ -1,0 +1,181 @@
+"""Measure how much one image's detections change when it is batched with a larger image.
+
+    python tools/measure_batch_independence.py [--families SOFT NaLaFormer ...] [--json OUT]
+
+For every family a real mmdet RetinaNet (the family's ``retinanet_*`` config, random init with
+a fixed seed, ``score_thr=0``) runs ``test_step`` on one image alone and on the same image
+batched with a larger one (mmdet pads to the largest image, then to a multiple of 32), once
+without and once with the valid-region masking of ``mmlinattn.ValidRegionHook``
+(``docs/batch_independence.md``).  mmdet's own ResNet-18 in the same detector is the
+reference for what a convolutional backbone gives.  Reported per run (image 0 only):
+
+* ``backbone``: max |difference| of the backbone maps inside the image's valid region,
+  relative to the largest |value| there;
+* ``head``: max |difference| of the RetinaNet classification logits over the anchors inside
+  the valid region; ``head_interior``: the same more than ``--band`` cells away from the
+  valid region's bottom / right edge (mmdet's FPN and head convolutions see the padding
+  within that band, whatever the backbone);
+* ``score``: max |difference| of the sorted top-100 detection scores, ``boxes``: fraction
+  of the alone detections found in the batched ones (same label, every coordinate within
+  0.01 px).
+"""
+import argparse
+import copy
+import json
+import math
+import os.path as osp
+import sys
+from typing import Dict, List, Optional
+
+import torch
+
+ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+CONFIGS = {
+    'SOFT': 'retinanet_soft_tiny_1x.py',
+    'NaLaFormer': 'retinanet_nalaformer_tiny_1x.py',
+    'InfViT': 'retinanet_infvit_tiny_1x.py',
+    'InfViTPlain': 'retinanet_infvitplain_l4_1x.py',
+    'LDN': 'retinanet_ldn_tiny_1x.py',
+    'ResNet18': 'retinanet_soft_tiny_1x.py',  # mmdet's backbone swapped in below
+}
+RESNET18 = dict(type='ResNet', depth=18, num_stages=4, out_indices=(1, 2, 3), frozen_stages=-1,
+                norm_cfg=dict(type='BN', requires_grad=True), norm_eval=True, style='pytorch',
+                init_cfg=None)
+
+
+def detector_cfg(family: str, backbone: Optional[dict] = None):
+    """The model config of ``family``'s RetinaNet with ``score_thr=0`` (every detection
+    kept), no pretrained weights, and optionally a replaced backbone (its neck inputs
+    follow the backbone's ``embed_dims``)."""
+    from mmengine.config import Config
+    cfg = Config.fromfile(osp.join(ROOT, 'configs', CONFIGS[family])).model
+    cfg.test_cfg.score_thr = 0.0
+    if family == 'ResNet18':
+        cfg.backbone = copy.deepcopy(RESNET18)
+        cfg.neck.in_channels = [128, 256, 512]
+    else:
+        cfg.backbone.init_cfg = None
+        cfg.backbone.drop_path_rate = 0.0
+    if backbone is not None:
+        cfg.backbone.update(backbone)
+        import mmlinattn.models  # noqa: F401
+        from mmlinattn.registry import MODELS
+        probe = MODELS.build(dict(cfg.backbone, type=cfg.backbone.type.split('.')[-1]))
+        dims = [probe.embed_dims[i] for i in probe.out_indices]
+        neck = cfg.neck[0] if isinstance(cfg.neck, list) else cfg.neck
+        neck.in_channels = dims[0] if isinstance(cfg.neck, list) else dims
+        if isinstance(cfg.neck, list):
+            cfg.neck[1].in_channels = [dims[0] // 2, dims[0], dims[0]]
+    return cfg
+
+
+def build_detector(cfg, seed: int = 0):
+    from mmdet.registry import MODELS
+    from mmdet.utils import register_all_modules
+    from mmengine.registry import init_default_scope
+    register_all_modules(init_default_scope=False)
+    init_default_scope('mmdet')
+    torch.manual_seed(seed)
+    return MODELS.build(cfg).eval()
+
+
+def detector_batch(images: List[torch.Tensor]) -> dict:
+    """mmdet test-step input for uint8 CHW images (already at their test size)."""
+    from mmdet.structures import DetDataSample
+    samples = []
+    for i, img in enumerate(images):
+        h, w = img.shape[-2:]
+        samples.append(DetDataSample(metainfo=dict(
+            img_id=i, img_shape=(h, w), ori_shape=(h, w), scale_factor=(1.0, 1.0))))
+    return dict(inputs=list(images), data_samples=samples)
+
+
+def _run(model, images) -> dict:
+    got = {}
+    hooks = [model.backbone.register_forward_hook(lambda m, a, o: got.__setitem__('feats', o)),
+             model.bbox_head.register_forward_hook(lambda m, a, o: got.__setitem__('head', o))]
+    try:
+        with torch.no_grad():
+            got['dets'] = model.test_step(detector_batch(images))[0].pred_instances
+    finally:
+        for h in hooks:
+            h.remove()
+    return got
+
+
+def _valid_diff(maps_a, maps_b, hw, strides, band: int = 0):
+    worst, scale = 0.0, 0.0
+    for a, b, s in zip(maps_a, maps_b, strides):
+        vh, vw = math.ceil(hw[0] / s) - band, math.ceil(hw[1] / s) - band
+        if vh <= 0 or vw <= 0:
+            continue
+        d = (a[0, :, :vh, :vw].double() - b[0, :, :vh, :vw].double()).abs().max().item()
+        worst = max(worst, d)
+        scale = max(scale, a[0, :, :vh, :vw].abs().max().item())
+    return worst, scale
+
+
+def _det_metrics(da, db) -> Dict[str, float]:
+    sa = da.scores.sort(descending=True).values
+    sb = db.scores.sort(descending=True).values
+    n = min(len(sa), len(sb))
+    score = (sa[:n] - sb[:n]).abs().max().item() if n else 0.0
+    found = 0
+    for box, label in zip(da.bboxes, da.labels):
+        same = (db.labels == label) & ((db.bboxes - box).abs().max(-1).values <= 0.01)
+        found += bool(same.any())
+    return dict(score=score, boxes=found / max(len(da.bboxes), 1))
+
+
+def measure(model, img: torch.Tensor, other: torch.Tensor, band: int = 6) -> Dict[str, float]:
+    """Alone-vs-batched differences of ``img`` (uint8 CHW) for one detector."""
+    alone, batched = _run(model, [img]), _run(model, [img, other])
+    hw = tuple(img.shape[-2:])
+    bb = model.backbone
+    strides = [bb.strides[i] for i in bb.out_indices] if hasattr(bb, 'out_indices') and \
+        hasattr(bb, 'embed_dims') else [8, 16, 32]
+    feat, feat_scale = _valid_diff(alone['feats'], batched['feats'], hw, strides)
+    head_strides = model.bbox_head.prior_generator.strides
+    head_strides = [s[0] if isinstance(s, (tuple, list)) else s for s in head_strides]
+    head, _ = _valid_diff(alone['head'][0], batched['head'][0], hw, head_strides)
+    head_in, _ = _valid_diff(alone['head'][0], batched['head'][0], hw, head_strides, band)
+    out = dict(backbone=feat / max(feat_scale, 1e-12), head=head, head_interior=head_in)
+    out.update(_det_metrics(alone['dets'], batched['dets']))
+    return out
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser.add_argument('--families', nargs='+', default=list(CONFIGS))
+    parser.add_argument('--size', type=int, nargs=2, default=(200, 264),
+                        help='H W of the measured image (not multiples of 32)')
+    parser.add_argument('--other', type=int, nargs=2, default=(320, 384),
+                        help='H W of the larger image it is batched with')
+    parser.add_argument('--band', type=int, default=6)
+    parser.add_argument('--json', help='write the numbers here')
+    args = parser.parse_args(argv)
+    from mmlinattn.models.layers.valid_region import enable_valid_region
+    g = torch.Generator().manual_seed(0)
+    img = torch.randint(0, 256, (3, *args.size), generator=g, dtype=torch.uint8)
+    other = torch.randint(0, 256, (3, *args.other), generator=g, dtype=torch.uint8)
+    results = {}
+    for family in args.families:
+        model = build_detector(detector_cfg(family))
+        before = measure(model, img, other, args.band)
+        enable_valid_region(model)
+        after = measure(model, img, other, args.band)
+        results[family] = dict(before=before, after=after)
+        for name, r in (('before', before), ('after', after)):
+            print(f'{family:12s} {name:6s} ' + '  '.join(f'{k} {v:.2e}' for k, v in r.items()),
+                  flush=True)
+    if args.json:
+        with open(args.json, 'w') as f:
+            json.dump(results, f, indent=1)
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
