@@ -69,6 +69,15 @@ def _check_registry():
     return f'{len(names)} mmlinattn modules resolve from mmdet and mmseg ({", ".join(names)})'
 
 
+def _check_configs():
+    # mmengine finds `mmdet::` / `mmseg::` base configs through pkg_resources, which
+    # setuptools >= 82 no longer ships.
+    from mmengine.config import Config
+    for name in ('retinanet_soft_tiny_1x.py', 'semfpn_ldn_tiny_ade20k_40k.py'):
+        Config.fromfile(osp.join(ROOT, 'configs', name))
+    return 'mmdet:: and mmseg:: base configs resolve'
+
+
 def _check_gpu():
     import torch
     if torch.cuda.is_available():
@@ -110,6 +119,8 @@ def main() -> int:
          '~/.cache/mmlinattn/wheelhouse/torch-* and .venv, then run `bash tools/setup.sh`'),
         ('registry', _check_registry,
          '`pip install -e .` inside .venv (tools/setup.sh does it)'),
+        ('configs', _check_configs,
+         'setuptools must be < 82 (it still ships pkg_resources): run `bash tools/setup.sh`'),
         ('gpu', _check_gpu, 'install a CUDA build of torch on a GPU machine'),
     ]
     for name, fn, fix in checks:
