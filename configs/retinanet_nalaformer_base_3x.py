@@ -5,7 +5,11 @@ _base_ = [
     'mmdet::_base_/schedules/schedule_1x.py',
     'mmdet::_base_/default_runtime.py',
 ]
-custom_imports = dict(imports=['mmlinattn.models'], allow_failed_imports=False)
+custom_imports = dict(imports=['mmlinattn.models', 'mmlinattn.engine'],
+                      allow_failed_imports=False)
+# Keep batch padding out of the backbone: an image gets the same features alone or batched
+# with larger images (docs/batch_independence.md).
+custom_hooks = [dict(type='mmlinattn.ValidRegionHook')]
 
 # Recipe: NaLaFormer paper App. A.2 (AdamW, lr 1e-4, weight decay 1e-4, step policy, 36 epochs);
 # batch 16, multi-scale 480-800 short side and warm-up: mmdet standard (the paper gives none).

@@ -5,7 +5,11 @@ _base_ = [
     'mmseg::_base_/default_runtime.py',
     'mmseg::_base_/schedules/schedule_80k.py',
 ]
-custom_imports = dict(imports=['mmlinattn.models'], allow_failed_imports=False)
+custom_imports = dict(imports=['mmlinattn.models', 'mmlinattn.engine'],
+                      allow_failed_imports=False)
+# Keep batch padding out of the backbone: an image gets the same features alone or batched
+# with larger images (docs/batch_independence.md).
+custom_hooks = [dict(type='mmlinattn.ValidRegionHook')]
 
 # Recipe: NaLaFormer paper App. A.2 (Semantic FPN, AdamW, lr 1e-4, weight decay 1e-3, 80k
 # iterations where the paper trains 40k); 512x512 crops, batch 16, poly 0.9 decay: the PVT

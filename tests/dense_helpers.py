@@ -39,6 +39,20 @@ def cached_metafile_parsing():
         yield
 
 
+@contextlib.contextmanager
+def small_input_env():
+    """What the tiny-input model tests run under: cached metafile parsing and one intra-op
+    thread.  On 64x64 inputs every op is tiny, so extra threads only add synchronisation
+    (and, on a shared machine, spin-waiting: 2 threads cost ~3x the CPU time of 1 here)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with cached_metafile_parsing():
+            yield
+    finally:
+        torch.set_num_threads(threads)
+
+
 def registry(scope: str):
     """The ``MODELS`` registry of mmdet or mmseg, with all their modules registered."""
     if scope == 'mmdet':

@@ -12,7 +12,7 @@ wrong channel count                ValueError (``in_channels=3`` vs the input's 
 integer / bool dtype               TypeError (needs floating point; dtype printed)
 not a tensor                       TypeError (type printed)
 H or W < 32 (incl. a 1x2048 strip) ValueError (``H and W >= 32``; H x W printed)
-32 x 2048 strip                    works, output shapes per design.md
+32 x 512 strip                     works, output shapes per design.md
 non-multiples of 32 (33x75, ...)   work, ceil sizes
 batch 1                            works
 batch 0                            works: empty maps of the right shapes, no compute
@@ -86,7 +86,7 @@ def test_bad_input_raises_clear_error(family, case):
 
 
 OK_SIZES = {
-    'strip_32x2048': (1, 32, 2048),
+    'strip_32x512': (1, 32, 512),
     'non_multiple_33x75': (1, 33, 75),
     'batch_1': (1, 64, 64),
     'batch_3': (3, 97, 45),

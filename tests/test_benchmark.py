@@ -61,6 +61,23 @@ def test_fit_exponent_and_ratio():
                                'latency_ms_median'))
 
 
+def test_summary_ratios_at_the_largest_common_size():
+    def rec(label, size, lat, mem, status='ok'):
+        return dict(label=label, mode='infer', height=size, width=size, tokens=(size // 4)**2,
+                    latency_ms_median=lat, cpu_ms_median=lat, peak_mem_mb=mem, status=status)
+    records = [rec('A', 256, 10.0, 100.0), rec('A', 512, 40.0, 400.0),
+               rec('Swin-T', 256, 20.0, 100.0), rec('Swin-T', 512, 80.0, 200.0),
+               rec('PVTv2-b2', 256, 5.0, 50.0), rec('PVTv2-b2', 512, None, None, 'oom')]
+    summary = B.summarize(records)
+    a = summary['A|infer']
+    assert a['latency_exponent'] == pytest.approx(1.0)
+    assert a['ratios']['Swin-T@512x512']['latency'] == pytest.approx(0.5)
+    assert a['ratios']['Swin-T@512x512']['memory'] == pytest.approx(2.0)
+    assert a['ratios']['PVTv2-b2@512x512']['latency'] == 0.0      # the peer failed there
+    row = next(line for line in B.markdown_ratios(summary).splitlines() if line.startswith('| A '))
+    assert row == '| A | infer | 512x512 | 0.50 | 0.00 | 2.00 | 0.00 |'
+
+
 def test_flop_counter_counts_grouped_conv_backward_per_group():
     conv = torch.nn.Conv2d(8, 8, 3, padding=1, groups=8, bias=False)
     x = torch.randn(1, 8, 32, 32, requires_grad=True)

@@ -8,14 +8,14 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 import get_flops
-from dense_helpers import cached_metafile_parsing
+from dense_helpers import small_input_env
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 
 
 @pytest.fixture(scope='module', autouse=True)
 def _fast_config_loading():
-    with cached_metafile_parsing():
+    with small_input_env():
         yield
 
 

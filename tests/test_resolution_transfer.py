@@ -18,8 +18,8 @@ from mmengine.config import Config, ConfigDict
 from mmengine.optim import build_optim_wrapper
 from mmengine.registry import DefaultScope
 
-from dense_helpers import (build_model, cached_metafile_parsing, det_batch, num_classes_of,
-                           seg_batch, shrink_seg_model_cfg)
+from dense_helpers import (build_model, det_batch, num_classes_of, seg_batch,
+                           shrink_seg_model_cfg, small_input_env)
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 # family -> (detector config, segmentor config, backbone args that change the stored grid)
@@ -39,7 +39,7 @@ TRAIN = 64
 
 @pytest.fixture(scope='module', autouse=True)
 def _fast_config_loading():
-    with cached_metafile_parsing():
+    with small_input_env():
         yield
 
 

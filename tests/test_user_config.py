@@ -11,8 +11,8 @@ import pytest
 import torch
 from mmengine.config import Config
 
-from dense_helpers import (build_model, cached_metafile_parsing, det_batch, num_classes_of,
-                           predict, seg_batch, shrink_seg_model_cfg, train_step)
+from dense_helpers import (build_model, det_batch, num_classes_of, predict, seg_batch,
+                           shrink_seg_model_cfg, small_input_env, train_step)
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 DOC = osp.join(ROOT, 'docs', 'usage.md')
@@ -20,7 +20,7 @@ DOC = osp.join(ROOT, 'docs', 'usage.md')
 
 @pytest.fixture(scope='module', autouse=True)
 def _fast_config_loading():
-    with cached_metafile_parsing():
+    with small_input_env():
         yield
 
 
@@ -47,7 +47,8 @@ def _frozen_ok(backbone, k: int) -> None:
 @pytest.mark.parametrize('scope', ['mmdet', 'mmseg'])
 def test_user_config_outside_repo_builds_loads_and_runs(scope, tmp_path):
     text = doc_config(scope)
-    assert "custom_imports = dict(imports=['mmlinattn.models']" in text
+    assert "custom_imports = dict(imports=['mmlinattn.models', 'mmlinattn.engine']" in text
+    assert "custom_hooks = [dict(type='mmlinattn.ValidRegionHook')]" in text
     ckpt_in_doc = re.search(r"checkpoint='([^']+)'", text).group(1)
     user_dir = tmp_path / 'my_project'
     user_dir.mkdir()
@@ -74,6 +75,11 @@ def test_user_config_outside_repo_builds_loads_and_runs(scope, tmp_path):
     model = build_model(model_cfg, scope)
     backbone = model.backbone
     assert type(backbone).__module__.startswith('mmlinattn.')
+    # the hook resolves from the library's scope, as the Runner builds it
+    from mmengine.registry import HOOKS, DefaultScope
+    with DefaultScope.overwrite_default_scope(scope):
+        hook = HOOKS.build(cfg.custom_hooks[0])
+    assert type(hook).__name__ == 'ValidRegionHook'
     model.init_weights()
     loaded = backbone.state_dict()
     for k, v in source.state_dict().items():

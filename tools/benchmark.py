@@ -800,6 +800,26 @@ def markdown_summary(summary: dict) -> str:
     return '\n'.join(lines)
 
 
+def markdown_ratios(summary: dict, peers: Sequence[str] = ('Swin-T', 'PVTv2-b2')) -> str:
+    """Latency and memory ratios against each peer at the largest size both were run at
+    (< 1: ours is faster / smaller; 0: the peer failed there; inf: ours failed)."""
+    lines = ['| model | mode | size | ' + ' | '.join(f'latency / {p}' for p in peers) + ' | '
+             + ' | '.join(f'memory / {p}' for p in peers) + ' |',
+             '|---|---|---|' + '---|' * (2 * len(peers))]
+    for e in summary.values():
+        if e['label'] in peers:
+            continue
+        sizes = {k.split('@')[1] for k in e['ratios']}
+        if not sizes:
+            continue
+        size = max(sizes, key=lambda t: math.prod(int(v) for v in t.split('x')))
+        cells = [e['ratios'].get(f'{p}@{size}', {}) for p in peers]
+        lines.append(f"| {e['label']} | {e['mode']} | {size} | "
+                     + ' | '.join(_fmt(c.get('latency'), '.2f') for c in cells) + ' | '
+                     + ' | '.join(_fmt(c.get('memory'), '.2f') for c in cells) + ' |')
+    return '\n'.join(lines)
+
+
 # ----------------------------------------------------------------------------- driver
 def _mem_available_mb() -> Optional[float]:
     try:
@@ -993,8 +1013,9 @@ def main(argv=None) -> dict:
             time_key='cpu_ms_median' if args.plot_time == 'cpu' else 'latency_ms_median')
     if args.markdown:
         with open(args.markdown, 'w') as f:
-            f.write(markdown_table(records) + '\n\n' + markdown_summary(summary) + '\n')
-    log('\n' + markdown_summary(summary))
+            f.write(markdown_table(records) + '\n\n' + markdown_summary(summary) + '\n\n'
+                    + markdown_ratios(summary) + '\n')
+    log('\n' + markdown_summary(summary) + '\n\n' + markdown_ratios(summary))
     log(f"total wall time {meta['wall_s']:.0f}s")
     return out
 

@@ -2,16 +2,5 @@
 # Distributed testing through torchrun (PyTorch DDP); gloo on CPU, NCCL on GPUs.
 #   bash tools/dist_test.sh CONFIG CHECKPOINT NUM_PROCS [test.py args...]
 set -euo pipefail
-CONFIG=$1
-CHECKPOINT=$2
-NPROC=$3
-NNODES=${NNODES:-1}
-NODE_RANK=${NODE_RANK:-0}
-PORT=${PORT:-29500}
-MASTER_ADDR=${MASTER_ADDR:-127.0.0.1}
-DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-PYTHON=${PYTHON:-python}
-PYTHONPATH="$DIR/..:${PYTHONPATH:-}" exec "$PYTHON" -m torch.distributed.run \
-    --nnodes="$NNODES" --node_rank="$NODE_RANK" --master_addr="$MASTER_ADDR" \
-    --nproc_per_node="$NPROC" --master_port="$PORT" \
-    "$DIR/test.py" "$CONFIG" "$CHECKPOINT" --launcher pytorch "${@:4}"
+if [ $# -lt 3 ]; then echo "usage: bash tools/dist_test.sh CONFIG CHECKPOINT NUM_PROCS [test.py args...]" >&2; exit 2; fi
+exec bash "$(dirname "${BASH_SOURCE[0]}")/dist_launch.sh" test.py "$3" "$1" "$2" "${@:4}"

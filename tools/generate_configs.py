@@ -177,6 +177,15 @@ def _paramwise(family: str, indent: str) -> str:
            f'{indent}    custom_keys={{{custom}}})'
 
 
+IMPORTS_AND_HOOKS = [
+    "custom_imports = dict(imports=['mmlinattn.models', 'mmlinattn.engine'],",
+    "                      allow_failed_imports=False)",
+    '# Keep batch padding out of the backbone: an image gets the same features alone or batched',
+    '# with larger images (docs/batch_independence.md).',
+    "custom_hooks = [dict(type='mmlinattn.ValidRegionHook')]",
+]
+
+
 def render_det(algo: str, family: str, size: str, schedule: str) -> str:
     mask = algo == 'maskrcnn'
     r = det_recipe(family, schedule)
@@ -189,7 +198,7 @@ def render_det(algo: str, family: str, size: str, schedule: str) -> str:
         "    'mmdet::_base_/schedules/schedule_1x.py',",
         "    'mmdet::_base_/default_runtime.py',",
         ']',
-        "custom_imports = dict(imports=['mmlinattn.models'], allow_failed_imports=False)",
+        *IMPORTS_AND_HOOKS,
         '',
         *_comment(r['comment']),
         'model = dict(',
@@ -271,7 +280,7 @@ def render_seg(algo: str, family: str, size: str, dataset: str, iters: int) -> s
         "    'mmseg::_base_/default_runtime.py',",
         f"    'mmseg::_base_/schedules/schedule_{iters // 1000}k.py',",
         ']',
-        "custom_imports = dict(imports=['mmlinattn.models'], allow_failed_imports=False)",
+        *IMPORTS_AND_HOOKS,
         '',
         *_comment(r['comment']),
         f'crop_size = {_tuple(crop)}',

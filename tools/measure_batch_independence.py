@@ -63,7 +63,7 @@ def detector_cfg(family: str, backbone: Optional[dict] = None):
         cfg.backbone.update(backbone)
         import mmlinattn.models  # noqa: F401
         from mmlinattn.registry import MODELS
-        probe = MODELS.build(dict(cfg.backbone, type=cfg.backbone.type.split('.')[-1]))
+        probe = MODELS.build(dict(cfg.backbone))   # type='mmlinattn.X' from any scope
         dims = [probe.embed_dims[i] for i in probe.out_indices]
         neck = cfg.neck[0] if isinstance(cfg.neck, list) else cfg.neck
         neck.in_channels = dims[0] if isinstance(cfg.neck, list) else dims
@@ -75,11 +75,11 @@ def detector_cfg(family: str, backbone: Optional[dict] = None):
 def build_detector(cfg, seed: int = 0):
     from mmdet.registry import MODELS
     from mmdet.utils import register_all_modules
-    from mmengine.registry import init_default_scope
+    from mmengine.registry import DefaultScope
     register_all_modules(init_default_scope=False)
-    init_default_scope('mmdet')
     torch.manual_seed(seed)
-    return MODELS.build(cfg).eval()
+    with DefaultScope.overwrite_default_scope('mmdet'):   # leaves the caller's scope alone
+        return MODELS.build(cfg).eval()
 
 
 def detector_batch(images: List[torch.Tensor]) -> dict:

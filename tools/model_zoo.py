@@ -10,7 +10,9 @@ Each measurement is ``tools/get_flops.py CONFIG --json ...`` in a fresh subproce
 time limit (a crash, out-of-memory or time-out becomes a "not measured" cell, not a failed
 run).  Configs whose ``model`` dicts and input sizes are identical (e.g. a 1x and a 3x
 schedule) share one measurement.  Results are cached in ``docs/model_zoo.json`` keyed by
-the model dict, so a rerun only measures new or changed models (``--retry-failed`` retries failures).
+the model dict, so a rerun only measures new or changed models (``--retry-failed`` also
+retries earlier failures).  The cache does not know the code version: after changing a
+backbone, remeasure (``--remeasure`` or ``--remeasure 'GLOB'``).
 """
 import argparse
 import fnmatch
@@ -87,6 +89,8 @@ trained checkpoints yet, so no measured accuracy.
   (m = 1000 at 800x1280, 2048 at 1024x2048).  The FLOPs cell shows that part separately and
   the count without it; the latter is what matches the paper's ADE20K FLOPs, so the paper's
   counts leave the iterations out.  `max_landmarks` caps m (see `mmlinattn.SOFT`).
+* "ours: params" shows the difference to the paper's count where the paper gives one.  The
+  SOFT++ paper does not say at which input size its Cityscapes FLOPs were counted.
 * NaLaFormer, InfViT and LDN report no dense-prediction params or FLOPs; InfViT and LDN
   report no dense-prediction results at all (their configs use standard recipes).
 * A config whose model equals another's (same backbone and heads, other schedule) shares
@@ -152,10 +156,21 @@ def collect(paths: List[str], cache: dict, timeout: float, remeasure: Optional[s
     return rows
 
 
+FAMILY_ORDER = ('soft', 'nalaformer', 'infvit', 'ldn', 'infvitplain')
+SIZE_ORDER = ('tiny', 'small', 'medium', 'base', 'large', 'l4')
+
+
+def _sort_key(name: str) -> tuple:
+    algo, family, size, *rest = name.split('_')
+    rank = (lambda seq, x: seq.index(x) if x in seq else len(seq))
+    return (algo, rank(FAMILY_ORDER, family), rank(SIZE_ORDER, size), rest)
+
+
 def render(rows: List[dict], cache: dict) -> str:
     out = [INTRO]
     for title, kind in SECTIONS:
-        sec = [r for r in rows if r['dataset'] == kind]
+        sec = sorted((r for r in rows if r['dataset'] == kind),
+                     key=lambda r: _sort_key(r['name']))
         if not sec:
             continue
         out += [f'\n## {title}\n',
@@ -171,7 +186,8 @@ def render(rows: List[dict], cache: dict) -> str:
                 newton = m.get('flops_newton', 0) / 2e9
                 note = (f" (Newton-Schulz {newton:.1f} G; without it "
                         f"{m['flops'] / 2e9 - newton:.1f} G)" if newton else '')
-                ours = [f"{m['params'] / 1e6:.1f} M", f"{m['flops'] / 2e9:.1f} G{note}",
+                gap = (f" ({m['params'] / 1e6 / p_params - 1:+.1%})" if p_params else '')
+                ours = [f"{m['params'] / 1e6:.1f} M{gap}", f"{m['flops'] / 2e9:.1f} G{note}",
                         f"{m['params_backbone'] / 1e6:.1f} M / {m['flops_backbone'] / 2e9:.1f} G"]
             paper = (f'{metric} ({src})' if metric else 'not reported')
             out.append(f"| [{r['name']}](../configs/{r['name']}.py) | {r['backbone']} | "

@@ -13,7 +13,7 @@
 Everything here is O(N²) in the tokens of the inspected block and runs in float64.
 """
 import math
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import Dict, List, Optional, Tuple, Union
 
 import numpy as np
 import torch

@@ -19,7 +19,7 @@ from typing import Callable, Dict, Optional
 import torch
 import torch.nn.functional as F
 
-__all__ = ['linear_attention', 'FEATURE_MAPS']
+__all__ = ['linear_attention', 'normalized_linear_attention', 'FEATURE_MAPS']
 
 
 def _elu_plus_one(x: torch.Tensor) -> torch.Tensor:
@@ -32,6 +32,32 @@ FEATURE_MAPS: Dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     'elu': _elu_plus_one,
     'relu': F.relu,
 }
+
+
+def normalized_linear_attention(phi_q: torch.Tensor, phi_k: torch.Tensor, v: torch.Tensor,
+                                eps: float = 1e-6,
+                                valid: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """The shared O(N) core: ``phi_q (phi_k^T V / M) / (phi_q . mean_j phi_k_j + eps)``.
+
+    NaLaFormer Eqs. 4-5 / 10-11 with its feature maps; LDN's ``A_lin`` (§3.3) with ELU+1 / ReLU.
+
+    Shapes: ``phi_q (..., N, F)``, ``phi_k (..., M, F)``, ``v (..., M, D)`` -> ``(..., N, D)``.
+    The ``1 / M`` of the key-value product cancels against the mean in the denominator; it
+    only keeps magnitudes, and the weight of ``eps``, independent of the token count.  A
+    column of ones appended to ``v`` yields the key mean and the normaliser inside the two
+    matmuls, instead of two more passes over the features.  ``valid`` ((B, M) bool for
+    (B, heads, M, .) keys) leaves padded keys out of both sums and divides by each image's own
+    key count (batch padding; not in the paper, which never pads).
+    """
+    m = phi_k.shape[-2]
+    v1 = torch.cat([v, v.new_ones(v.shape[:-1] + (1, ))], dim=-1)
+    if valid is not None:
+        keep = valid[:, None, :, None].to(v1.dtype)                  # (B, 1, M, 1)
+        v1 = v1 * keep
+        m = keep.sum(-2, keepdim=True)
+    kv = (phi_k.transpose(-2, -1) @ v1) / m           # [sum_j phi_k_j v_j^T | sum_j phi_k_j] / M
+    out = phi_q @ kv
+    return out[..., :-1] / (out[..., -1:] + eps)
 
 
 def linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
@@ -61,14 +87,6 @@ def linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     phi = FEATURE_MAPS[feature_map]
     dtype = torch.promote_types(v.dtype, torch.float32)
     with torch.autocast(device_type=v.device.type, enabled=False):
-        q, k, v32 = phi(q.to(dtype)), phi(k.to(dtype)), v.to(dtype)
-        n = k.shape[-2]
-        if valid is not None:
-            keep = valid[:, None, :, None].to(dtype)               # (B, 1, N, 1)
-            k = k * keep
-            n = keep.sum(-2, keepdim=True)                        # (B, 1, 1, 1)
-        kv = torch.einsum('...nd,...ne->...de', k, v32) / n       # (B, h, d, d_v)
-        k_mean = k.sum(dim=-2) / (n if valid is None else n[..., 0])   # (B, h, d)
-        num = torch.einsum('...nd,...de->...ne', q, kv)           # (B, h, N, d_v)
-        den = torch.einsum('...nd,...d->...n', q, k_mean)         # (B, h, N)
-        return (num / (den.unsqueeze(-1) + eps)).to(v.dtype)
+        out = normalized_linear_attention(phi(q.to(dtype)), phi(k.to(dtype)), v.to(dtype), eps,
+                                          valid)
+    return out.to(v.dtype)

@@ -37,6 +37,8 @@ from typing import Optional, Tuple
 import torch
 import torch.nn.functional as F
 
+from .linear_attention import normalized_linear_attention
+
 KERNELS = ('cos_sin', 'relu_split')
 
 
@@ -137,30 +139,6 @@ def _fast_feature_maps(q: torch.Tensor, k: torch.Tensor, kernel: str, lam: float
     phq = torch.view_as_real(torch.polar(mq, inhibit_angle(dq, alpha))).flatten(-2)
     phk = torch.view_as_real(torch.polar(k.abs().pow(lam), tk)).flatten(-2)
     return phq, phk
-
-
-def normalized_linear_attention(phi_q: torch.Tensor, phi_k: torch.Tensor, v: torch.Tensor,
-                                eps: float = 1e-6,
-                                valid: Optional[torch.Tensor] = None) -> torch.Tensor:
-    """Eqs. 4-5 / 10-11 in O(N): ``phi_q (phi_k^T V / M) / (phi_q . mean_j phi_k_j + eps)``.
-
-    Shapes: ``phi_q (..., N, F)``, ``phi_k (..., M, F)``, ``v (..., M, D)`` -> ``(..., N, D)``.
-    The ``1 / M`` of the key-value product cancels against the mean in the denominator; it
-    only keeps magnitudes, and the weight of ``eps``, independent of the token count.  A
-    column of ones appended to ``v`` yields the key mean and the normaliser inside the two
-    matmuls, instead of two more passes over the features.  ``valid`` ((B, M) bool for
-    (B, heads, M, .) keys) leaves padded keys out of both sums and divides by each image's own
-    key count (batch padding; not in the paper, which never pads).
-    """
-    m = phi_k.shape[-2]
-    v1 = torch.cat([v, v.new_ones(v.shape[:-1] + (1, ))], dim=-1)
-    if valid is not None:
-        keep = valid[:, None, :, None].to(v1.dtype)                  # (B, 1, M, 1)
-        v1 = v1 * keep
-        m = keep.sum(-2, keepdim=True)
-    kv = (phi_k.transpose(-2, -1) @ v1) / m           # [sum_j phi_k_j v_j^T | sum_j phi_k_j] / M
-    out = phi_q @ kv
-    return out[..., :-1] / (out[..., -1:] + eps)
 
 
 def nala_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kernel: str = 'cos_sin',

@@ -14,10 +14,8 @@ from .valid_region import ValidRegion, enable_valid_region, use_valid_region
 __all__ = [
     'ConvStem', 'PatchConv', 'pad_to_multiple', 'ConvFFN', 'LayerNorm2d',
     'InterpolatedPosEmbed', 'resize_pos_embed', 'sincos_2d', 'map_to_tokens',
-    'maybe_checkpoint', 'tokens_to_map'
+    'maybe_checkpoint', 'tokens_to_map', 'apply_rope', 'rope_2d_angles', 'NaLaAttention',
+    'NaLaBlock', 'LandmarkSampler', 'SoftAttention', 'capped_grid', 'GridDiffusion', 'LDNBlock',
+    'LinearAttention', 'SinCosPosEmbed2d', 'InfSAGamma', 'LinearInfSA', 'PureInfSA',
+    'ValidRegion', 'enable_valid_region', 'use_valid_region'
 ]
-__all__ += ['apply_rope', 'rope_2d_angles', 'NaLaAttention', 'NaLaBlock']
-__all__ += ['LandmarkSampler', 'SoftAttention', 'capped_grid']
-__all__ += ['GridDiffusion', 'LDNBlock', 'LinearAttention', 'SinCosPosEmbed2d']
-__all__ += ['InfSAGamma', 'LinearInfSA', 'PureInfSA']
-__all__ += ['ValidRegion', 'enable_valid_region', 'use_valid_region']

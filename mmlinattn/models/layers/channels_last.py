@@ -6,7 +6,10 @@ the ops that follow.  A (B, H*W, C) token tensor *is* a channels-last (B, C, H, 
 memory: convolutions (oneDNN / cuDNN) run on that layout directly and keep it, so a
 depthwise conv between two token ops needs no copy at all.  Measured on 2 CPU cores at
 1024 x 1024: a 3x3 depthwise conv + residual on (1, 65536, 224) tokens takes 0.25 s this way
-against 1.2-1.5 s through ``tokens_to_map`` (``docs/benchmarks.md``).
+against 1.2-1.5 s through ``tokens_to_map`` (``docs/benchmarks.md``).  A transposed view with
+the right shape is not enough: ``x.transpose(1, 2).reshape(B, C, H, W)`` of a (1, N, C) tensor
+gets a batch stride of C, and oneDNN then falls back to NCHW with a copy each way (the Mix-FFN
+of InfViT / NaLaFormer ran ~5x slower that way).
 """
 from typing import Tuple
 
