@@ -114,7 +114,7 @@ def _free_port():
 
 def test_dist_train_gloo_two_processes(demo_root, tmp_path):
     config = 'configs/retinanet_soft_tiny_1x.py'
-    opts = cfg_options(config, demo_root)
+    opts = cfg_options(config, demo_root, extra={'model.test_cfg.score_thr': 0.0})
     env = dict(os.environ, PYTHON=sys.executable, PORT=str(_free_port()), OMP_NUM_THREADS='1')
     proc = subprocess.run(['bash', 'tools/dist_train.sh', config, '2', '--work-dir',
                            str(tmp_path), '--cfg-options', *opts], cwd=ROOT, env=env,
@@ -125,6 +125,21 @@ def test_dist_train_gloo_two_processes(demo_root, tmp_path):
     assert "'world_size': 2" in log or 'world_size: 2' in log or 'GPU number: 2' in log \
         or 'distributed' in log.lower()
     assert osp.isfile(tmp_path / 'epoch_1.pth')
+
+    # the same checkpoint evaluated by 2 processes through tools/dist_test.sh
+    env['PORT'] = str(_free_port())
+    test_dir = tmp_path / 'dist_test'
+    proc = subprocess.run(['bash', 'tools/dist_test.sh', config, str(tmp_path / 'epoch_1.pth'),
+                           '2', '--work-dir', str(test_dir), '--cfg-options', *opts], cwd=ROOT,
+                          env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
+    assert 'coco/bbox_mAP' in last_metrics(test_dir)
+
+
+@pytest.mark.parametrize('script, nargs', [('dist_train.sh', 2), ('dist_test.sh', 3)])
+def test_dist_scripts_print_usage_without_arguments(script, nargs):
+    proc = subprocess.run(['bash', f'tools/{script}'], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 2 and proc.stderr.startswith(f'usage: bash tools/{script} CONFIG')
 
 
 def _losses(work_dir):
