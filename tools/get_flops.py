@@ -137,32 +137,6 @@ def _roi_flops(model, feats_channels: Sequence[int], num_levels: int, shape) -> 
     return counter.get_total_flops()
 
 
-@contextmanager
-def _count_newton_schulz():
-    """Count the FLOPs spent inside SOFT++'s Newton-Schulz pseudo-inverse (Eq. 10) with a
-    nested counter (the outer counters still see them).  Yields a one-item list."""
-    total = [0]
-    try:
-        from mmlinattn.ops import soft as soft_ops
-        original = soft_ops.newton_schulz_pinv
-    except (ImportError, AttributeError):
-        yield total
-        return
-
-    def counted(*args, **kwargs):
-        counter = FlopCounterMode(display=False)
-        with counter:
-            out = original(*args, **kwargs)
-        total[0] += counter.get_total_flops()
-        return out
-
-    soft_ops.newton_schulz_pinv = counted
-    try:
-        yield total
-    finally:
-        soft_ops.newton_schulz_pinv = original
-
-
 def measure(model, shape: Tuple[int, int], real: bool = False, device: str = 'cpu',
             timeout: Optional[float] = None) -> Dict[str, float]:
     """Params and FLOPs (2 per multiply-add, as FlopCounterMode counts) of ``model``'s
@@ -173,6 +147,9 @@ def measure(model, shape: Tuple[int, int], real: bool = False, device: str = 'cp
             tensors cannot run (then try ``real=True``).
     """
     from torch._subclasses.fake_tensor import DataDependentOutputException, FakeTensorMode
+
+    from benchmark import scoped_flops  # tools/ is on sys.path (this script's directory)
+    from mmlinattn.ops import soft as soft_ops
     h, w = shape
     if real:
         model = model.to(device)
@@ -182,12 +159,13 @@ def measure(model, shape: Tuple[int, int], real: bool = False, device: str = 'cp
     checked = [(m, vars(m).get('check_finite')) for m in model.modules()
                if getattr(m, 'check_finite', False) is True and not real]
     counters = {k: FlopCounterMode(display=False) for k in ('backbone', 'neck', 'head')}
+    newton: Dict[str, int] = {}     # SOFT++'s Newton-Schulz iterations (Eq. 10), nested count
     start = time.perf_counter()
     for m, _ in checked:
         m.check_finite = False
     try:
         with _time_limit(timeout), torch.no_grad(), (fake or nullcontext()), \
-                _count_newton_schulz() as newton:
+                scoped_flops(soft_ops, 'newton_schulz_pinv', newton, 'newton'):
             x = torch.zeros(1, 3, h, w, device=device if real else 'cpu')
             with counters['backbone']:
                 feats = model.backbone(x)
@@ -236,7 +214,7 @@ def measure(model, shape: Tuple[int, int], real: bool = False, device: str = 'cp
         flops_backbone=flops['backbone'],
         flops_neck=flops['neck'],
         flops_head=flops['head'],
-        flops_newton=newton[0],
+        flops_newton=newton.get('newton', 0),
         seconds=round(time.perf_counter() - start, 2),
         mode='real' if real else 'fake')
 

@@ -71,21 +71,11 @@ class InfSABlock(nn.Module):
         token); valid: (B, N) bool padding mask for the mixer's norms and pools, by default
         the current valid region's (prefix tokens count as valid)."""
         if valid is None:
-            valid = _region_tokens(x, hw)
+            valid = token_mask(hw, x.shape[0], x.device, x.shape[1] - hw[0] * hw[1])
         x = x + self.drop_path(self.attn(self.norm1(x), hw, valid))
         y = self.norm2(x)
         y = self.ffn(y, hw) if self.dwconv else self.ffn(y)
         return x + self.drop_path(y)
-
-
-def _region_tokens(x: torch.Tensor, hw: Tuple[int, int]) -> Optional[torch.Tensor]:
-    """(B, N) valid-token mask of the current valid region for tokens ``x`` whose last
-    H*W entries lie on the ``hw`` grid; None when nothing is padded."""
-    mask = token_mask(hw, x.shape[0], x.device)
-    extra = x.shape[1] - hw[0] * hw[1]
-    if mask is None or not extra:
-        return mask
-    return torch.cat([mask.new_ones(mask.shape[0], extra), mask], dim=1)
 
 
 def _check_mixers(mixers: Sequence[str], num: int, arg: str) -> Tuple[str, ...]:

@@ -11,14 +11,13 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 from timm.layers import DropPath, Mlp
 from timm.models.vision_transformer import Block as TimmBlock
 
 from ...ops.soft import NEWTON_INITS
 from ...registry import MODELS
 from ..layers import (InterpolatedPosEmbed, LayerNorm2d, PatchConv, SoftAttention,
-                      map_to_tokens, maybe_checkpoint)
+                      map_to_tokens, maybe_checkpoint, resize_pos_embed)
 from ..layers.channels_last import tokens_as_map
 from ..layers.valid_region import token_mask
 from .base import PyramidBackbone
@@ -72,11 +71,8 @@ class SoftmaxBlock(TimmBlock):
 
     def forward(self, x: torch.Tensor, hw: Tuple[int, int]) -> torch.Tensor:
         # batch padding is never a key; prefix tokens (the class token) always are
-        mask = token_mask(hw, x.shape[0], x.device)
-        if mask is not None:
-            extra = x.shape[1] - hw[0] * hw[1]
-            mask = torch.cat([mask.new_ones(mask.shape[0], extra), mask], 1)[:, None, None]
-        return super().forward(x, attn_mask=mask)
+        mask = token_mask(hw, x.shape[0], x.device, x.shape[1] - hw[0] * hw[1])
+        return super().forward(x, attn_mask=None if mask is None else mask[:, None, None])
 
 
 class SOFTStage(nn.Module):
@@ -299,11 +295,9 @@ class SOFT(PyramidBackbone):
         out = dict(state_dict)
         for i, stage in enumerate(self.stages):
             key = f'stages.{i}.pos_embed.weight'
-            grid = stage.pos_embed.grid
-            if key in out and out[key].dim() == 4 and tuple(out[key].shape[-2:]) != grid:
-                w = out[key]
-                out[key] = F.interpolate(w.float(), size=grid, mode='bilinear',
-                                         align_corners=False).to(w.dtype)
+            if key in out and out[key].dim() == 4:
+                out[key] = resize_pos_embed(out[key], stage.pos_embed.grid,
+                                            stage.pos_embed.mode)
         return out
 
     def convert_checkpoint(self, state_dict: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:

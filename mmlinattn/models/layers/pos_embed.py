@@ -47,11 +47,7 @@ class InterpolatedPosEmbed(nn.Module):
 
     def resized(self, size) -> torch.Tensor:
         """The (1, C, h, w) embedding at grid ``size`` (``self.mode`` interpolation)."""
-        pe = self.weight
-        if tuple(size) != self.grid:
-            pe = F.interpolate(pe.float(), size=tuple(size), mode=self.mode,
-                               align_corners=False)
-        return pe
+        return resize_pos_embed(self.weight, size, self.mode)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Add the embedding, resized to ``x``'s (H, W), to the NCHW map ``x``.
@@ -71,11 +67,12 @@ class InterpolatedPosEmbed(nn.Module):
         return x + pe
 
 
-def resize_pos_embed(weight: torch.Tensor, size) -> torch.Tensor:
-    """Resize a stored (1, C, h, w) position embedding to ``size`` (bicubic)."""
+def resize_pos_embed(weight: torch.Tensor, size, mode: str = 'bicubic') -> torch.Tensor:
+    """Resize a (1, C, h, w) position embedding to ``size`` (interpolated in float32, returned
+    in ``weight``'s dtype); the forward pass and checkpoint loading share it."""
     if tuple(weight.shape[-2:]) == tuple(size):
         return weight
-    return F.interpolate(weight.float(), size=tuple(size), mode='bicubic',
+    return F.interpolate(weight.float(), size=tuple(size), mode=mode,
                          align_corners=False).to(weight.dtype)
 
 

@@ -8,9 +8,8 @@ was batched with.  A :class:`ValidRegion` holds each image's valid size ``(h, w)
 pixels; the backbone makes it current for the duration of its forward pass
 (:func:`use_valid_region`) and the layers ask it for masks:
 
-* :func:`zero_padding` (NCHW maps) / :func:`zero_padding_tokens` ((B, N, C) tokens) before
-  every convolution, so a convolution sees zeros outside the image, exactly as its own zero
-  padding at the border of an un-padded image;
+* :func:`zero_padding` (NCHW maps) before every convolution, so a convolution sees zeros
+  outside the image, exactly as its own zero padding at the border of an un-padded image;
 * :func:`token_mask` ((B, N) bool) for the global mixers, which leave padded tokens out of
   every sum, mean, pool and normaliser.
 
@@ -33,7 +32,7 @@ import torch
 
 __all__ = [
     'ValidRegion', 'use_valid_region', 'current_valid_region', 'zero_padding', 'map_mask',
-    'zero_padding_tokens', 'token_mask', 'sizes_mask', 'valid_region_context_fn',
+    'token_mask', 'sizes_mask', 'valid_region_context_fn',
     'attach_valid_hw', 'attached_valid_hw', 'enable_valid_region', 'VALID_HW_ATTR'
 ]
 
@@ -146,13 +145,17 @@ def valid_region_context_fn() -> Callable:
     return lambda: (contextlib.nullcontext(), use_valid_region(region))
 
 
-def token_mask(hw: Size, batch: int, device) -> Optional[torch.Tensor]:
-    """(batch, H*W) bool mask of the valid tokens of an ``hw`` map, or None (no region,
-    nothing padded, or ``batch`` is not the region's batch size)."""
+def token_mask(hw: Size, batch: int, device, num_prefix: int = 0) -> Optional[torch.Tensor]:
+    """(batch, num_prefix + H*W) bool mask of the valid tokens of an ``hw`` map, or None (no
+    region, nothing padded, or ``batch`` is not the region's batch size).  ``num_prefix``
+    tokens before the map (e.g. a class token) are always valid."""
     region = current_valid_region()
     if region is None or batch != region.batch_size:
         return None
-    return region.token_mask(hw, device)
+    mask = region.token_mask(hw, device)
+    if mask is None or not num_prefix:
+        return mask
+    return torch.cat([mask.new_ones(batch, num_prefix), mask], dim=1)
 
 
 def map_mask(hw: Size, batch: int, device, dtype) -> Optional[torch.Tensor]:
@@ -183,12 +186,6 @@ def zero_padding(x: torch.Tensor) -> torch.Tensor:
                          f'batch size {b} of the valid region')
     shape = x.shape
     return (x.reshape(b, -1, *shape[-2:]) * mask).reshape(shape)
-
-
-def zero_padding_tokens(t: torch.Tensor, hw: Size) -> torch.Tensor:
-    """Zero (B, H*W, C) tokens of an ``hw`` map outside the current valid region."""
-    mask = token_mask(hw, t.shape[0], t.device)
-    return t if mask is None else t * mask[..., None].to(t.dtype)
 
 
 # ----------------------------------------------------------------- plumbing from the data
