@@ -110,6 +110,7 @@ def test_quick_style_run_writes_json_csv_png(tmp_path):
                   '--plot', str(tmp_path / 'out.png'), '--quiet'])
     data = json.loads(out.read_text())
     assert data['meta']['matmul']['before']['gflops_per_s'] > 0
+    assert data['meta']['cpu_malloc'] == 'reuse'
     recs = data['records']
     assert len(recs) == len(models) * 2 == len(res['records'])
     assert {r['model'] for r in recs} == set(TINY)
@@ -121,6 +122,7 @@ def test_quick_style_run_writes_json_csv_png(tmp_path):
         assert r['params_m'] > 0 and r['gflops'] > 0 and r['peak_mem_mb'] >= 0
         assert r['latency_ms_min'] <= r['latency_ms_median'] <= r['latency_ms_max']
         assert r['cpu_ms_median'] > 0 and r['threads'] == 1
+        assert r['cpu_malloc'] in ('reuse', 'system')   # 'system' only off glibc
         assert r['tokens'] == math.ceil(r['height'] / 4) * math.ceil(r['width'] / 4)
     # FLOPs grow with the image; the SOFT record carries its Newton-Schulz share
     by = {(r['model'], r['height']): r for r in recs}

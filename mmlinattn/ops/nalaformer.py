@@ -37,7 +37,7 @@ from typing import Optional, Tuple
 import torch
 import torch.nn.functional as F
 
-from .linear_attention import normalized_linear_attention
+from .linear_attention import chunked_linear_attention
 
 KERNELS = ('cos_sin', 'relu_split')
 
@@ -116,29 +116,49 @@ def nala_feature_maps(q: torch.Tensor, k: torch.Tensor, kernel: str = 'cos_sin',
     return phq, phk
 
 
-def _fast_feature_maps(q: torch.Tensor, k: torch.Tensor, kernel: str, lam: float,
-                       alpha: float, eps: float) -> Tuple[torch.Tensor, torch.Tensor]:
-    """Same similarities as :func:`nala_feature_maps` with fewer passes over memory.
+def _magnitude_cos_sin(x: torch.Tensor, angle_scale, magnitude: torch.Tensor,
+                       inplace: bool) -> torch.Tensor:
+    """``[m cos(theta); m sin(theta)]`` (..., 2d) with ``theta = (pi/4) tanh(angle_scale x)``:
+    the layout of Eq. 16.  ``inplace`` writes cos / sin straight into the output's halves and
+    reuses buffers (no autograd); otherwise every op is out of place."""
+    if not inplace:
+        t = _quarter_pi(x.dtype) * torch.tanh(x * angle_scale)
+        return torch.cat([magnitude * torch.cos(t), magnitude * torch.sin(t)], dim=-1)
+    out = x.new_empty(x.shape[:-1] + (2, x.shape[-1]))
+    t = torch.mul(x, angle_scale).tanh_().mul_(_quarter_pi(x.dtype))
+    torch.cos(t, out=out[..., 0, :])
+    torch.sin(t, out=out[..., 1, :])
+    return out.mul_(magnitude.unsqueeze(-2)).flatten(-2)
 
-    ``cos_sin``: one ``polar`` kernel writes ``m cos(theta)`` and ``m sin(theta)`` interleaved
-    (``(..., d, 2)`` flattened) instead of separate cos / sin / product / concat tensors.  The
-    feature order differs from the reference, identically for queries and keys, so every
-    dot product is the same.  ``relu_split``: one power over the concatenated halves.
+
+def _fast_feature_maps(kernel: str, lam: float, alpha: float, eps: float, inplace: bool):
+    """``(phi_q, phi_k)`` callables equal to :func:`nala_feature_maps`' maps, with fewer passes.
+
+    ``cos_sin``: the key direction only enters the angle, so ``1 / ||k||`` is folded into
+    its scale; with ``inplace`` (inference) each map is one output buffer plus one scratch
+    tensor.  ``relu_split``: one power over the concatenated halves.
     """
     if kernel == 'relu_split':
+        def phi_q(q):
+            qn, dq = norm_direction(q, eps)
+            return F.relu(torch.cat([dq, -dq], dim=-1)).pow(nala_query_power(qn, lam))
+
+        def phi_k(k):
+            return F.relu(torch.cat([k, -k], dim=-1)).pow(lam)
+        return phi_q, phi_k
+
+    def phi_q(q):
         qn, dq = norm_direction(q, eps)
-        p = nala_query_power(qn, lam)
-        phq = F.relu(torch.cat([dq, -dq], dim=-1)).pow(p)
-        phk = F.relu(torch.cat([k, -k], dim=-1)).pow(lam)
-        return phq, phk
-    qn, dq = norm_direction(q, eps)
-    mq = dq.abs().pow(nala_query_power(qn, lam))
-    # the key direction is only needed inside the angle: fold 1 / ||k|| into alpha
-    k_scale = alpha / torch.linalg.vector_norm(k, dim=-1, keepdim=True).clamp_min(eps)
-    tk = _quarter_pi(k.dtype) * torch.tanh(k * k_scale)
-    phq = torch.view_as_real(torch.polar(mq, inhibit_angle(dq, alpha))).flatten(-2)
-    phk = torch.view_as_real(torch.polar(k.abs().pow(lam), tk)).flatten(-2)
-    return phq, phk
+        power = nala_query_power(qn, lam)
+        mag = dq.abs_().pow_(power) if inplace else dq.abs().pow(power)
+        # the angle uses the signed direction: recompute it from q (dq was overwritten)
+        return _magnitude_cos_sin(q, alpha / qn, mag, inplace)
+
+    def phi_k(k):
+        k_scale = alpha / torch.linalg.vector_norm(k, dim=-1, keepdim=True).clamp_min(eps)
+        mag = k.abs().pow_(lam) if inplace else k.abs().pow(lam)
+        return _magnitude_cos_sin(k, k_scale, mag, inplace)
+    return phi_q, phi_k
 
 
 def nala_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kernel: str = 'cos_sin',
@@ -159,16 +179,20 @@ def nala_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kernel: st
 
     Returns:
         ``(..., N, d_v)`` in ``q``'s dtype; computed in float32 (float64 for float64 input)
-        with autocast disabled.
+        with autocast disabled.  The feature maps are evaluated over chunks of tokens
+        (:func:`~mmlinattn.ops.linear_attention.chunked_linear_attention`), in place when no
+        gradient is needed.
     """
     _check_args(kernel, lam, alpha, eps)
     if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
         raise ValueError(f'nala_attention: q (..., N, d), k (..., M, d), v (..., M, d_v) '
                          f'expected, got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}')
     dtype = _core_dtype(q)
+    inplace = not (torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)))
+    phi_q, phi_k = _fast_feature_maps(kernel, lam, alpha, eps, inplace)
     with torch.autocast(device_type=q.device.type, enabled=False):
-        phq, phk = _fast_feature_maps(q.to(dtype), k.to(dtype), kernel, lam, alpha, eps)
-        out = normalized_linear_attention(phq, phk, v.to(dtype), eps, valid)
+        out = chunked_linear_attention(q.to(dtype), k.to(dtype), v.to(dtype), phi_q, phi_k, eps,
+                                       valid)
     return out.to(q.dtype)
 
 

@@ -58,12 +58,42 @@ def test_cos_sin_similarity_is_eq17():
 
 
 @pytest.mark.parametrize('kernel', KERNELS)
-def test_fast_feature_maps_give_reference_similarities(kernel):
+@pytest.mark.parametrize('inplace', [False, True])
+def test_fast_feature_maps_equal_the_reference(kernel, inplace):
     q, k, _ = _qkv()
+    q_before, k_before = q.clone(), k.clone()
     ref_q, ref_k = nala_feature_maps(q, k, kernel=kernel)
-    fq, fk = _fast_feature_maps(q, k, kernel, 3.0, 20.0, 1e-6)
+    phi_q, phi_k = _fast_feature_maps(kernel, 3.0, 20.0, 1e-6, inplace)
+    fq, fk = phi_q(q), phi_k(k)
     assert fq.shape == ref_q.shape == q.shape[:-1] + (2 * q.shape[-1], )
-    torch.testing.assert_close(fq @ fk.transpose(-2, -1), ref_q @ ref_k.transpose(-2, -1))
+    torch.testing.assert_close(fq, ref_q)
+    torch.testing.assert_close(fk, ref_k)
+    # the in-place variant only reuses its own buffers, never the inputs
+    assert torch.equal(q, q_before) and torch.equal(k, k_before)
+
+
+@pytest.mark.parametrize('kernel', KERNELS)
+@pytest.mark.parametrize('chunk', [1, 5, 37, 64])
+def test_chunked_attention_equals_unchunked(kernel, chunk):
+    from mmlinattn.ops.linear_attention import (chunked_linear_attention,
+                                                normalized_linear_attention)
+    q, k, v = _qkv(m=29)
+    valid = torch.ones(2, 29, dtype=torch.bool)
+    valid[1, 20:] = False
+    phi_q, phi_k = _fast_feature_maps(kernel, 3.0, 20.0, 1e-6, True)
+    for mask in (None, valid):
+        ref = normalized_linear_attention(phi_q(q), phi_k(k), v, 1e-6, mask)
+        got = chunked_linear_attention(q, k, v, phi_q, phi_k, 1e-6, mask, chunk=chunk)
+        torch.testing.assert_close(got, ref, rtol=1e-12, atol=1e-12)
+
+
+def test_attention_gradients_match_the_materialised_reference():
+    """Training takes the out-of-place feature maps; its gradients are the dense ones."""
+    q, k, v = (t.requires_grad_() for t in _qkv(n=11, m=9, d=4, dv=3))
+    fast = torch.autograd.grad(nala_attention(q, k, v, eps=1e-300).square().sum(), (q, k, v))
+    dense = torch.autograd.grad((nala_attention_matrix(q, k) @ v).square().sum(), (q, k, v))
+    for a, b in zip(fast, dense):
+        torch.testing.assert_close(a, b, rtol=1e-8, atol=1e-10)
 
 
 def test_relu_split_is_same_sign_products():
@@ -113,8 +143,9 @@ def test_angles_stay_within_quarter_pi(dtype):
     k = -100 * torch.eye(4, dtype=dtype)
     phq, phk = nala_feature_maps(q, k)
     assert (torch.diagonal(phq @ phk.T) >= 0).all()
-    fq, fk = _fast_feature_maps(q, k, 'cos_sin', 3.0, 20.0, 1e-6)
-    assert ((fq * fk).sum(-1) >= 0).all()
+    for inplace in (False, True):
+        phi_q, phi_k = _fast_feature_maps('cos_sin', 3.0, 20.0, 1e-6, inplace)
+        assert ((phi_q(q) * phi_k(k)).sum(-1) >= 0).all()
     theta = inhibit_angle(torch.tensor([-1.0, 1.0], dtype=dtype), alpha=1e3)
     assert theta.abs().max().item() <= math.pi / 4
 
