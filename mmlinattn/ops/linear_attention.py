@@ -40,30 +40,16 @@ FEATURE_MAPS: Dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
 }
 
 
+def _identity(x: torch.Tensor) -> torch.Tensor:
+    return x
+
+
 def normalized_linear_attention(phi_q: torch.Tensor, phi_k: torch.Tensor, v: torch.Tensor,
                                 eps: float = 1e-6,
                                 valid: Optional[torch.Tensor] = None) -> torch.Tensor:
-    """The shared O(N) core: ``phi_q (phi_k^T V / M) / (phi_q . mean_j phi_k_j + eps)``.
-
-    NaLaFormer Eqs. 4-5 / 10-11 with its feature maps; LDN's ``A_lin`` (§3.3) with ELU+1 / ReLU.
-
-    Shapes: ``phi_q (..., N, F)``, ``phi_k (..., M, F)``, ``v (..., M, D)`` -> ``(..., N, D)``.
-    The ``1 / M`` of the key-value product cancels against the mean in the denominator; it
-    only keeps magnitudes, and the weight of ``eps``, independent of the token count.  A
-    column of ones appended to ``v`` yields the key mean and the normaliser inside the two
-    matmuls, instead of two more passes over the features.  ``valid`` ((B, M) bool for
-    (B, heads, M, .) keys) leaves padded keys out of both sums and divides by each image's own
-    key count (batch padding; not in the paper, which never pads).
-    """
-    m = phi_k.shape[-2]
-    v1 = torch.cat([v, v.new_ones(v.shape[:-1] + (1, ))], dim=-1)
-    if valid is not None:
-        keep = valid[:, None, :, None].to(v1.dtype)                  # (B, 1, M, 1)
-        v1 = v1 * keep
-        m = keep.sum(-2, keepdim=True)
-    kv = (phi_k.transpose(-2, -1) @ v1) / m           # [sum_j phi_k_j v_j^T | sum_j phi_k_j] / M
-    out = phi_q @ kv
-    return out[..., :-1] / (out[..., -1:] + eps)
+    """:func:`chunked_linear_attention` on features computed beforehand, in one chunk."""
+    return chunked_linear_attention(phi_q, phi_k, v, _identity, _identity, eps, valid,
+                                    chunk=max(1, phi_q.shape[-2], phi_k.shape[-2]))
 
 
 def chunked_linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
@@ -71,16 +57,25 @@ def chunked_linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                              feature_k: Callable[[torch.Tensor], torch.Tensor],
                              eps: float = 1e-6, valid: Optional[torch.Tensor] = None,
                              chunk: Optional[int] = None) -> torch.Tensor:
-    """:func:`normalized_linear_attention` of ``feature_q(q)``, ``feature_k(k)``, ``v``, with
-    the feature maps applied to chunks of ``chunk`` tokens.
+    """The shared O(N) core: ``phi_q (phi_k^T V / M) / (phi_q . mean_j phi_k_j + eps)`` with
+    ``phi_q = feature_q(q)``, ``phi_k = feature_k(k)``.
 
-    Same result up to rounding (the key sums are accumulated chunk by chunk).  Why: a
+    NaLaFormer Eqs. 4-5 / 10-11 with its feature maps; LDN's ``A_lin`` (§3.3) with ELU+1 / ReLU.
+
+    Shapes: ``q (..., N, d)``, ``k (..., M, d)``, ``v (..., M, D)`` -> ``(..., N, D)``;
+    ``feature_q`` / ``feature_k`` map ``(..., n, d)`` to ``(..., n, F)``.  The ``1 / M`` of
+    the key-value product cancels against the mean in the denominator; it only keeps
+    magnitudes, and the weight of ``eps``, independent of the token count.  ``valid`` ((B, M)
+    bool for (B, heads, M, .) keys) leaves padded keys out of both sums and divides by each
+    image's own key count (batch padding; not in the paper, which never pads).
+
+    The feature maps are applied to chunks of ``chunk`` tokens and the key sums accumulated
+    chunk by chunk (``chunk=None``: ~:data:`CHUNK_ELEMENTS` per chunk of ``q``).  Why: a
     feature map is a chain of elementwise ops over a tensor (2x) wider than ``q``; over all N
     tokens at 2048² each op streams ~100 MiB through memory and allocates a fresh buffer,
     which glibc serves with new zero-filled pages.  Chunks keep the chain in cache and the
     buffers small enough to be reused (NaLa stage 1 at 2048²: 0.88 s -> 0.44 s per block on
-    2 CPU cores, ``docs/benchmarks.md``).  ``chunk=None`` picks ~:data:`CHUNK_ELEMENTS` per
-    chunk of ``q``.  ``feature_q`` / ``feature_k`` map ``(..., n, d)`` to ``(..., n, F)``.
+    2 CPU cores, ``docs/benchmarks.md``).
     """
     n, m = q.shape[-2], k.shape[-2]
     if chunk is None:
@@ -97,6 +92,7 @@ def chunked_linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
         count = m
     else:
         count = valid.sum(-1).to(kv.dtype)[:, None, None, None]  # (B, 1, 1, 1)
+    # the key mean as one more column: the normaliser comes out of the same matmul
     kv = torch.cat([kv, ksum.unsqueeze(-1)], dim=-1) / count     # [mean phi_k v^T | mean phi_k]
     outs = []
     for s in range(0, n, chunk):

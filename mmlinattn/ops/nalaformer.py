@@ -122,7 +122,7 @@ def _magnitude_cos_sin(x: torch.Tensor, angle_scale, magnitude: torch.Tensor,
     the layout of Eq. 16.  ``inplace`` writes cos / sin straight into the output's halves and
     reuses buffers (no autograd); otherwise every op is out of place."""
     if not inplace:
-        t = _quarter_pi(x.dtype) * torch.tanh(x * angle_scale)
+        t = inhibit_angle(x, angle_scale)      # alpha d(x) = (alpha / ||x||) x
         return torch.cat([magnitude * torch.cos(t), magnitude * torch.sin(t)], dim=-1)
     out = x.new_empty(x.shape[:-1] + (2, x.shape[-1]))
     t = torch.mul(x, angle_scale).tanh_().mul_(_quarter_pi(x.dtype))

@@ -74,15 +74,18 @@ def test_fast_feature_maps_equal_the_reference(kernel, inplace):
 
 @pytest.mark.parametrize('kernel', KERNELS)
 @pytest.mark.parametrize('chunk', [1, 5, 37, 64])
-def test_chunked_attention_equals_unchunked(kernel, chunk):
-    from mmlinattn.ops.linear_attention import (chunked_linear_attention,
-                                                normalized_linear_attention)
+def test_chunked_attention_equals_dense(kernel, chunk):
+    from mmlinattn.ops.linear_attention import chunked_linear_attention
     q, k, v = _qkv(m=29)
     valid = torch.ones(2, 29, dtype=torch.bool)
     valid[1, 20:] = False
     phi_q, phi_k = _fast_feature_maps(kernel, 3.0, 20.0, 1e-6, True)
     for mask in (None, valid):
-        ref = normalized_linear_attention(phi_q(q), phi_k(k), v, 1e-6, mask)
+        # dense N x M similarities, padded keys zeroed, means over each image's valid keys
+        keep = torch.ones(2, 29, dtype=f64) if mask is None else mask.to(f64)
+        s = (phi_q(q) @ phi_k(k).transpose(-2, -1)) * keep[:, None, None, :]
+        count = keep.sum(-1)[:, None, None, None]
+        ref = (s @ v / count) / (s.sum(-1, keepdim=True) / count + 1e-6)
         got = chunked_linear_attention(q, k, v, phi_q, phi_k, 1e-6, mask, chunk=chunk)
         torch.testing.assert_close(got, ref, rtol=1e-12, atol=1e-12)
 
