@@ -14,8 +14,8 @@ import os.path as osp
 from mmengine.config import Config, DictAction
 from mmengine.runner import Runner
 
-from runner_utils import (check_config_datasets, library_of, register_library, set_work_dir,
-                          setup_launcher)
+from runner_utils import (check_config_datasets, close_process_group, library_of,
+                          register_library, set_work_dir, setup_launcher)
 
 
 def parse_args():
@@ -79,6 +79,7 @@ def main():
         from mmdet.evaluation import DumpDetResults
         runner.test_evaluator.metrics.append(DumpDetResults(out_file_path=args.out))
     runner.test()
+    close_process_group()
 
 
 if __name__ == '__main__':

@@ -13,8 +13,8 @@ from mmengine.config import Config, DictAction
 from mmengine.logging import print_log
 from mmengine.runner import Runner
 
-from runner_utils import (check_config_datasets, env_is_cpu, library_of, register_library,
-                          set_work_dir, setup_launcher)
+from runner_utils import (check_config_datasets, close_process_group, env_is_cpu, library_of,
+                          register_library, set_work_dir, setup_launcher)
 
 
 def parse_args():
@@ -90,6 +90,7 @@ def main():
     setup_launcher(cfg, args.launcher)
     runner = Runner.from_cfg(cfg)
     runner.train()
+    close_process_group()
 
 
 if __name__ == '__main__':
