@@ -34,8 +34,10 @@ What each number means (see ``docs/benchmarks.md``):
   killed by the kernel), ``timeout`` (killed after ``--timeout`` s), ``skipped`` (a smaller
   size of the same model and mode already hit oom / timeout) or ``error``.
 
-Each case runs in a fresh child process forked from a server process that has only imported
-the libraries (``multiprocessing`` ``forkserver``).  On CPU the child builds the model, runs
+The cases run size by size (every model at the smallest size, then the next size), so the
+models compared at one size are measured minutes apart on a machine whose speed drifts; the
+outputs list them model by model.  Each case runs in a fresh child process forked from a
+server process that has only imported the libraries (``multiprocessing`` ``forkserver``).  On CPU the child builds the model, runs
 one step on a 64 x 64 input (lazy imports, thread pool, kernel set-up), allocates the input,
 then caps its address space at its current size plus ``--mem-cap-mb`` (``RLIMIT_AS``): the
 step itself may add at most that much.  On CUDA ``--mem-cap-mb`` sets
@@ -974,45 +976,52 @@ def main(argv=None) -> dict:
     log(f"matmul {mm_n}x{mm_n} {dtype} on {args.device}: "
         f"{_fmt(mm_before.get('gflops_per_s'))} GFLOP/s ({mm_before['status']})")
 
-    records: List[dict] = []
-    pending_fake: List[Tuple[int, Case]] = []
-    for spec in specs:
+    # size by size, all models at one size before the next: the models compared at a size
+    # are measured minutes apart, not a whole model's sweep apart (a shared machine drifts)
+    plan = []
+    for order, spec in enumerate(specs):
         model_sizes = list(sizes)
         if cuda and not args.sizes:
             model_sizes += [(s, s) for s in GPU_EXTRA_SIZES.get(spec.label, [])]
-        for mode in modes:
-            failed: Optional[str] = None
-            for h, w in sorted(model_sizes, key=lambda hw: hw[0] * hw[1]):
-                case = Case(spec=asdict(spec), height=h, width=w, batch=args.batch, mode=mode,
-                            device=args.device, dtype=dtype, cast_model=args.cast_model,
-                            compile=args.compile,
-                            threads=args.threads, cpu_malloc=args.cpu_malloc,
-                            warmup=warmup, repeats=repeats,
-                            budget_s=budget, mem_cap_mb=mem_cap,
-                            flops=args.flops, profile=args.profile)
-                if failed and not args.no_skip:
-                    res = dict(status='skipped', note=f'after {failed}')
-                else:
-                    res = run_isolated(_child_main, (case, ), timeout, preload)
-                rec = make_record(spec, case, res, mm_before)
-                records.append(rec)
-                if rec['status'] in ('oom', 'timeout'):
-                    failed = failed or f"{rec['status']} at {h}x{w}"
-                if rec['gflops'] is None and args.flops != 'none':
-                    pending_fake.append((len(records) - 1, case))
-                log(f"{spec.label:34s} {h}x{w} {mode:5s} {rec['status']:8s} "
-                    f"lat {_fmt(rec['latency_ms_median'], '.0f')} ms  "
-                    f"cpu {_fmt(rec['cpu_ms_median'], '.0f')} ms  "
-                    f"mem {_fmt(rec['peak_mem_mb'], '.0f')} MiB  "
-                    f"{_fmt(rec['gflops'])} GFLOPs  {rec['note'][:90]}")
+        for mode_order, mode in enumerate(modes):
+            for h, w in model_sizes:
+                plan.append(((h * w, order, mode_order), spec, mode, h, w))
+    plan.sort(key=lambda item: item[0])
+    done: List[Tuple[tuple, dict]] = []
+    pending_fake: List[Tuple[dict, Case]] = []
+    failed: Dict[Tuple[str, str], str] = {}
+    for key, spec, mode, h, w in plan:
+        case = Case(spec=asdict(spec), height=h, width=w, batch=args.batch, mode=mode,
+                    device=args.device, dtype=dtype, cast_model=args.cast_model,
+                    compile=args.compile,
+                    threads=args.threads, cpu_malloc=args.cpu_malloc,
+                    warmup=warmup, repeats=repeats,
+                    budget_s=budget, mem_cap_mb=mem_cap,
+                    flops=args.flops, profile=args.profile)
+        if (spec.label, mode) in failed and not args.no_skip:
+            res = dict(status='skipped', note=f'after {failed[spec.label, mode]}')
+        else:
+            res = run_isolated(_child_main, (case, ), timeout, preload)
+        rec = make_record(spec, case, res, mm_before)
+        done.append(((key[1], key[2], key[0]), rec))
+        if rec['status'] in ('oom', 'timeout'):
+            failed.setdefault((spec.label, mode), f"{rec['status']} at {h}x{w}")
+        if rec['gflops'] is None and args.flops != 'none':
+            pending_fake.append((rec, case))
+        log(f"{spec.label:34s} {h}x{w} {mode:5s} {rec['status']:8s} "
+            f"lat {_fmt(rec['latency_ms_median'], '.0f')} ms  "
+            f"cpu {_fmt(rec['cpu_ms_median'], '.0f')} ms  "
+            f"mem {_fmt(rec['peak_mem_mb'], '.0f')} MiB  "
+            f"{_fmt(rec['gflops'])} GFLOPs  {rec['note'][:90]}")
+    # the outputs list each model's sizes together, in the order the models were given
+    records: List[dict] = [rec for _, rec in sorted(done, key=lambda item: item[0])]
 
     # FLOPs of failed / skipped cases on fake tensors (no compute, little memory)
-    for idx, case in pending_fake:
+    for rec, case in pending_fake:
         fake = Case(**{**asdict(case), 'flops': 'fake', 'warmup': 0, 'repeats': 0,
                        'mem_cap_mb': None})
         res = run_isolated(_child_main, (fake, ), min(timeout, 300), preload)
         if res.get('flops_total') is not None:
-            rec = records[idx]
             rec['gflops'] = res['flops_total'] / 1e9
             rec['gmacs'] = rec['gflops'] / 2
             rec['newton_gflops'] = res.get('flops_newton', 0) / 1e9

@@ -94,11 +94,19 @@ def chunked_linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
         count = valid.sum(-1).to(kv.dtype)[:, None, None, None]  # (B, 1, 1, 1)
     # the key mean as one more column: the normaliser comes out of the same matmul
     kv = torch.cat([kv, ksum.unsqueeze(-1)], dim=-1) / count     # [mean phi_k v^T | mean phi_k]
-    outs = []
+    if torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)):
+        outs = []
+        for s in range(0, n, chunk):
+            out = feature_q(q[..., s:s + chunk, :]) @ kv
+            outs.append(out[..., :-1] / (out[..., -1:] + eps))
+        return outs[0] if len(outs) == 1 else torch.cat(outs, dim=-2)
+    # no autograd: normalise each chunk straight into the output (no concatenation copy)
+    batch = torch.broadcast_shapes(q.shape[:-2], kv.shape[:-2])
+    result = kv.new_empty(batch + (n, v.shape[-1]))
     for s in range(0, n, chunk):
         out = feature_q(q[..., s:s + chunk, :]) @ kv
-        outs.append(out[..., :-1] / (out[..., -1:] + eps))
-    return outs[0] if len(outs) == 1 else torch.cat(outs, dim=-2)
+        torch.div(out[..., :-1], out[..., -1:].add_(eps), out=result[..., s:s + chunk, :])
+    return result
 
 
 def linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,

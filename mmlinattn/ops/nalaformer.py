@@ -23,6 +23,8 @@ Choices where the paper is silent (digest ``specs/nalaformer.md`` §5):
 * norms clamped to ``>= eps``; absolute values taken before any fractional power;
 * the key-value product and the key sum are divided by ``N`` (authors' code) so magnitudes and
   the ``eps`` of the denominator do not drift with the resolution; it cancels otherwise;
+* without autograd the feature maps run as compiled fused loops (exact rewrites of Eq. 16,
+  :func:`_fused_feature_maps`); :func:`nala_feature_maps` is the reference;
 * the core runs in float32 (float64 stays float64) with autocast off, because ``|k|^3``
   overflows half precision quickly.
 
@@ -37,6 +39,7 @@ from typing import Optional, Tuple
 import torch
 import torch.nn.functional as F
 
+from .compiled import InferenceCompiled, compiled_path_allowed
 from .linear_attention import chunked_linear_attention
 
 KERNELS = ('cos_sin', 'relu_split')
@@ -80,9 +83,14 @@ def _quarter_pi(dtype: torch.dtype) -> float:
     return t.item()
 
 
+#: pi / 4 per float dtype as a Python constant (no ``.item()``, which breaks a torch.compile graph)
+_QUARTER_PI = {dt: _quarter_pi(dt)
+               for dt in (torch.float16, torch.bfloat16, torch.float32, torch.float64)}
+
+
 def inhibit_angle(direction: torch.Tensor, alpha: float = 20.0) -> torch.Tensor:
     """App. A.2: ``theta = (pi / 4) tanh(alpha * d(x))`` in ``[-pi/4, pi/4]``."""
-    return _quarter_pi(direction.dtype) * torch.tanh(alpha * direction)
+    return _QUARTER_PI[direction.dtype] * torch.tanh(alpha * direction)
 
 
 def _magnitudes(q: torch.Tensor, k: torch.Tensor, lam: float, eps: float):
@@ -125,7 +133,7 @@ def _magnitude_cos_sin(x: torch.Tensor, angle_scale, magnitude: torch.Tensor,
         t = inhibit_angle(x, angle_scale)      # alpha d(x) = (alpha / ||x||) x
         return torch.cat([magnitude * torch.cos(t), magnitude * torch.sin(t)], dim=-1)
     out = x.new_empty(x.shape[:-1] + (2, x.shape[-1]))
-    t = torch.mul(x, angle_scale).tanh_().mul_(_quarter_pi(x.dtype))
+    t = torch.mul(x, angle_scale).tanh_().mul_(_QUARTER_PI[x.dtype])
     torch.cos(t, out=out[..., 0, :])
     torch.sin(t, out=out[..., 1, :])
     return out.mul_(magnitude.unsqueeze(-2)).flatten(-2)
@@ -161,9 +169,55 @@ def _fast_feature_maps(kernel: str, lam: float, alpha: float, eps: float, inplac
     return phi_q, phi_k
 
 
+def _fused_feature_maps(kernel: str, lam: float, alpha: float, eps: float):
+    """``(phi_q, phi_k)`` equal to :func:`nala_feature_maps`' maps, written for one fused loop
+    each (:class:`~mmlinattn.ops.compiled.InferenceCompiled`; no autograd).
+
+    Exact rewrites of Eq. 16 that replace slow transcendental ops by fast ones:
+
+    * ``tanh(u) = 2 sigmoid(2u) - 1``, so ``theta = 2c sigmoid(2 alpha d) - c`` with
+      ``c = pi/4`` rounded down: still within ``[-c, c]`` after rounding;
+    * ``cos(theta) = sqrt(1 - sin(theta)^2)``, exact since ``|theta| <= pi/4`` makes the
+      cosine positive (and the square root well conditioned: ``sin^2 <= 1/2``);
+    * ``|d(q)|^p = exp(p log|d(q)|)`` (``log 0 = -inf`` gives ``0``, as ``0^p`` for ``p > 0``).
+    """
+    if kernel == 'relu_split':
+        def phi_q(q):
+            qn = torch.linalg.vector_norm(q, dim=-1, keepdim=True).clamp_min(eps)
+            dq = q / qn
+            return F.relu(torch.cat([dq, -dq], dim=-1)).pow(nala_query_power(qn, lam))
+
+        def phi_k(k):
+            return F.relu(torch.cat([k, -k], dim=-1)).pow(lam)
+    else:
+        def cos_sin(magnitude, direction):
+            c = _QUARTER_PI[direction.dtype]
+            s = torch.sin((2 * c) * torch.sigmoid((2 * alpha) * direction) - c)
+            return torch.cat([magnitude * torch.sqrt(1 - s * s), magnitude * s], dim=-1)
+
+        def phi_q(q):
+            qn = torch.linalg.vector_norm(q, dim=-1, keepdim=True).clamp_min(eps)
+            dq = q / qn
+            return cos_sin(torch.exp(torch.log(dq.abs()) * nala_query_power(qn, lam)), dq)
+
+        def phi_k(k):
+            kn = torch.linalg.vector_norm(k, dim=-1, keepdim=True).clamp_min(eps)
+            return cos_sin(k.abs().pow(lam), k / kn)
+    return phi_q, phi_k
+
+
+@functools.lru_cache(maxsize=None)
+def _compiled_feature_maps(kernel: str, lam: float, alpha: float, eps: float):
+    """The compiled :func:`_fused_feature_maps`, one pair per setting (and process)."""
+    phi_q, phi_k = _fused_feature_maps(kernel, lam, alpha, eps)
+    return (InferenceCompiled(phi_q, f'NaLa query features ({kernel})'),
+            InferenceCompiled(phi_k, f'NaLa key features ({kernel})'))
+
+
 def nala_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kernel: str = 'cos_sin',
                    lam: float = 3.0, alpha: float = 20.0, eps: float = 1e-6,
-                   valid: Optional[torch.Tensor] = None) -> torch.Tensor:
+                   valid: Optional[torch.Tensor] = None,
+                   fuse: bool = True) -> torch.Tensor:
     """NaLa attention (Eqs. 8-17), O(N) in the token count.
 
     Args:
@@ -176,6 +230,9 @@ def nala_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kernel: st
         eps: clamp of the norms and additive term of the normaliser.
         valid: optional (B, M) bool mask of the keys to use (batch padding excluded), for
             (B, heads, ., .) inputs.
+        fuse: when no gradient is needed, evaluate the feature maps as compiled fused
+            loops (:mod:`mmlinattn.ops.compiled`; same values up to float rounding; skipped
+            where no compiler is available or ``MMLINATTN_COMPILE=0``).
 
     Returns:
         ``(..., N, d_v)`` in ``q``'s dtype; computed in float32 (float64 for float64 input)
@@ -188,8 +245,11 @@ def nala_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kernel: st
         raise ValueError(f'nala_attention: q (..., N, d), k (..., M, d), v (..., M, d_v) '
                          f'expected, got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}')
     dtype = _core_dtype(q)
-    inplace = not (torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)))
-    phi_q, phi_k = _fast_feature_maps(kernel, lam, alpha, eps, inplace)
+    if fuse and compiled_path_allowed(q, k, v):
+        phi_q, phi_k = _compiled_feature_maps(kernel, float(lam), float(alpha), float(eps))
+    else:
+        inplace = not (torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)))
+        phi_q, phi_k = _fast_feature_maps(kernel, lam, alpha, eps, inplace)
     with torch.autocast(device_type=q.device.type, enabled=False):
         out = chunked_linear_attention(q.to(dtype), k.to(dtype), v.to(dtype), phi_q, phi_k, eps,
                                        valid)

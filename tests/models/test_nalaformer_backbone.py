@@ -173,3 +173,81 @@ def test_block_runs_on_non_square_grid_and_gamma_none():
     assert blk(x, (3, 11)).shape == x.shape
     with pytest.raises(ValueError, match='grid'):
         blk(x, (4, 8))
+
+
+def _plain_block(blk, x, hw):
+    """The NaLaFormer block of App. A.2 / Fig. 2a written with standard NCHW convs and one
+    op per term (no folded identities, no fused residuals, no split projections)."""
+    from mmlinattn.ops import nala_attention
+
+    def conv(c, t):
+        b, n, ch = t.shape
+        m = t.transpose(1, 2).reshape(b, ch, *hw)
+        return F.conv2d(m, c.weight, c.bias, padding=c.padding, groups=c.groups) \
+            .flatten(2).transpose(1, 2)
+
+    a, f = blk.attn, blk.ffn
+    x = x + conv(blk.cpe1, x)
+    h = blk.norm1(x)
+    q, k, v, g = (h @ a.qkvg.weight.T + a.qkvg.bias).chunk(4, dim=-1)
+    b, n, c = h.shape
+    heads = [t.reshape(b, n, a.num_heads, -1).transpose(1, 2) for t in (q, k, v)]
+    o = nala_attention(*heads, fuse=False).transpose(1, 2).reshape(b, n, c)
+    o = o + conv(a.lepe, v)
+    o = a.proj(a.norm(o) * F.silu(g))
+    x = x + blk.gamma1 * o
+    x = x + conv(blk.cpe2, x)
+    y = F.gelu(f.fc1(blk.norm2(x)))
+    y = f.fc2(y + conv(f.dwconv, y))
+    return x + blk.gamma2 * y
+
+
+@pytest.mark.parametrize('grad', [False, True])
+def test_block_equals_its_plain_formulation(grad):
+    """The fast block (identity folded into the depthwise kernels, addcmul residuals, the
+    gate from its own rows of the fused projection, chunked attention) computes the same
+    function as the term-by-term formulation, with and without autograd."""
+    torch.manual_seed(1)
+    blk = NaLaBlock(32, 2, mlp_ratio=2.0, layer_scale_init_value=0.7).double().eval()
+    for p in blk.parameters():  # non-trivial values everywhere (biases start at zero)
+        p.data.add_(0.05 * torch.randn_like(p))
+    x = torch.randn(2, 5 * 7, 32, dtype=torch.float64, requires_grad=grad)
+    with torch.set_grad_enabled(grad):
+        got = blk(x, (5, 7))
+        ref = _plain_block(blk, x, (5, 7))
+    torch.testing.assert_close(got, ref, rtol=1e-10, atol=1e-12)
+
+
+def test_conv_tokens_folds_the_identity_only_without_padding():
+    from mmlinattn.models.layers.channels_last import conv_tokens
+    from mmlinattn.models.layers.valid_region import ValidRegion, use_valid_region, zero_padding
+    conv = torch.nn.Conv2d(6, 6, 3, padding=1, groups=6).double()
+    x = torch.randn(2, 4 * 5, 6, dtype=torch.float64)
+
+    def plain():
+        m = x.transpose(1, 2).reshape(2, 6, 4, 5)
+        return x + conv(zero_padding(m)).flatten(2).transpose(1, 2)
+    torch.testing.assert_close(conv_tokens(conv, x, (4, 5), residual=True), plain())
+    # a padded batch: the second image is 2 x 3 of the 4 x 5 grid; the conv reads zeros
+    # outside it, while the residual keeps the input (as x + conv(zero_padding(x)))
+    with use_valid_region(ValidRegion([(4, 5), (2, 3)], (4, 5))):
+        got = conv_tokens(conv, x, (4, 5), residual=True)
+        torch.testing.assert_close(got, plain())
+    assert not torch.allclose(got, conv_tokens(conv, x, (4, 5), residual=True))
+    strided = torch.nn.Conv2d(6, 6, 3, stride=2, padding=1, groups=6).double()
+    assert conv_tokens(strided, x, (4, 5)).shape == (2, 2 * 3, 6)
+
+
+def test_fused_backbone_equals_eager(monkeypatch):
+    """The default inference path (compiled NaLa feature maps) against the eager maps of
+    the same weights, at two resolutions."""
+    from mmlinattn.ops import compiled
+    monkeypatch.setenv(compiled.ENV_VAR, '1')
+    fused = NaLaFormer('tiny').eval()
+    eager = NaLaFormer('tiny', fuse_feature_maps=False).eval()
+    eager.load_state_dict(fused.state_dict())
+    with torch.no_grad():
+        for hw in ((96, 128), (160, 96)):
+            x = torch.randn(1, 3, *hw)
+            for a, b in zip(fused(x), eager(x)):
+                torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)

@@ -7,7 +7,9 @@ import torch.nn.functional as F
 from scipy.stats import spearmanr
 
 from mmlinattn.ops import nala_attention, nala_attention_matrix, nala_feature_maps
-from mmlinattn.ops.nalaformer import _fast_feature_maps, inhibit_angle
+from mmlinattn.ops import compiled
+from mmlinattn.ops.nalaformer import (_compiled_feature_maps, _fast_feature_maps,
+                                      _fused_feature_maps, inhibit_angle)
 
 KERNELS = ['cos_sin', 'relu_split']
 f64 = torch.float64
@@ -149,6 +151,8 @@ def test_angles_stay_within_quarter_pi(dtype):
     for inplace in (False, True):
         phi_q, phi_k = _fast_feature_maps('cos_sin', 3.0, 20.0, 1e-6, inplace)
         assert ((phi_q(q) * phi_k(k)).sum(-1) >= 0).all()
+    fused_q, fused_k = _fused_feature_maps('cos_sin', 3.0, 20.0, 1e-6)
+    assert ((fused_q(q) * fused_k(k)).sum(-1) >= 0).all()
     theta = inhibit_angle(torch.tensor([-1.0, 1.0], dtype=dtype), alpha=1e3)
     assert theta.abs().max().item() <= math.pi / 4
 
@@ -287,3 +291,90 @@ def test_bad_shapes():
     q, k, v = _qkv(b=1, h=1, n=4)
     with pytest.raises(ValueError, match='nala_attention'):
         nala_attention(q, k[..., :3], v)
+
+
+# ---------------------------------------------------------------- fused / compiled fast path
+def _edge_qk(dtype=f64, d=8):
+    """Random rows over six decades plus exact zeros in the directions (log 0), saturated
+    angles (axis-aligned rows and their negatives) and an all-zero row."""
+    eye = torch.eye(d, dtype=dtype)
+    q = torch.cat([torch.randn(60, d, dtype=dtype) * torch.logspace(-3, 3, 60,
+                                                                   dtype=dtype)[:, None],
+                   eye, -3 * eye, torch.zeros(1, d, dtype=dtype)])
+    return q, torch.flip(q, (0, )) * 2
+
+
+@pytest.mark.parametrize('kernel', KERNELS)
+def test_fused_feature_maps_are_exact_rewrites_of_the_reference(kernel):
+    """tanh = 2 sigmoid(2u) - 1, cos = sqrt(1 - sin^2) on |theta| <= pi/4 and
+    |d|^p = exp(p log|d|) are identities: equal to the reference to float64 rounding."""
+    q, k = _edge_qk()
+    ref_q, ref_k = nala_feature_maps(q, k, kernel=kernel)
+    phi_q, phi_k = _fused_feature_maps(kernel, 3.0, 20.0, 1e-6)
+    torch.testing.assert_close(phi_q(q), ref_q, rtol=1e-12, atol=1e-14)
+    torch.testing.assert_close(phi_k(k), ref_k, rtol=1e-12, atol=1e-14)
+
+
+@pytest.fixture
+def compile_on(monkeypatch):
+    monkeypatch.setenv(compiled.ENV_VAR, '1')
+
+
+@pytest.mark.parametrize('kernel', KERNELS)
+def test_compiled_attention_equals_the_dense_reference(kernel, compile_on):
+    """Inference takes the compiled feature maps; float64 values are the dense attention's,
+    float32 values the eager path's up to float32 rounding, and one compilation serves
+    other token counts and head layouts."""
+    q, k, v = _qkv(m=29)
+    with torch.no_grad():
+        out = nala_attention(q, k, v, kernel=kernel, eps=1e-300)
+    phi_q, phi_k = _compiled_feature_maps(kernel, 3.0, 20.0, 1e-300)
+    assert phi_q._compiled is not None and not (phi_q.failed or phi_k.failed)
+    ref = nala_attention_matrix(q, k, kernel=kernel) @ v
+    torch.testing.assert_close(out, ref, rtol=1e-10, atol=1e-12)
+    from torch._dynamo.utils import counters
+    for n, h in ((37, 3), (300, 2), (5, 3)):
+        q, k, v = _qkv(b=1, h=h, n=n, dtype=torch.float32)
+        graphs = counters['stats']['unique_graphs']
+        with torch.no_grad():
+            fast = nala_attention(q, k, v, kernel=kernel)
+            eager = nala_attention(q, k, v, kernel=kernel, fuse=False)
+        torch.testing.assert_close(fast, eager, rtol=1e-4, atol=1e-5)
+        if n != 37:  # the first float32 call compiled; later sizes reuse it
+            assert counters['stats']['unique_graphs'] == graphs
+
+
+def test_compiled_path_only_without_autograd_and_special_modes(monkeypatch):
+    from torch.utils.flop_counter import FlopCounterMode
+    x = torch.randn(4, 8)
+    monkeypatch.setenv(compiled.ENV_VAR, '1')
+    assert compiled.compiled_path_allowed(x)
+    assert not compiled.compiled_path_allowed(x, torch.randn(3, requires_grad=True))
+    with torch.no_grad():
+        assert compiled.compiled_path_allowed(x, torch.randn(3, requires_grad=True))
+    with FlopCounterMode(display=False):  # the benchmark counts FLOPs on the eager ops
+        assert not compiled.compiled_path_allowed(x)
+    assert not compiled.compiled_path_allowed(torch.empty(4, 8, device='meta'))
+    monkeypatch.setenv(compiled.ENV_VAR, '0')
+    assert not compiled.compiled_path_allowed(x)
+
+
+def test_compile_failure_falls_back_to_eager_with_one_warning(monkeypatch):
+    calls = []
+
+    def broken_compile(fn, **kwargs):
+        def run(*args):
+            calls.append(args)
+            raise RuntimeError('no C++ compiler found')
+        return run
+    monkeypatch.setattr(torch, 'compile', broken_compile)
+    f = compiled.InferenceCompiled(lambda t: t * 2, 'doubling')
+    x = torch.arange(3.0)
+    with pytest.warns(RuntimeWarning, match='doubling failed.*no C\\+\\+ compiler'):
+        torch.testing.assert_close(f(x), x * 2)
+    assert f.failed and len(calls) == 1
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')  # no second warning, no second attempt
+        torch.testing.assert_close(f(x + 1), (x + 1) * 2)
+    assert len(calls) == 1

@@ -24,7 +24,8 @@ from mmengine.model import BaseModule
 from torch.nn.modules.batchnorm import _BatchNorm
 
 from ...utils.checkpoint import load_pretrained_backbone
-from ..layers import LayerNorm2d, map_to_tokens, maybe_checkpoint, tokens_to_map
+from ..layers import LayerNorm2d, maybe_checkpoint
+from ..layers.channels_last import map_as_tokens, tokens_as_map
 from ..layers.valid_region import resolve_valid_hw, use_valid_region, zero_padding
 
 
@@ -224,6 +225,9 @@ class PyramidBackbone(BaseModule):
         """The stage loop on a checked input (the valid region, if any, is current)."""
         outs = {}
         last = max(self.out_indices)
+        # channels-last from the start: oneDNN / cuDNN convs run faster on it, and the stages
+        # take and give channels-last maps without a copy
+        x = x.contiguous(memory_format=torch.channels_last)
         for i in range(last + 1):
             x = self.patch_embeds[i](x)
             x = self.stages[i](x)
@@ -313,7 +317,10 @@ class BlockStage(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.pre(x)
-        t, hw = map_to_tokens(x)
+        hw = tuple(x.shape[-2:])
+        # channels-last views both ways: no copy for a channels-last map (what the previous
+        # stage and its down-sampling conv hand over), contiguous tokens for every block
+        t = map_as_tokens(x)
         for blk in self.blocks:
             t = maybe_checkpoint(blk, t, hw, enabled=self.with_cp)
-        return tokens_to_map(t, hw)
+        return tokens_as_map(t, hw)

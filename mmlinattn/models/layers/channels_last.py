@@ -14,6 +14,10 @@ of InfViT / NaLaFormer ran ~5x slower that way).
 from typing import Tuple
 
 import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .valid_region import zero_padding
 
 
 def tokens_as_map(x: torch.Tensor, hw: Tuple[int, int]) -> torch.Tensor:
@@ -32,3 +36,34 @@ def map_as_tokens(x: torch.Tensor) -> torch.Tensor:
     channels-last (e.g. the output of a conv on :func:`tokens_as_map`), else one copy."""
     b, c, h, w = x.shape
     return x.permute(0, 2, 3, 1).reshape(b, h * w, c)
+
+
+def conv_tokens(conv: nn.Conv2d, x: torch.Tensor, hw: Tuple[int, int],
+                residual: bool = False) -> torch.Tensor:
+    """A 'same'-size conv of (B, N, C) tokens on their H x W grid, (B, N, C) out;
+    ``residual=True`` gives ``x + conv(x)``.
+
+    Goes through the channels-last views (no layout copies for contiguous tokens) and
+    zeroes the padding of the current valid region first (:func:`.valid_region.zero_padding`).
+    A depthwise residual conv without padding to zero adds the identity to its kernel centre
+    instead: ``conv_w(x) + x = conv_{w + delta}(x)``, one pass over the tokens instead of two
+    (the same sum, rounded once less).
+    """
+    m = tokens_as_map(x, hw)
+    masked = zero_padding(m)
+    if residual and masked is m and _is_depthwise_same(conv):
+        kh, kw = conv.kernel_size
+        delta = torch.zeros_like(conv.weight)
+        delta[:, :, kh // 2, kw // 2] = 1
+        return map_as_tokens(F.conv2d(m, conv.weight + delta, conv.bias, 1, conv.padding, 1,
+                                      conv.groups))
+    y = map_as_tokens(conv(masked))
+    return x + y if residual else y
+
+
+def _is_depthwise_same(conv: nn.Conv2d) -> bool:
+    """One output per input channel, stride 1, odd kernel, centred zero padding."""
+    kh, kw = conv.kernel_size
+    return (conv.groups == conv.in_channels == conv.out_channels and conv.stride == (1, 1)
+            and conv.dilation == (1, 1) and kh % 2 == 1 and kw % 2 == 1
+            and conv.padding == (kh // 2, kw // 2) and conv.padding_mode == 'zeros')

@@ -4,8 +4,7 @@ from typing import Tuple
 import torch
 import torch.nn as nn
 
-from .channels_last import map_as_tokens, tokens_as_map
-from .valid_region import zero_padding
+from .channels_last import conv_tokens
 
 
 class ConvFFN(nn.Module):
@@ -41,8 +40,7 @@ class ConvFFN(nn.Module):
             x = self.act(x)
         # channels-last views: oneDNN keeps that layout, so no copy either way (a transposed
         # view with a batch stride of C instead makes it fall back to NCHW: ~5x slower at 1024²)
-        y = map_as_tokens(self.dwconv(zero_padding(tokens_as_map(x, hw))))
-        x = x + y if self.dw_residual else y
+        x = conv_tokens(self.dwconv, x, hw, residual=self.dw_residual)
         if not self.act_before_dw:
             x = self.act(x)
         x = self.drop(x)

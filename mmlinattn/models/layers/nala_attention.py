@@ -7,18 +7,12 @@ import torch.nn.functional as F
 from timm.layers import DropPath
 
 from ...ops.nalaformer import KERNELS, nala_attention
-from .channels_last import map_as_tokens, tokens_as_map
+from .channels_last import conv_tokens
 from .ffn import ConvFFN
 from .rope import apply_rope, rope_2d_angles
-from .valid_region import token_mask, zero_padding
+from .valid_region import token_mask
 
 ATTN_TYPES = ('nala', 'softmax')
-
-
-def _dwconv_tokens(conv: nn.Conv2d, x: torch.Tensor, hw: Tuple[int, int]) -> torch.Tensor:
-    """Apply an NCHW conv to (B, N, C) tokens on the H x W grid; (B, N, C) out (through a
-    channels-last view: no layout copies for contiguous tokens)."""
-    return map_as_tokens(conv(zero_padding(tokens_as_map(x, hw))))
 
 
 class NaLaAttention(nn.Module):
@@ -41,11 +35,14 @@ class NaLaAttention(nn.Module):
         lepe: add the depthwise 5x5 conv of V.
         rope: rotary 2-D position embedding of q and k for ``attn_type='softmax'``, computed
             from the current (H, W) on every call.
+        fuse: run NaLa's feature maps as compiled fused loops when no gradient is needed
+            (``fuse`` of :func:`mmlinattn.ops.nala_attention`).
     """
 
     def __init__(self, dim: int, num_heads: int, attn_type: str = 'nala',
                  kernel: str = 'cos_sin', lam: float = 3.0, alpha: float = 20.0,
-                 eps: float = 1e-6, lepe: bool = True, rope: bool = True):
+                 eps: float = 1e-6, lepe: bool = True, rope: bool = True,
+                 fuse: bool = True):
         super().__init__()
         if attn_type not in ATTN_TYPES:
             raise ValueError(f'attn_type must be one of {ATTN_TYPES}, got {attn_type!r}')
@@ -60,6 +57,7 @@ class NaLaAttention(nn.Module):
         self.num_heads = num_heads
         self.attn_type = attn_type
         self.kernel, self.lam, self.alpha, self.eps = kernel, lam, alpha, eps
+        self.fuse = fuse
         self.rope = rope and attn_type == 'softmax'
         self.qkvg = nn.Linear(dim, 4 * dim)
         self.lepe = nn.Conv2d(dim, dim, 5, 1, 2, groups=dim) if lepe else None
@@ -70,12 +68,16 @@ class NaLaAttention(nn.Module):
     def forward(self, x: torch.Tensor, hw: Tuple[int, int]) -> torch.Tensor:
         """(B, N, C) tokens on an H x W grid -> (B, N, C)."""
         b, n, c = x.shape
-        q, k, v, g = self.qkvg(x).chunk(4, dim=-1)
+        # the gate from its own rows of the fused weight: a contiguous gate makes the SiLU
+        # ~4x faster than on a strided column block of a (B, N, 4C) output
+        w, bias = self.qkvg.weight, self.qkvg.bias
+        q, k, v = F.linear(x, w[:3 * c], bias[:3 * c]).chunk(3, dim=-1)
+        g = F.linear(x, w[3 * c:], bias[3 * c:])
         heads = [t.view(b, n, self.num_heads, self.head_dim).transpose(1, 2) for t in (q, k, v)]
         valid = token_mask(hw, b, x.device)  # batch padding: not a key (None: no padding)
         if self.attn_type == 'nala':
             o = nala_attention(*heads, kernel=self.kernel, lam=self.lam, alpha=self.alpha,
-                               eps=self.eps, valid=valid)
+                               eps=self.eps, valid=valid, fuse=self.fuse)
         else:
             q, k, v_ = heads
             if self.rope:
@@ -85,7 +87,7 @@ class NaLaAttention(nn.Module):
             o = F.scaled_dot_product_attention(q, k, v_, attn_mask=mask)
         o = o.transpose(1, 2).reshape(b, n, c)
         if self.lepe is not None:
-            o = o + _dwconv_tokens(self.lepe, v, hw)
+            o = o + conv_tokens(self.lepe, v, hw)
         return self.proj(self.norm(o) * self.act(g))
 
 
@@ -124,17 +126,18 @@ class NaLaBlock(nn.Module):
             self.gamma1 = nn.Parameter(torch.full((dim, ), float(layer_scale_init_value)))
             self.gamma2 = nn.Parameter(torch.full((dim, ), float(layer_scale_init_value)))
 
-    @staticmethod
-    def _scale(gamma: Optional[torch.Tensor], x: torch.Tensor) -> torch.Tensor:
-        return x if gamma is None else gamma * x
+    def _residual(self, x: torch.Tensor, gamma: Optional[torch.Tensor],
+                  y: torch.Tensor) -> torch.Tensor:
+        """``x + DropPath(gamma * y)``; DropPath is linear, so one ``addcmul`` pass."""
+        y = self.drop_path(y)
+        return x + y if gamma is None else torch.addcmul(x, gamma, y)
 
     def forward(self, x: torch.Tensor, hw: Tuple[int, int]) -> torch.Tensor:
-        # the stage hands over transposed NCHW tokens: one copy here keeps every later op
-        # (and the channels-last convs) on contiguous memory; a no-op after the first block
+        # the channels-last conv views need contiguous tokens (a no-op for a stage's tokens)
         x = x.contiguous()
         if self.cpe1 is not None:
-            x = x + _dwconv_tokens(self.cpe1, x, hw)
-        x = x + self.drop_path(self._scale(self.gamma1, self.attn(self.norm1(x), hw)))
+            x = conv_tokens(self.cpe1, x, hw, residual=True)
+        x = self._residual(x, self.gamma1, self.attn(self.norm1(x), hw))
         if self.cpe2 is not None:
-            x = x + _dwconv_tokens(self.cpe2, x, hw)
-        return x + self.drop_path(self._scale(self.gamma2, self.ffn(self.norm2(x), hw)))
+            x = conv_tokens(self.cpe2, x, hw, residual=True)
+        return self._residual(x, self.gamma2, self.ffn(self.norm2(x), hw))
