@@ -40,6 +40,20 @@ FEATURE_MAPS: Dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
 }
 
 
+def _elu_plus_one_no_grad(x: torch.Tensor) -> torch.Tensor:
+    """``ELU(x) + 1`` as ``exp(min(x, 0)) + max(x, 0)``: the same values (``exp(x)`` below 0,
+    ``x + 1`` above), ~5x faster on CPU, where torch's ELU kernel evaluates ``expm1`` element
+    by element (5.8 vs 1.0 ns per element on 2 cores).  Inference only: at exactly ``x = 0``
+    the clamps' gradients are 0, ELU's is 1."""
+    return torch.exp(x.clamp(max=0)).add_(F.relu(x))
+
+
+#: faster forms of :data:`FEATURE_MAPS` for calls without autograd (same values)
+_NO_GRAD_FEATURE_MAPS: Dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    'elu': _elu_plus_one_no_grad,
+}
+
+
 def _identity(x: torch.Tensor) -> torch.Tensor:
     return x
 
@@ -134,6 +148,8 @@ def linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                          f'v {tuple(v.shape)}; expected (B, heads, N, d), (B, heads, M, d), '
                          f'(B, heads, M, d_v)')
     phi = FEATURE_MAPS[feature_map]
+    if not (torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v))):
+        phi = _NO_GRAD_FEATURE_MAPS.get(feature_map, phi)
     dtype = torch.promote_types(v.dtype, torch.float32)
     with torch.autocast(device_type=v.device.type, enabled=False):
         out = chunked_linear_attention(q.to(dtype), k.to(dtype), v.to(dtype), phi, phi, eps,

@@ -340,3 +340,25 @@ def test_block_flops_scale_linearly_with_tokens():
             blk(torch.randn(1, hw[0] * hw[1], 32), hw)
     ratio = count_flops(lambda: run(large)) / count_flops(lambda: run(small))
     assert abs(ratio - 4.0) / 4.0 < 0.02, ratio
+
+
+def test_no_grad_elu_map_equals_elu_and_autograd_keeps_elu():
+    """Inference evaluates ELU + 1 as exp(min(x, 0)) + max(x, 0) (same values, faster);
+    with autograd the ELU itself runs, whose gradient is 1 at x = 0."""
+    from mmlinattn.ops.linear_attention import _NO_GRAD_FEATURE_MAPS
+    x = torch.cat([torch.randn(500, dtype=torch.float64) * 10,
+                   torch.tensor([0.0, -0.0, 1e-300, -1e-300, 700.0, -800.0],
+                                dtype=torch.float64)])
+    # absolute: ELU + 1 rounds exp(x) - 1 + 1 for x << 0, exp(x) does not (it is the better)
+    torch.testing.assert_close(_NO_GRAD_FEATURE_MAPS['elu'](x),
+                               torch.nn.functional.elu(x) + 1, rtol=1e-15, atol=1e-15)
+    q = torch.zeros(1, 1, 3, 2, dtype=torch.float64, requires_grad=True)
+    k = torch.randn(1, 1, 3, 2, dtype=torch.float64)
+    v = torch.randn(1, 1, 3, 2, dtype=torch.float64)
+    (g, ) = torch.autograd.grad(linear_attention(q, k, v, eps=0.0).sum(), q)
+    phi = lambda t: torch.nn.functional.elu(t) + 1  # noqa: E731
+    q2 = q.detach().clone().requires_grad_()
+    sim = phi(q2) @ phi(k).transpose(-1, -2)
+    (ref, ) = torch.autograd.grad((sim @ v / sim.sum(-1, keepdim=True)).sum(), q2)
+    torch.testing.assert_close(g, ref)
+    assert g.abs().sum() > 0
