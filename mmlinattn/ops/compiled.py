@@ -28,6 +28,8 @@ from typing import Callable
 
 import torch
 
+from ._grad import needs_grad
+
 __all__ = ['ENV_VAR', 'compiled_path_allowed', 'InferenceCompiled']
 
 #: environment switch: ``MMLINATTN_COMPILE=0`` keeps every op eager
@@ -59,7 +61,7 @@ def compiled_path_allowed(*tensors: torch.Tensor) -> bool:
         return False
     if any(type(t) is not torch.Tensor for t in tensors):
         return False
-    if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+    if needs_grad(*tensors):
         return False
     device_type = tensors[0].device.type
     return _toolchain_available(device_type) and not _in_special_mode()

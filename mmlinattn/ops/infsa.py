@@ -20,6 +20,8 @@ import torch
 import torch.nn.functional as F
 import torch.utils.checkpoint as cp
 
+from ._grad import needs_grad
+
 Gamma = Union[float, torch.Tensor]
 
 __all__ = ['pure_infsa', 'infsa_attention_matrix', 'linear_infsa_weights', 'linear_infsa',
@@ -120,7 +122,7 @@ def pure_infsa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, gamma: Gamma =
             if chunk_size < 1:
                 raise ValueError(f'chunk_size must be a positive int, got {chunk_size}')
             nums, sq = [], 0
-            grad = torch.is_grad_enabled() and any(t.requires_grad for t in (qf, kf, vf))
+            grad = needs_grad(qf, kf, vf)
             for start in range(0, n, chunk_size):
                 qb = qf[:, :, start:start + chunk_size]
                 vb = None if valid is None else valid[:, start:start + chunk_size]

@@ -19,6 +19,8 @@ from typing import Callable, Dict, Optional
 import torch
 import torch.nn.functional as F
 
+from ._grad import needs_grad
+
 __all__ = [
     'linear_attention', 'normalized_linear_attention', 'chunked_linear_attention', 'FEATURE_MAPS'
 ]
@@ -108,7 +110,7 @@ def chunked_linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
         count = valid.sum(-1).to(kv.dtype)[:, None, None, None]  # (B, 1, 1, 1)
     # the key mean as one more column: the normaliser comes out of the same matmul
     kv = torch.cat([kv, ksum.unsqueeze(-1)], dim=-1) / count     # [mean phi_k v^T | mean phi_k]
-    if torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)):
+    if needs_grad(q, k, v):
         outs = []
         for s in range(0, n, chunk):
             out = feature_q(q[..., s:s + chunk, :]) @ kv
@@ -148,7 +150,7 @@ def linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                          f'v {tuple(v.shape)}; expected (B, heads, N, d), (B, heads, M, d), '
                          f'(B, heads, M, d_v)')
     phi = FEATURE_MAPS[feature_map]
-    if not (torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v))):
+    if not needs_grad(q, k, v):
         phi = _NO_GRAD_FEATURE_MAPS.get(feature_map, phi)
     dtype = torch.promote_types(v.dtype, torch.float32)
     with torch.autocast(device_type=v.device.type, enabled=False):

@@ -39,6 +39,7 @@ from typing import Optional, Tuple
 import torch
 import torch.nn.functional as F
 
+from ._grad import needs_grad
 from .compiled import InferenceCompiled, compiled_path_allowed
 from .linear_attention import chunked_linear_attention
 
@@ -248,7 +249,7 @@ def nala_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kernel: st
     if fuse and compiled_path_allowed(q, k, v):
         phi_q, phi_k = _compiled_feature_maps(kernel, float(lam), float(alpha), float(eps))
     else:
-        inplace = not (torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)))
+        inplace = not needs_grad(q, k, v)
         phi_q, phi_k = _fast_feature_maps(kernel, lam, alpha, eps, inplace)
     with torch.autocast(device_type=q.device.type, enabled=False):
         out = chunked_linear_attention(q.to(dtype), k.to(dtype), v.to(dtype), phi_q, phi_k, eps,
