@@ -122,6 +122,9 @@ def test_quick_style_run_writes_json_csv_png(tmp_path):
         assert r['params_m'] > 0 and r['gflops'] > 0 and r['peak_mem_mb'] >= 0
         assert r['latency_ms_min'] <= r['latency_ms_median'] <= r['latency_ms_max']
         assert r['cpu_ms_median'] > 0 and r['threads'] == 1
+        # a full CPU run times the models of each size interleaved in one process
+        assert r['latency_method'] == 'interleaved' and r['repeats'] == B.INTERLEAVE_ROUNDS
+        assert r['isolated_latency_ms_min'] <= r['isolated_latency_ms_max']
         assert r['cpu_malloc'] in ('reuse', 'system')   # 'system' only off glibc
         assert r['tokens'] == math.ceil(r['height'] / 4) * math.ceil(r['width'] / 4)
     # FLOPs grow with the image; the SOFT record carries its Newton-Schulz share
@@ -138,6 +141,29 @@ def test_quick_style_run_writes_json_csv_png(tmp_path):
     assert len(rows) == len(recs) and set(REQUIRED) <= set(rows[0])
     png = (tmp_path / 'out.png').read_bytes()
     assert png[:8] == b'\x89PNG\r\n\x1a\n' and len(png) > 10000
+
+
+def test_interleaved_rounds_step_every_model_once_and_respect_the_budget(tmp_path):
+    models = [TINY['LDN'], TINY['Swin-T'], TINY['NaLaFormer']]
+    common = ['--models', *models, '--sizes', '64', '--flops', 'none', '--matmul-size', '128',
+              '--threads', '1', '--quiet']
+    res = B.main(common + ['--interleave', '3', '--repeats', '1'])
+    (group, ) = res['meta']['interleave']['groups']
+    assert group['status'] == 'ok' and group['size'] == '64x64'
+    assert len(group['orders']) == 3
+    for order in group['orders']:
+        assert sorted(order) == sorted(models)
+    for r in res['records']:
+        assert r['latency_method'] == 'interleaved' and r['repeats'] == 3
+    # a budget shorter than 3 steps of any model: every model keeps its isolated times
+    res = B.main(common + ['--interleave', '3', '--repeats', '1', '--budget', '1e-6'])
+    assert res['meta']['interleave']['groups'] == []
+    for r in res['records']:
+        assert r['latency_method'] == 'isolated' and r['isolated_latency_ms_median'] is None
+    # --interleave 0: isolated only
+    res = B.main(common + ['--interleave', '0'])
+    assert {r['latency_method'] for r in res['records']} == {'isolated'}
+    assert {r['repeats'] for r in res['records']} == {5}
 
 
 def _case(spec: str, size: int, cap_mb, **kw) -> B.Case:

@@ -34,9 +34,15 @@ What each number means (see ``docs/benchmarks.md``):
   killed by the kernel), ``timeout`` (killed after ``--timeout`` s), ``skipped`` (a smaller
   size of the same model and mode already hit oom / timeout) or ``error``.
 
+* ``latency_method``: ``isolated`` (the case's own process, the timed steps after its
+  warm-up) or ``interleaved`` (``--interleave R``, the default on CPU: R more steps of each
+  model in one process with all models of that size and mode, one step per model per round in
+  a shuffled order; the isolated times are kept as ``isolated_latency_ms_*``).
+
 The cases run size by size (every model at the smallest size, then the next size), so the
 models compared at one size are measured minutes apart on a machine whose speed drifts; the
-outputs list them model by model.  Each case runs in a fresh child process forked from a
+interleaved rounds then put every model's timed steps into the same minutes.  The outputs
+list the records model by model.  Each case runs in a fresh child process forked from a
 server process that has only imported the libraries (``multiprocessing`` ``forkserver``).  On CPU the child builds the model, runs
 one step on a 64 x 64 input (lazy imports, thread pool, kernel set-up), allocates the input,
 then caps its address space at its current size plus ``--mem-cap-mb`` (``RLIMIT_AS``): the
@@ -51,6 +57,7 @@ import math
 import multiprocessing as mp
 import os
 import platform
+import random
 import statistics
 import sys
 import time
@@ -90,8 +97,14 @@ RECORD_FIELDS = [
     'latency_ms_median', 'latency_ms_min', 'latency_ms_max', 'cpu_ms_median', 'cpu_ms_min',
     'cpu_ms_max', 'repeats', 'peak_mem_mb', 'peak_total_mb', 'baseline_mem_mb', 'mem_method',
     'achieved_gflops_per_s', 'matmul_fraction', 'achieved_gflops_per_cpu_s',
-    'matmul_fraction_cpu', 'threads', 'cpu_malloc', 'status', 'note'
+    'matmul_fraction_cpu', 'threads', 'cpu_malloc', 'latency_method',
+    'isolated_latency_ms_median', 'isolated_latency_ms_min', 'isolated_latency_ms_max',
+    'status', 'note'
 ]
+#: rounds of the interleaved timing of a full CPU run (``--interleave``)
+INTERLEAVE_ROUNDS = 4
+_TIME_KEYS = ('latency_ms_median', 'latency_ms_min', 'latency_ms_max', 'cpu_ms_median',
+              'cpu_ms_min', 'cpu_ms_max')
 
 
 @dataclass
@@ -380,6 +393,22 @@ def _top_ops(prof, k: int, device: str) -> List[dict]:
     return rows[:k]
 
 
+def _prepared_model(spec: ModelSpec, case: Case):
+    """The built model in the case's mode, dtype (``cast_model``) and device."""
+    import torch
+    model = build_model(spec)
+    model.train(case.mode == 'train')
+    if case.cast_model and case.dtype != 'float32':
+        model = model.to(getattr(torch, case.dtype))
+    return model.to(case.device)
+
+
+def _input(case: Case):
+    import torch
+    dtype = getattr(torch, case.dtype) if case.cast_model else torch.float32
+    return torch.randn(case.batch, 3, case.height, case.width, device=case.device, dtype=dtype)
+
+
 def run_case(case: Case) -> Dict[str, Any]:
     """Measure one (model, size, mode) in the current process; returns a result dict.
 
@@ -396,11 +425,7 @@ def run_case(case: Case) -> Dict[str, Any]:
     cuda = case.device.startswith('cuda')
     model = x = None
     try:
-        model = build_model(spec)
-        model.train(case.mode == 'train')
-        if case.cast_model and case.dtype != 'float32':
-            model = model.to(getattr(torch, case.dtype))
-        model = model.to(case.device)
+        model = _prepared_model(spec, case)
         res['params_m'] = sum(p.numel() for p in model.parameters()) / 1e6
         if case.flops == 'fake' or (case.compile and case.flops == 'real'):
             totals = _fake_flops(model, case)
@@ -423,8 +448,7 @@ def run_case(case: Case) -> Dict[str, Any]:
             model.zero_grad(set_to_none=True)
         if case.compile:
             model = torch.compile(model)
-        x = torch.randn(case.batch, 3, case.height, case.width, device=case.device,
-                        dtype=in_dtype)
+        x = _input(case)
         if not cuda and case.mem_cap_mb:
             # the step may add at most mem_cap_mb of address space to the built model + input
             mem_limit = _cap_address_space(case.mem_cap_mb)
@@ -488,10 +512,7 @@ def run_case(case: Case) -> Dict[str, Any]:
         res.update(repeats=len(times), peak_total_mb=peak / 2**20,
                    peak_mem_mb=max(peak - base, 0) / 2**20, status='ok')
         if times:
-            res.update(latency_ms_median=statistics.median(times) * 1e3,
-                       latency_ms_min=min(times) * 1e3, latency_ms_max=max(times) * 1e3,
-                       cpu_ms_median=statistics.median(cpu_times) * 1e3,
-                       cpu_ms_min=min(cpu_times) * 1e3, cpu_ms_max=max(cpu_times) * 1e3)
+            res.update(_time_stats(times, cpu_times), latency_method='isolated')
         res['threads'] = torch.get_num_threads()
         if len(times) < case.repeats:
             res['note'] = f'time budget {case.budget_s:g}s: {len(times)} of {case.repeats} repeats'
@@ -516,15 +537,110 @@ def run_case(case: Case) -> Dict[str, Any]:
     return res
 
 
-def _child_main(case: Case, conn) -> None:
+def _reply(conn, fn, *args) -> None:
+    """Send ``fn(*args)``, or the failure as a status, to the parent."""
     try:
-        res = run_case(case)
+        res = fn(*args)
     except BaseException as exc:  # noqa: BLE001
         res = dict(status='oom' if is_oom(exc) else 'error', note=repr(exc)[:500])
     try:
         conn.send(res)
     finally:
         conn.close()
+
+
+def _child_main(case: Case, conn) -> None:
+    _reply(conn, run_case, case)
+
+
+def run_interleaved(cases: Sequence[Case], rounds: int, seed: int = 0) -> Dict[str, Any]:
+    """Time ``rounds`` steps of every case's model in this one process, interleaved.
+
+    The cases share the input (size, batch, mode, dtype, device).  Every model takes one
+    untimed step first; then each round steps every model once, in a fresh shuffled order.
+    The models' steps are thus spread over the same minutes, so a machine whose speed drifts
+    slows them alike, which separate processes run one after the other do not guarantee.
+    Returns ``times`` / ``cpu_times`` (one list of seconds per case) and the ``orders``.
+    """
+    import torch
+    first = cases[0]
+    if first.threads:
+        torch.set_num_threads(first.threads)
+    models = []
+    for case in cases:
+        torch.manual_seed(case.seed)
+        model = _prepared_model(ModelSpec(**case.spec), case)
+        models.append(torch.compile(model) if case.compile else model)
+    x = _input(first)
+    steps = [_make_step(m, x, c) for m, c in zip(models, cases)]
+    cuda = first.device.startswith('cuda')
+    if not cuda and first.cpu_malloc == 'reuse':
+        _apply_cpu_malloc('reuse')
+    for step in steps:              # warm-up: lazy set-up, compilation, heap growth
+        step()
+        _sync(first.device)
+    rng = random.Random(seed)
+    times: List[List[float]] = [[] for _ in cases]
+    cpu_times: List[List[float]] = [[] for _ in cases]
+    orders = []
+    for _ in range(rounds):
+        order = list(range(len(cases)))
+        rng.shuffle(order)
+        orders.append(order)
+        for i in order:
+            t0, c0 = time.perf_counter(), time.process_time()
+            steps[i]()
+            _sync(first.device)
+            times[i].append(time.perf_counter() - t0)
+            cpu_times[i].append(time.process_time() - c0)
+    return dict(status='ok', times=times, cpu_times=cpu_times, orders=orders)
+
+
+def _interleaved_child(cases: Sequence[Case], rounds: int, seed: int, conn) -> None:
+    _reply(conn, run_interleaved, cases, rounds, seed)
+
+
+def _time_stats(times: Sequence[float], cpu_times: Sequence[float]) -> Dict[str, float]:
+    """The ``latency_ms_*`` / ``cpu_ms_*`` fields of step times in seconds."""
+    out = {}
+    for prefix, ts in (('latency_ms', times), ('cpu_ms', cpu_times)):
+        out.update({f'{prefix}_median': statistics.median(ts) * 1e3,
+                    f'{prefix}_min': min(ts) * 1e3, f'{prefix}_max': max(ts) * 1e3})
+    return out
+
+
+def interleave_group(group: list, rounds: int, budget: float, preload: Sequence[str],
+                     log) -> Optional[dict]:
+    """Interleaved timing of the cases of one (size, mode) that ran: replaces the latency
+    fields of their results in place (the isolated ones kept as ``isolated_latency_ms_*``).
+    Returns what was done, for the JSON's ``meta``, or None when fewer than two models fit
+    the time budget."""
+    fit = [g for g in group if g[3]['status'] == 'ok' and g[3].get('latency_ms_median')
+           and g[3]['latency_ms_median'] / 1e3 * rounds <= budget]
+    if len(fit) < 2:
+        return None
+    cases = [g[2] for g in fit]
+    expected = sum(g[3]['latency_ms_median'] / 1e3 for g in fit) * (rounds + 1)
+    timeout = 3 * expected + 60 * len(fit) + 60     # + building and warming each model
+    c = cases[0]
+    res = run_isolated(_interleaved_child, (cases, rounds, c.height * 1000 + c.width),
+                       timeout, preload)
+    labels = [g[1].label for g in fit]
+    info = dict(size=f'{c.height}x{c.width}', mode=c.mode, models=labels,
+                status=res['status'], wall_s=res.get('wall_s'),
+                orders=[[labels[i] for i in o] for o in res.get('orders', [])])
+    if res['status'] != 'ok':
+        info['note'] = res.get('note', '')
+        log(f"interleaved timing at {info['size']} {c.mode}: {res['status']} "
+            f"{info['note'][:120]} (isolated times kept)")
+        return info
+    for (_, spec, _, r), ts, cts in zip(fit, res['times'], res['cpu_times']):
+        for k in ('median', 'min', 'max'):
+            r[f'isolated_latency_ms_{k}'] = r[f'latency_ms_{k}']
+        r.update(_time_stats(ts, cts), repeats=len(ts), latency_method='interleaved')
+        log(f"{spec.label:34s} {info['size']} {c.mode:5s} interleaved x{len(ts)}: lat "
+            f"{r['latency_ms_median']:.0f} ms (isolated {r['isolated_latency_ms_median']:.0f})")
+    return info
 
 
 def _apply_cpu_malloc(mode: str) -> str:
@@ -647,7 +763,9 @@ def make_record(spec: ModelSpec, case: Case, res: Dict[str, Any],
     for k in ('params_m', 'latency_ms_median', 'latency_ms_min', 'latency_ms_max', 'repeats',
               'cpu_ms_median', 'cpu_ms_min', 'cpu_ms_max', 'threads', 'cpu_malloc',
               'peak_mem_mb', 'peak_total_mb', 'baseline_mem_mb', 'mem_method', 'status',
-              'note', 'flops_method', 'hotspots', 'mem_limit_mb', 'wall_s'):
+              'note', 'flops_method', 'hotspots', 'mem_limit_mb', 'wall_s',
+              'latency_method', 'isolated_latency_ms_median', 'isolated_latency_ms_min',
+              'isolated_latency_ms_max'):
         if k in res:
             rec[k] = res[k]
     if res.get('flops_total') is not None:
@@ -887,7 +1005,16 @@ def parse_args(argv=None):
                    help='modes to measure (default: infer; infer train with --train)')
     p.add_argument('--warmup', type=int, default=None,
                    help='warm-up steps (the first one counts the FLOPs); default 1')
-    p.add_argument('--repeats', type=int, default=None, help='timed steps (default 5; quick 2)')
+    p.add_argument('--repeats', type=int, default=None,
+                   help='timed steps of the isolated run of each case (default 5; 2 with '
+                        '--quick or --interleave)')
+    p.add_argument('--interleave', type=int, default=None, metavar='R',
+                   help='after the isolated runs at a size, time R more steps of every model '
+                        'that ran there in one process, one step per model per round in a '
+                        'shuffled order; these steps then give the latency fields (default: '
+                        f'{INTERLEAVE_ROUNDS} on CPU, 0 = off with --quick and on CUDA). '
+                        'Models whose step takes longer than --budget / R keep their '
+                        'isolated times')
     p.add_argument('--budget', type=float, default=None,
                    help='seconds of timed steps per case before stopping early (at least one '
                         'step; default 60, quick 8)')
@@ -954,7 +1081,12 @@ def main(argv=None) -> dict:
                                   else CPU_SIZES)]
     modes = args.modes or (['infer', 'train'] if args.train else ['infer'])
     warmup = 1 if args.warmup is None else args.warmup
-    repeats = args.repeats if args.repeats is not None else (2 if args.quick else 5)
+    interleave = args.interleave
+    if interleave is None:
+        interleave = 0 if args.quick or cuda else INTERLEAVE_ROUNDS
+    repeats = args.repeats
+    if repeats is None:
+        repeats = 2 if args.quick or interleave else 5
     budget = args.budget if args.budget is not None else (8.0 if args.quick else 60.0)
     timeout = args.timeout if args.timeout is not None else (90.0 if args.quick else 600.0)
     mem_cap = args.mem_cap_mb
@@ -978,43 +1110,55 @@ def main(argv=None) -> dict:
 
     # size by size, all models at one size before the next: the models compared at a size
     # are measured minutes apart, not a whole model's sweep apart (a shared machine drifts)
-    plan = []
+    plan: Dict[Tuple[int, int], list] = {}
     for order, spec in enumerate(specs):
         model_sizes = list(sizes)
         if cuda and not args.sizes:
             model_sizes += [(s, s) for s in GPU_EXTRA_SIZES.get(spec.label, [])]
         for mode_order, mode in enumerate(modes):
             for h, w in model_sizes:
-                plan.append(((h * w, order, mode_order), spec, mode, h, w))
-    plan.sort(key=lambda item: item[0])
-    done: List[Tuple[tuple, dict]] = []
+                plan.setdefault((h, w), []).append(((order, mode_order), spec, mode))
+    done: List[Tuple[tuple, ModelSpec, Case, dict]] = []
     pending_fake: List[Tuple[dict, Case]] = []
     failed: Dict[Tuple[str, str], str] = {}
-    for key, spec, mode, h, w in plan:
-        case = Case(spec=asdict(spec), height=h, width=w, batch=args.batch, mode=mode,
-                    device=args.device, dtype=dtype, cast_model=args.cast_model,
-                    compile=args.compile,
-                    threads=args.threads, cpu_malloc=args.cpu_malloc,
-                    warmup=warmup, repeats=repeats,
-                    budget_s=budget, mem_cap_mb=mem_cap,
-                    flops=args.flops, profile=args.profile)
-        if (spec.label, mode) in failed and not args.no_skip:
-            res = dict(status='skipped', note=f'after {failed[spec.label, mode]}')
-        else:
-            res = run_isolated(_child_main, (case, ), timeout, preload)
+    interleaved: List[dict] = []
+    for h, w in sorted(plan, key=lambda hw: (hw[0] * hw[1], hw)):
+        group = []
+        for key, spec, mode in sorted(plan[h, w], key=lambda item: item[0]):
+            case = Case(spec=asdict(spec), height=h, width=w, batch=args.batch, mode=mode,
+                        device=args.device, dtype=dtype, cast_model=args.cast_model,
+                        compile=args.compile,
+                        threads=args.threads, cpu_malloc=args.cpu_malloc,
+                        warmup=warmup, repeats=repeats,
+                        budget_s=budget, mem_cap_mb=mem_cap,
+                        flops=args.flops, profile=args.profile)
+            if (spec.label, mode) in failed and not args.no_skip:
+                res = dict(status='skipped', note=f'after {failed[spec.label, mode]}')
+            else:
+                res = run_isolated(_child_main, (case, ), timeout, preload)
+            group.append((key + (h * w, h, w), spec, case, res))
+            if res['status'] in ('oom', 'timeout'):
+                failed.setdefault((spec.label, mode), f"{res['status']} at {h}x{w}")
+            log(f"{spec.label:34s} {h}x{w} {mode:5s} {res['status']:8s} "
+                f"lat {_fmt(res.get('latency_ms_median'), '.0f')} ms  "
+                f"cpu {_fmt(res.get('cpu_ms_median'), '.0f')} ms  "
+                f"mem {_fmt(res.get('peak_mem_mb'), '.0f')} MiB  "
+                f"{_fmt((res.get('flops_total') or 0) / 1e9 or None)} GFLOPs  "
+                f"{res.get('note', '')[:90]}")
+        if interleave > 0:
+            for mode in modes:
+                info = interleave_group([g for g in group if g[2].mode == mode], interleave,
+                                        budget, preload, log)
+                if info:
+                    interleaved.append(info)
+        done.extend(group)
+    # the outputs list each model's sizes together, in the order the models were given
+    records: List[dict] = []
+    for _, spec, case, res in sorted(done, key=lambda item: item[0]):
         rec = make_record(spec, case, res, mm_before)
-        done.append(((key[1], key[2], key[0]), rec))
-        if rec['status'] in ('oom', 'timeout'):
-            failed.setdefault((spec.label, mode), f"{rec['status']} at {h}x{w}")
+        records.append(rec)
         if rec['gflops'] is None and args.flops != 'none':
             pending_fake.append((rec, case))
-        log(f"{spec.label:34s} {h}x{w} {mode:5s} {rec['status']:8s} "
-            f"lat {_fmt(rec['latency_ms_median'], '.0f')} ms  "
-            f"cpu {_fmt(rec['cpu_ms_median'], '.0f')} ms  "
-            f"mem {_fmt(rec['peak_mem_mb'], '.0f')} MiB  "
-            f"{_fmt(rec['gflops'])} GFLOPs  {rec['note'][:90]}")
-    # the outputs list each model's sizes together, in the order the models were given
-    records: List[dict] = [rec for _, rec in sorted(done, key=lambda item: item[0])]
 
     # FLOPs of failed / skipped cases on fake tensors (no compute, little memory)
     for rec, case in pending_fake:
@@ -1043,6 +1187,7 @@ def main(argv=None) -> dict:
         loadavg_end=os.getloadavg() if hasattr(os, 'getloadavg') else None,
         mem_cap_mb=mem_cap, timeout_s=timeout, warmup=warmup, repeats=repeats,
         budget_s=budget, quick=args.quick, cpu_malloc=None if cuda else args.cpu_malloc,
+        interleave=dict(rounds=interleave, groups=interleaved),
         matmul=dict(before=mm_before, after=mm_after),
         gpu=_gpu_name(args.device) if cuda else None)
     out = dict(meta=meta, records=records, summary=summary)

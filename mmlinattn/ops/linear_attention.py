@@ -116,9 +116,14 @@ def chunked_linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
             out = feature_q(q[..., s:s + chunk, :]) @ kv
             outs.append(out[..., :-1] / (out[..., -1:] + eps))
         return outs[0] if len(outs) == 1 else torch.cat(outs, dim=-2)
-    # no autograd: normalise each chunk straight into the output (no concatenation copy)
+    # no autograd: normalise each chunk straight into the output (no concatenation copy),
+    # laid out tokens-major for (..., heads, N, D): the usual (B, N, heads * D) merge of the
+    # heads is then a view instead of a copy
     batch = torch.broadcast_shapes(q.shape[:-2], kv.shape[:-2])
-    result = kv.new_empty(batch + (n, v.shape[-1]))
+    if len(batch) >= 2:
+        result = kv.new_empty(batch[:-1] + (n, batch[-1], v.shape[-1])).transpose(-3, -2)
+    else:
+        result = kv.new_empty(batch + (n, v.shape[-1]))
     for s in range(0, n, chunk):
         out = feature_q(q[..., s:s + chunk, :]) @ kv
         torch.div(out[..., :-1], out[..., -1:].add_(eps), out=result[..., s:s + chunk, :])

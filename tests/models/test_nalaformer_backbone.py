@@ -204,8 +204,9 @@ def _plain_block(blk, x, hw):
 
 @pytest.mark.parametrize('grad', [False, True])
 def test_block_equals_its_plain_formulation(grad):
-    """The fast block (identity folded into the depthwise kernels, addcmul residuals, the
-    gate from its own rows of the fused projection, chunked attention) computes the same
+    """The fast block (identity folded into the depthwise kernels; without autograd the
+    LayerScale residuals inside the output GEMMs, with it addcmul residuals; q, k, v and the
+    gate from their own rows of the fused projection; chunked attention) computes the same
     function as the term-by-term formulation, with and without autograd."""
     torch.manual_seed(1)
     blk = NaLaBlock(32, 2, mlp_ratio=2.0, layer_scale_init_value=0.7).double().eval()
@@ -216,6 +217,22 @@ def test_block_equals_its_plain_formulation(grad):
         got = blk(x, (5, 7))
         ref = _plain_block(blk, x, (5, 7))
     torch.testing.assert_close(got, ref, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize('gamma', [False, True])
+@pytest.mark.parametrize('bias', [False, True])
+def test_residual_linear_equals_the_two_step_form(gamma, bias):
+    from mmlinattn.models.layers.fused import residual_linear
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(6, 4, bias=bias).double()
+    x, y = torch.randn(2, 9, 4, dtype=torch.float64), torch.randn(2, 9, 6, dtype=torch.float64)
+    g = torch.rand(4, dtype=torch.float64) if gamma else None
+    x0 = x.clone()
+    with torch.no_grad():
+        got = residual_linear(x, lin, y, g)
+        ref = x + (lin(y) if g is None else g * lin(y))
+    torch.testing.assert_close(got, ref, rtol=1e-12, atol=1e-12)
+    assert torch.equal(x, x0)            # the residual input is not written to
 
 
 def test_conv_tokens_folds_the_identity_only_without_padding():

@@ -90,6 +90,13 @@ def test_chunked_attention_equals_dense(kernel, chunk):
         ref = (s @ v / count) / (s.sum(-1, keepdim=True) / count + 1e-6)
         got = chunked_linear_attention(q, k, v, phi_q, phi_k, 1e-6, mask, chunk=chunk)
         torch.testing.assert_close(got, ref, rtol=1e-12, atol=1e-12)
+    # without autograd the (B, h, N, D) output is stored tokens-major: merging the heads
+    # into (B, N, h * D) is a view
+    b, h, n, d = got.shape
+    merged = got.transpose(1, 2).reshape(b, n, h * d)
+    assert h > 1 and merged.data_ptr() == got.data_ptr()
+    torch.testing.assert_close(merged, ref.transpose(1, 2).reshape(b, n, h * d), rtol=1e-12,
+                               atol=1e-12)
 
 
 def test_attention_gradients_match_the_materialised_reference():

@@ -35,6 +35,10 @@ class ConvFFN(nn.Module):
         self.act_before_dw = act_before_dw
 
     def forward(self, x: torch.Tensor, hw: Tuple[int, int]) -> torch.Tensor:
+        return self.drop(self.fc2(self.hidden(x, hw)))
+
+    def hidden(self, x: torch.Tensor, hw: Tuple[int, int]) -> torch.Tensor:
+        """Everything before ``fc2`` (its input, after the first dropout)."""
         x = self.fc1(x)
         if self.act_before_dw:
             x = self.act(x)
@@ -43,5 +47,4 @@ class ConvFFN(nn.Module):
         x = conv_tokens(self.dwconv, x, hw, residual=self.dw_residual)
         if not self.act_before_dw:
             x = self.act(x)
-        x = self.drop(x)
-        return self.drop(self.fc2(x))
+        return self.drop(x)

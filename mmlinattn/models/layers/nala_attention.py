@@ -6,9 +6,11 @@ import torch.nn as nn
 import torch.nn.functional as F
 from timm.layers import DropPath
 
+from ...ops._grad import needs_grad
 from ...ops.nalaformer import KERNELS, nala_attention
 from .channels_last import conv_tokens
 from .ffn import ConvFFN
+from .fused import residual_linear
 from .rope import apply_rope, rope_2d_angles
 from .valid_region import token_mask
 
@@ -67,12 +69,17 @@ class NaLaAttention(nn.Module):
 
     def forward(self, x: torch.Tensor, hw: Tuple[int, int]) -> torch.Tensor:
         """(B, N, C) tokens on an H x W grid -> (B, N, C)."""
+        return self.proj(self.mix(x, hw))
+
+    def mix(self, x: torch.Tensor, hw: Tuple[int, int]) -> torch.Tensor:
+        """Everything before the output projection: ``LayerNorm(o) * SiLU(g)``."""
         b, n, c = x.shape
-        # the gate from its own rows of the fused weight: a contiguous gate makes the SiLU
-        # ~4x faster than on a strided column block of a (B, N, 4C) output
+        # q, k, v and g from their own rows of the fused weight: contiguous outputs instead of
+        # strided column blocks of one (B, N, 4C) product, which the SiLU, the LePE conv and
+        # the per-head matmuls would otherwise read (or copy) with a stride of 4C
         w, bias = self.qkvg.weight, self.qkvg.bias
-        q, k, v = F.linear(x, w[:3 * c], bias[:3 * c]).chunk(3, dim=-1)
-        g = F.linear(x, w[3 * c:], bias[3 * c:])
+        q, k, v, g = (F.linear(x, w[i * c:(i + 1) * c], bias[i * c:(i + 1) * c])
+                      for i in range(4))
         heads = [t.view(b, n, self.num_heads, self.head_dim).transpose(1, 2) for t in (q, k, v)]
         valid = token_mask(hw, b, x.device)  # batch padding: not a key (None: no padding)
         if self.attn_type == 'nala':
@@ -88,7 +95,7 @@ class NaLaAttention(nn.Module):
         o = o.transpose(1, 2).reshape(b, n, c)
         if self.lepe is not None:
             o = o + conv_tokens(self.lepe, v, hw)
-        return self.proj(self.norm(o) * self.act(g))
+        return self.norm(o) * self.act(g)
 
 
 class NaLaBlock(nn.Module):
@@ -126,9 +133,19 @@ class NaLaBlock(nn.Module):
             self.gamma1 = nn.Parameter(torch.full((dim, ), float(layer_scale_init_value)))
             self.gamma2 = nn.Parameter(torch.full((dim, ), float(layer_scale_init_value)))
 
-    def _residual(self, x: torch.Tensor, gamma: Optional[torch.Tensor],
-                  y: torch.Tensor) -> torch.Tensor:
-        """``x + DropPath(gamma * y)``; DropPath is linear, so one ``addcmul`` pass."""
+    def _residual(self, x: torch.Tensor, gamma: Optional[torch.Tensor], linear: nn.Linear,
+                  y: torch.Tensor, dropout: Optional[nn.Module] = None) -> torch.Tensor:
+        """``x + DropPath(gamma * dropout(linear(y)))``.
+
+        In inference the LayerScale and the residual go into the linear's GEMM
+        (:func:`.fused.residual_linear`); otherwise DropPath, being linear, lets one
+        ``addcmul`` do both."""
+        params = [t for t in (linear.weight, linear.bias, gamma) if t is not None]
+        if not self.training and not needs_grad(x, y, *params):
+            return residual_linear(x, linear, y, gamma)
+        y = linear(y)
+        if dropout is not None:
+            y = dropout(y)
         y = self.drop_path(y)
         return x + y if gamma is None else torch.addcmul(x, gamma, y)
 
@@ -137,7 +154,8 @@ class NaLaBlock(nn.Module):
         x = x.contiguous()
         if self.cpe1 is not None:
             x = conv_tokens(self.cpe1, x, hw, residual=True)
-        x = self._residual(x, self.gamma1, self.attn(self.norm1(x), hw))
+        x = self._residual(x, self.gamma1, self.attn.proj, self.attn.mix(self.norm1(x), hw))
         if self.cpe2 is not None:
             x = conv_tokens(self.cpe2, x, hw, residual=True)
-        return self._residual(x, self.gamma2, self.ffn(self.norm2(x), hw))
+        return self._residual(x, self.gamma2, self.ffn.fc2, self.ffn.hidden(self.norm2(x), hw),
+                              self.ffn.drop)
