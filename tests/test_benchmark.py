@@ -160,6 +160,10 @@ def test_interleaved_rounds_step_every_model_once_and_respect_the_budget(tmp_pat
     assert res['meta']['interleave']['groups'] == []
     for r in res['records']:
         assert r['latency_method'] == 'isolated' and r['isolated_latency_ms_median'] is None
+    # the workers all stay alive: none is started without the memory it may need
+    cases = [_case(m, 64, None) for m in models[:2]]
+    res = B.run_interleaved(cases, 1, 0, [60, 60], [1e12, 1e12])
+    assert res['status'] == 'skipped' and 'MiB available' in res['note']
     # --interleave 0: isolated only
     res = B.main(common + ['--interleave', '0'])
     assert {r['latency_method'] for r in res['records']} == {'isolated'}

@@ -36,8 +36,9 @@ What each number means (see ``docs/benchmarks.md``):
 
 * ``latency_method``: ``isolated`` (the case's own process, the timed steps after its
   warm-up) or ``interleaved`` (``--interleave R``, the default on CPU: R more steps of each
-  model in one process with all models of that size and mode, one step per model per round in
-  a shuffled order; the isolated times are kept as ``isolated_latency_ms_*``).
+  model of that size and mode, each model warm in a process of its own, the models stepping
+  one at a time, once per round, in a shuffled order; the isolated times are kept as
+  ``isolated_latency_ms_*``).
 
 The cases run size by size (every model at the smallest size, then the next size), so the
 models compared at one size are measured minutes apart on a machine whose speed drifts; the
@@ -537,10 +538,9 @@ def run_case(case: Case) -> Dict[str, Any]:
     return res
 
 
-def _reply(conn, fn, *args) -> None:
-    """Send ``fn(*args)``, or the failure as a status, to the parent."""
+def _child_main(case: Case, conn) -> None:
     try:
-        res = fn(*args)
+        res = run_case(case)
     except BaseException as exc:  # noqa: BLE001
         res = dict(status='oom' if is_oom(exc) else 'error', note=repr(exc)[:500])
     try:
@@ -549,55 +549,103 @@ def _reply(conn, fn, *args) -> None:
         conn.close()
 
 
-def _child_main(case: Case, conn) -> None:
-    _reply(conn, run_case, case)
+def _step_worker(case: Case, conn) -> None:
+    """A model kept warm in its own process, stepping on request (interleaved timing).
 
-
-def run_interleaved(cases: Sequence[Case], rounds: int, seed: int = 0) -> Dict[str, Any]:
-    """Time ``rounds`` steps of every case's model in this one process, interleaved.
-
-    The cases share the input (size, batch, mode, dtype, device).  Every model takes one
-    untimed step first; then each round steps every model once, in a fresh shuffled order.
-    The models' steps are thus spread over the same minutes, so a machine whose speed drifts
-    slows them alike, which separate processes run one after the other do not guarantee.
-    Returns ``times`` / ``cpu_times`` (one list of seconds per case) and the ``orders``.
+    Sends ``{'status': 'ready'}`` once the model is built and has taken its untimed steps,
+    then answers every ``'step'`` with that step's wall and CPU seconds until ``'stop'``.
+    Its own process gives each model the heap, allocator state and thread pool of its
+    isolated run, none shared with the other models.
     """
-    import torch
-    first = cases[0]
-    if first.threads:
-        torch.set_num_threads(first.threads)
-    models = []
-    for case in cases:
+    try:
+        import torch
+        if case.threads:
+            torch.set_num_threads(case.threads)
         torch.manual_seed(case.seed)
         model = _prepared_model(ModelSpec(**case.spec), case)
-        models.append(torch.compile(model) if case.compile else model)
-    x = _input(first)
-    steps = [_make_step(m, x, c) for m, c in zip(models, cases)]
-    cuda = first.device.startswith('cuda')
-    if not cuda and first.cpu_malloc == 'reuse':
-        _apply_cpu_malloc('reuse')
-    for step in steps:              # warm-up: lazy set-up, compilation, heap growth
-        step()
-        _sync(first.device)
-    rng = random.Random(seed)
-    times: List[List[float]] = [[] for _ in cases]
-    cpu_times: List[List[float]] = [[] for _ in cases]
-    orders = []
-    for _ in range(rounds):
-        order = list(range(len(cases)))
-        rng.shuffle(order)
-        orders.append(order)
-        for i in order:
+        if case.compile:
+            model = torch.compile(model)
+        step = _make_step(model, _input(case), case)
+        if not case.device.startswith('cuda') and case.cpu_malloc == 'reuse':
+            _apply_cpu_malloc('reuse')
+        for _ in range(2):          # set-up / compilation, then the heap's growth
+            step()
+            _sync(case.device)
+        conn.send(dict(status='ready'))
+        while conn.recv() == 'step':
             t0, c0 = time.perf_counter(), time.process_time()
-            steps[i]()
-            _sync(first.device)
-            times[i].append(time.perf_counter() - t0)
-            cpu_times[i].append(time.process_time() - c0)
-    return dict(status='ok', times=times, cpu_times=cpu_times, orders=orders)
+            step()
+            _sync(case.device)
+            conn.send((time.perf_counter() - t0, time.process_time() - c0))
+    except BaseException as exc:  # noqa: BLE001
+        try:
+            conn.send(dict(status='oom' if is_oom(exc) else 'error', note=repr(exc)[:500]))
+        except (OSError, ValueError):
+            pass
+    finally:
+        conn.close()
 
 
-def _interleaved_child(cases: Sequence[Case], rounds: int, seed: int, conn) -> None:
-    _reply(conn, run_interleaved, cases, rounds, seed)
+def run_interleaved(cases: Sequence[Case], rounds: int, seed: int, step_timeout: Sequence[float],
+                    mem_need_mb: Optional[Sequence[float]] = None,
+                    preload: Sequence[str] = ('torch', )) -> Dict[str, Any]:
+    """Time ``rounds`` steps of every case's model, interleaved: one warm worker process per
+    model (:func:`_step_worker`), and in each round every model steps once, one at a time,
+    in a fresh shuffled order.  The models' steps are thus spread over the same minutes, so a
+    machine whose speed drifts slows them alike, which runs one after the other do not
+    guarantee.  ``step_timeout[i]`` bounds each of model i's steps (its build and warm-up
+    get three times that plus a minute).  A worker is only started while the machine has
+    ``mem_need_mb[i]`` available (CPU), since all of them stay alive until the end.  Returns
+    ``times`` / ``cpu_times`` (one list of seconds per case) and the ``orders``, or a failed
+    status with a note."""
+    ctx = _context(preload)
+    workers = []
+    try:
+        for i, (case, limit) in enumerate(zip(cases, step_timeout)):
+            avail = _mem_available_mb()
+            if mem_need_mb and avail is not None and avail < mem_need_mb[i]:
+                return dict(status='skipped', note=f"{case.spec['label']}: {avail:.0f} MiB "
+                            f'available, {mem_need_mb[i]:.0f} MiB wanted for its worker')
+            parent, child = ctx.Pipe()
+            proc = ctx.Process(target=_step_worker, args=(case, child), daemon=True)
+            proc.start()
+            child.close()
+            workers.append((proc, parent))
+            reply = parent.recv() if parent.poll(3 * limit + 60) else None
+            if not isinstance(reply, dict) or reply.get('status') != 'ready':
+                reply = reply or dict(status='timeout', note='no answer while warming up')
+                return dict(reply, note=f"{case.spec['label']}: {reply.get('note', '')}")
+        rng = random.Random(seed)
+        times: List[List[float]] = [[] for _ in cases]
+        cpu_times: List[List[float]] = [[] for _ in cases]
+        orders = []
+        for _ in range(rounds):
+            order = list(range(len(cases)))
+            rng.shuffle(order)
+            orders.append(order)
+            for i in order:
+                conn = workers[i][1]
+                conn.send('step')
+                reply = conn.recv() if conn.poll(step_timeout[i]) else None
+                if not isinstance(reply, tuple):
+                    reply = reply or dict(status='timeout', note='step timed out')
+                    return dict(reply, note=f"{cases[i].spec['label']}: {reply.get('note')}")
+                times[i].append(reply[0])
+                cpu_times[i].append(reply[1])
+        return dict(status='ok', times=times, cpu_times=cpu_times, orders=orders)
+    except (EOFError, OSError) as exc:   # a worker died (e.g. killed by the OOM killer)
+        return dict(status='error', note=f'a worker process died: {exc!r}')
+    finally:
+        for proc, conn in workers:
+            try:
+                conn.send('stop')
+            except (OSError, ValueError):
+                pass
+            proc.join(10)
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+            conn.close()
 
 
 def _time_stats(times: Sequence[float], cpu_times: Sequence[float]) -> Dict[str, float]:
@@ -620,11 +668,14 @@ def interleave_group(group: list, rounds: int, budget: float, preload: Sequence[
     if len(fit) < 2:
         return None
     cases = [g[2] for g in fit]
-    expected = sum(g[3]['latency_ms_median'] / 1e3 for g in fit) * (rounds + 1)
-    timeout = 3 * expected + 60 * len(fit) + 60     # + building and warming each model
     c = cases[0]
-    res = run_isolated(_interleaved_child, (cases, rounds, c.height * 1000 + c.width),
-                       timeout, preload)
+    t0 = time.perf_counter()
+    # a worker keeps its heap at the step's peak; allow twice the isolated peak (and the
+    # model) for fragmentation
+    res = run_interleaved(cases, rounds, c.height * 1000 + c.width,
+                          [3 * g[3]['latency_ms_median'] / 1e3 + 30 for g in fit],
+                          [2 * (g[3].get('peak_total_mb') or 0) for g in fit], preload)
+    res['wall_s'] = time.perf_counter() - t0
     labels = [g[1].label for g in fit]
     info = dict(size=f'{c.height}x{c.width}', mode=c.mode, models=labels,
                 status=res['status'], wall_s=res.get('wall_s'),
@@ -1010,8 +1061,9 @@ def parse_args(argv=None):
                         '--quick or --interleave)')
     p.add_argument('--interleave', type=int, default=None, metavar='R',
                    help='after the isolated runs at a size, time R more steps of every model '
-                        'that ran there in one process, one step per model per round in a '
-                        'shuffled order; these steps then give the latency fields (default: '
+                        'that ran there, each warm in its own process, one step per model per '
+                        'round in a shuffled order; these steps then give the latency fields '
+                        '(default: '
                         f'{INTERLEAVE_ROUNDS} on CPU, 0 = off with --quick and on CUDA). '
                         'Models whose step takes longer than --budget / R keep their '
                         'isolated times')
