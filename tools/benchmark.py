@@ -974,8 +974,8 @@ def _fmt(v, spec='.1f') -> str:
 
 def markdown_table(records: List[dict]) -> str:
     head = ('| model | size | mode | params (M) | GFLOPs | NS GFLOPs | latency ms (med / min / '
-            'max) | CPU ms (med) | peak mem (MiB) | GFLOP/s | % matmul | status |')
-    lines = [head, '|' + '---|' * 12]
+            'max) | timing | CPU ms (med) | peak mem (MiB) | GFLOP/s | % matmul | status |')
+    lines = [head, '|' + '---|' * 13]
     for r in records:
         lat = (f"{_fmt(r['latency_ms_median'], '.0f')} / {_fmt(r['latency_ms_min'], '.0f')} / "
                f"{_fmt(r['latency_ms_max'], '.0f')}" if r['status'] == 'ok' else '–')
@@ -985,7 +985,7 @@ def markdown_table(records: List[dict]) -> str:
         lines.append(
             f"| {r['label']} | {_size_label(r)} | {r['mode']} | {_fmt(r['params_m'])} | "
             f"{_fmt(r['gflops'])} | {_fmt(r['newton_gflops'])} | {lat} | "
-            f"{_fmt(r.get('cpu_ms_median'), '.0f')} | {_fmt(r['peak_mem_mb'], '.0f')} | {_fmt(r['achieved_gflops_per_s'], '.1f')} | "
+            f"{_fmt(r.get('latency_method'))} | {_fmt(r.get('cpu_ms_median'), '.0f')} | {_fmt(r['peak_mem_mb'], '.0f')} | {_fmt(r['achieved_gflops_per_s'], '.1f')} | "
             f"{_fmt(frac * 100 if frac is not None else None, '.0f')} | {status} |")
     return '\n'.join(lines)
 

@@ -235,6 +235,18 @@ def test_residual_linear_equals_the_two_step_form(gamma, bias):
     assert torch.equal(x, x0)            # the residual input is not written to
 
 
+def test_residual_linear_under_autocast_is_the_autocast_two_step_form():
+    from mmlinattn.models.layers.fused import residual_linear
+    torch.manual_seed(0)
+    lin, g = torch.nn.Linear(6, 4), torch.rand(4)
+    x, y = torch.randn(2, 9, 4), torch.randn(2, 9, 6).bfloat16()   # y from a bf16 op
+    with torch.no_grad(), torch.autocast('cpu', dtype=torch.bfloat16):
+        got = residual_linear(x, lin, y, g)
+        ref = torch.addcmul(x, g, lin(y))
+    assert got.dtype == ref.dtype == torch.float32
+    torch.testing.assert_close(got, ref, rtol=0, atol=0)
+
+
 def test_conv_tokens_folds_the_identity_only_without_padding():
     from mmlinattn.models.layers.channels_last import conv_tokens
     from mmlinattn.models.layers.valid_region import ValidRegion, use_valid_region, zero_padding
