@@ -44,7 +44,8 @@ The cases run size by size (every model at the smallest size, then the next size
 models compared at one size are measured minutes apart on a machine whose speed drifts; the
 interleaved rounds then put every model's timed steps into the same minutes.  The outputs
 list the records model by model.  Each case runs in a fresh child process forked from a
-server process that has only imported the libraries (``multiprocessing`` ``forkserver``).  On CPU the child builds the model, runs
+server process that has only imported the libraries (``multiprocessing`` ``forkserver``).
+On CPU the child builds the model, runs
 one step on a 64 x 64 input (lazy imports, thread pool, kernel set-up), allocates the input,
 then caps its address space at its current size plus ``--mem-cap-mb`` (``RLIMIT_AS``): the
 step itself may add at most that much.  On CUDA ``--mem-cap-mb`` sets
@@ -104,8 +105,6 @@ RECORD_FIELDS = [
 ]
 #: rounds of the interleaved timing of a full CPU run (``--interleave``)
 INTERLEAVE_ROUNDS = 4
-_TIME_KEYS = ('latency_ms_median', 'latency_ms_min', 'latency_ms_max', 'cpu_ms_median',
-              'cpu_ms_min', 'cpu_ms_max')
 
 
 @dataclass
@@ -404,10 +403,12 @@ def _prepared_model(spec: ModelSpec, case: Case):
     return model.to(case.device)
 
 
-def _input(case: Case):
+def _input(case: Case, hw: Optional[Tuple[int, int]] = None):
+    """The case's random input batch (``hw``: another size, batch 1)."""
     import torch
     dtype = getattr(torch, case.dtype) if case.cast_model else torch.float32
-    return torch.randn(case.batch, 3, case.height, case.width, device=case.device, dtype=dtype)
+    shape = (case.batch, 3, case.height, case.width) if hw is None else (1, 3, *hw)
+    return torch.randn(shape, device=case.device, dtype=dtype)
 
 
 def run_case(case: Case) -> Dict[str, Any]:
@@ -435,7 +436,6 @@ def run_case(case: Case) -> Dict[str, Any]:
         if case.repeats <= 0 and case.warmup <= 0:
             res['status'] = 'ok'
             return res
-        in_dtype = getattr(torch, case.dtype) if case.cast_model else torch.float32
         if cuda and case.mem_cap_mb:
             total = torch.cuda.get_device_properties(torch.device(case.device)).total_memory
             torch.cuda.set_per_process_memory_fraction(
@@ -445,7 +445,7 @@ def run_case(case: Case) -> Dict[str, Any]:
             # (a thread that cannot get its stack aborts the process instead of raising) and
             # kernel initialisation happen before the cap
             small = min(64, case.height), min(64, case.width)
-            _make_step(model, torch.randn(1, 3, *small, dtype=in_dtype), case)()
+            _make_step(model, _input(case, small), case)()
             model.zero_grad(set_to_none=True)
         if case.compile:
             model = torch.compile(model)
@@ -675,10 +675,9 @@ def interleave_group(group: list, rounds: int, budget: float, preload: Sequence[
     res = run_interleaved(cases, rounds, c.height * 1000 + c.width,
                           [3 * g[3]['latency_ms_median'] / 1e3 + 30 for g in fit],
                           [2 * (g[3].get('peak_total_mb') or 0) for g in fit], preload)
-    res['wall_s'] = time.perf_counter() - t0
     labels = [g[1].label for g in fit]
     info = dict(size=f'{c.height}x{c.width}', mode=c.mode, models=labels,
-                status=res['status'], wall_s=res.get('wall_s'),
+                status=res['status'], wall_s=time.perf_counter() - t0,
                 orders=[[labels[i] for i in o] for o in res.get('orders', [])])
     if res['status'] != 'ok':
         info['note'] = res.get('note', '')
@@ -985,7 +984,8 @@ def markdown_table(records: List[dict]) -> str:
         lines.append(
             f"| {r['label']} | {_size_label(r)} | {r['mode']} | {_fmt(r['params_m'])} | "
             f"{_fmt(r['gflops'])} | {_fmt(r['newton_gflops'])} | {lat} | "
-            f"{_fmt(r.get('latency_method'))} | {_fmt(r.get('cpu_ms_median'), '.0f')} | {_fmt(r['peak_mem_mb'], '.0f')} | {_fmt(r['achieved_gflops_per_s'], '.1f')} | "
+            f"{_fmt(r.get('latency_method'))} | {_fmt(r.get('cpu_ms_median'), '.0f')} | "
+            f"{_fmt(r['peak_mem_mb'], '.0f')} | {_fmt(r['achieved_gflops_per_s'], '.1f')} | "
             f"{_fmt(frac * 100 if frac is not None else None, '.0f')} | {status} |")
     return '\n'.join(lines)
 

@@ -53,10 +53,9 @@ def conv_tokens(conv: nn.Conv2d, x: torch.Tensor, hw: Tuple[int, int],
     masked = zero_padding(m)
     if residual and masked is m and _is_depthwise_same(conv):
         kh, kw = conv.kernel_size
-        delta = torch.zeros_like(conv.weight)
-        delta[:, :, kh // 2, kw // 2] = 1
-        return map_as_tokens(F.conv2d(m, conv.weight + delta, conv.bias, 1, conv.padding, 1,
-                                      conv.groups))
+        weight = conv.weight.clone()
+        weight[:, :, kh // 2, kw // 2] += 1
+        return map_as_tokens(F.conv2d(m, weight, conv.bias, 1, conv.padding, 1, conv.groups))
     y = map_as_tokens(conv(masked))
     return x + y if residual else y
 
