@@ -53,9 +53,20 @@ def _replace_sync_bn(node) -> int:
     return count
 
 
+def _rank_zero_logger(cfg: Config) -> None:
+    """mmengine's own ``LoggerHook`` becomes :class:`mmlinattn.engine.RankZeroLoggerHook`,
+    so that a distributed test leaves one valid ``<timestamp>.json`` (see its docstring)."""
+    hook = cfg.get('default_hooks', {}).get('logger')
+    if hook is not None and hook.get('type') in ('LoggerHook', 'mmengine.LoggerHook'):
+        hook['type'] = 'mmlinattn.RankZeroLoggerHook'
+
+
 def setup_launcher(cfg: Config, launcher: str) -> None:
     """Distributed set-up that also works without a GPU (gloo backend, CPU DDP)."""
-    if launcher == 'none' or torch.cuda.is_available():
+    if launcher == 'none':
+        return
+    _rank_zero_logger(cfg)
+    if torch.cuda.is_available():
         return
     import torch.distributed as dist
     if not dist.is_initialized():
@@ -86,10 +97,6 @@ def env_is_cpu() -> bool:
     return not torch.cuda.is_available()
 
 
-__all__ = ['library_of', 'register_library', 'setup_launcher', 'check_config_datasets',
-           'set_work_dir', 'env_is_cpu']
-
-
 def close_process_group() -> None:
     """Tear down the torch.distributed group (if any) before the interpreter exits: left to
     exit-time teardown, gloo's threads can abort the process after a finished run
@@ -97,3 +104,7 @@ def close_process_group() -> None:
     import torch.distributed as dist
     if dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()
+
+
+__all__ = ['library_of', 'register_library', 'setup_launcher', 'check_config_datasets',
+           'set_work_dir', 'env_is_cpu', 'close_process_group']
