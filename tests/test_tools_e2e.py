@@ -8,6 +8,7 @@ import glob
 import json
 import os
 import os.path as osp
+import re
 import socket
 import subprocess
 import sys
@@ -112,14 +113,26 @@ def _free_port():
         return s.getsockname()[1]
 
 
+def _gloo_threads_at_exit(stderr):
+    """Per worker rank, the gloo threads still running when the interpreter finalizes."""
+    reports = re.findall(r'\[threads-at-exit rank=(\d+)\] (.*)', stderr)
+    assert sorted(rank for rank, _ in reports) == ['0', '1'], stderr[-3000:]
+    return {rank: [n for n in names.split() if 'gloo' in n] for rank, names in reports}
+
+
 def test_dist_train_gloo_two_processes(demo_root, tmp_path):
     config = 'configs/retinanet_soft_tiny_1x.py'
     opts = cfg_options(config, demo_root, extra={'model.test_cfg.score_thr': 0.0})
-    env = dict(os.environ, PYTHON=sys.executable, PORT=str(_free_port()), OMP_NUM_THREADS='1')
+    # tests/exit_threads makes every process list its threads at exit: the tools must have
+    # stopped gloo's threads (left to finalization, they abort 1 run in 12-24 under load).
+    env = dict(os.environ, PYTHON=sys.executable, PORT=str(_free_port()), OMP_NUM_THREADS='1',
+               PYTHONPATH=os.pathsep.join(filter(None, [osp.join(ROOT, 'tests', 'exit_threads'),
+                                                        os.environ.get('PYTHONPATH')])))
     proc = subprocess.run(['bash', 'tools/dist_train.sh', config, '2', '--work-dir',
                            str(tmp_path), '--cfg-options', *opts], cwd=ROOT, env=env,
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
+    assert _gloo_threads_at_exit(proc.stderr) == {'0': [], '1': []}
     log = ''.join(open(p).read() for p in glob.glob(str(tmp_path / '*' / '*.log')))
     assert 'Distributed training: True' in log
     assert "'world_size': 2" in log or 'world_size: 2' in log or 'GPU number: 2' in log \
@@ -133,6 +146,7 @@ def test_dist_train_gloo_two_processes(demo_root, tmp_path):
                            '2', '--work-dir', str(test_dir), '--cfg-options', *opts], cwd=ROOT,
                           env=env, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
+    assert _gloo_threads_at_exit(proc.stderr) == {'0': [], '1': []}
     assert 'coco/bbox_mAP' in last_metrics(test_dir)
 
 

@@ -79,6 +79,7 @@ def main():
         from mmdet.evaluation import DumpDetResults
         runner.test_evaluator.metrics.append(DumpDetResults(out_file_path=args.out))
     runner.test()
+    del runner  # its DDP wrapper holds the process group
     close_process_group()
 
 

@@ -90,6 +90,7 @@ def main():
     setup_launcher(cfg, args.launcher)
     runner = Runner.from_cfg(cfg)
     runner.train()
+    del runner  # its DDP wrapper holds the process group
     close_process_group()
 
 
