@@ -122,7 +122,7 @@ def test_quick_style_run_writes_json_csv_png(tmp_path):
         assert r['params_m'] > 0 and r['gflops'] > 0 and r['peak_mem_mb'] >= 0
         assert r['latency_ms_min'] <= r['latency_ms_median'] <= r['latency_ms_max']
         assert r['cpu_ms_median'] > 0 and r['threads'] == 1
-        # a full CPU run times the models of each size interleaved in one process
+        # a full CPU run times the models of each size interleaved, each in its own process
         assert r['latency_method'] == 'interleaved' and r['repeats'] == B.INTERLEAVE_ROUNDS
         assert r['isolated_latency_ms_min'] <= r['isolated_latency_ms_max']
         assert r['cpu_malloc'] in ('reuse', 'system')   # 'system' only off glibc

@@ -5,7 +5,6 @@ file holds the gathered metric.  ``tools/test.py --launcher pytorch`` switches t
 import json
 import os
 import os.path as osp
-import socket
 import sys
 
 import pytest
@@ -13,15 +12,11 @@ import torch
 import torch.multiprocessing as mp
 from mmengine.config import Config
 
-ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
+from dist_helpers import free_port
+from runner_utils import _rank_zero_logger
+
 WORLD = 2
 VALUES = [float(v) for v in range(8)]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
 
 
 def _worker(rank, port, work_dir, hook_type, record_dir):
@@ -75,7 +70,7 @@ def _worker(rank, port, work_dir, hook_type, record_dir):
 def _dist_test(tmp_path, hook_type):
     work_dir, record_dir = tmp_path / 'work', tmp_path / 'dumps'
     record_dir.mkdir()
-    mp.spawn(_worker, args=(_free_port(), str(work_dir), hook_type, str(record_dir)),
+    mp.spawn(_worker, args=(free_port(), str(work_dir), hook_type, str(record_dir)),
              nprocs=WORLD, join=True)
     dumps = {p: open(record_dir / p).read().split() for p in sorted(os.listdir(record_dir))}
     return work_dir, dumps
@@ -101,11 +96,6 @@ def test_rank_zero_logger_hook_dumps_once(tmp_path):
 
 
 def test_test_tool_switches_to_rank_zero_logger_hook():
-    sys.path.insert(0, osp.join(ROOT, 'tools'))
-    try:
-        from runner_utils import _rank_zero_logger
-    finally:
-        sys.path.remove(osp.join(ROOT, 'tools'))
     cfg = Config(dict(default_hooks=dict(logger=dict(type='LoggerHook', interval=5))))
     _rank_zero_logger(cfg)
     assert cfg.default_hooks.logger == dict(type='mmlinattn.RankZeroLoggerHook', interval=5)

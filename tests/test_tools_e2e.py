@@ -9,7 +9,6 @@ import json
 import os
 import os.path as osp
 import re
-import socket
 import subprocess
 import sys
 
@@ -18,6 +17,7 @@ import torch
 from mmengine.config import Config
 
 from demo_overrides import demo_options
+from dist_helpers import free_port
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 NUM_TRAIN = 8  # batch 4 -> 2 iterations per epoch
@@ -107,12 +107,6 @@ def test_train_then_test(config, metric, extra, demo_root, tmp_path):
     assert 0.0 <= metrics[metric] <= 100.0
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
-
-
 def _gloo_threads_at_exit(stderr):
     """Per worker rank, the gloo threads still running when the interpreter finalizes."""
     reports = re.findall(r'\[threads-at-exit rank=(\d+)\] (.*)', stderr)
@@ -125,7 +119,7 @@ def test_dist_train_gloo_two_processes(demo_root, tmp_path):
     opts = cfg_options(config, demo_root, extra={'model.test_cfg.score_thr': 0.0})
     # tests/exit_threads makes every process list its threads at exit: the tools must have
     # stopped gloo's threads (left to finalization, they abort 1 run in 12-24 under load).
-    env = dict(os.environ, PYTHON=sys.executable, PORT=str(_free_port()), OMP_NUM_THREADS='1',
+    env = dict(os.environ, PYTHON=sys.executable, PORT=str(free_port()), OMP_NUM_THREADS='1',
                PYTHONPATH=os.pathsep.join(filter(None, [osp.join(ROOT, 'tests', 'exit_threads'),
                                                         os.environ.get('PYTHONPATH')])))
     proc = subprocess.run(['bash', 'tools/dist_train.sh', config, '2', '--work-dir',
@@ -140,7 +134,7 @@ def test_dist_train_gloo_two_processes(demo_root, tmp_path):
     assert osp.isfile(tmp_path / 'epoch_1.pth')
 
     # the same checkpoint evaluated by 2 processes through tools/dist_test.sh
-    env['PORT'] = str(_free_port())
+    env['PORT'] = str(free_port())
     test_dir = tmp_path / 'dist_test'
     proc = subprocess.run(['bash', 'tools/dist_test.sh', config, str(tmp_path / 'epoch_1.pth'),
                            '2', '--work-dir', str(test_dir), '--cfg-options', *opts], cwd=ROOT,
