@@ -10,6 +10,8 @@ case                               behaviour
 wrong channel count                ValueError (``in_channels=3`` vs the input's channels)
 3-D or 5-D tensor                  ValueError (needs 4-D (B, C, H, W); shape printed)
 integer / bool dtype               TypeError (needs floating point; dtype printed)
+float16 / bfloat16 / float64 into  TypeError naming both dtypes and the fixes (cast the input
+a float32 model                    or the model, or autocast); allowed under autocast
 not a tensor                       TypeError (type printed)
 H or W < 32 (incl. a 1x2048 strip) ValueError (``H and W >= 32``; H x W printed)
 32 x 512 strip                     works, output shapes per design.md
@@ -49,6 +51,15 @@ ERROR_CASES = {
                   ['input x', '4-D (B, C, H, W)', '(3, 64, 64)']),
     'tensor_5d': (lambda: torch.randn(1, 1, 3, 64, 64), ValueError,
                   ['input x', '4-D (B, C, H, W)', '(1, 1, 3, 64, 64)']),
+    'float16_dtype': (lambda: torch.randn(1, 3, 64, 64).half(), TypeError,
+                      ['input x is torch.float16', 'parameters are torch.float32',
+                       'model.to(torch.float16)', 'autocast']),
+    'bfloat16_dtype': (lambda: torch.randn(1, 3, 64, 64).bfloat16(), TypeError,
+                       ['input x is torch.bfloat16', 'parameters are torch.float32',
+                        'x.to(torch.float32)', 'autocast']),
+    'float64_dtype': (lambda: torch.randn(1, 3, 64, 64).double(), TypeError,
+                      ['input x is torch.float64', 'parameters are torch.float32',
+                       'model.to(torch.float64)']),
     'int_dtype': (lambda: torch.randint(0, 255, (1, 3, 64, 64), dtype=torch.uint8), TypeError,
                   ['input x', 'floating-point', 'torch.uint8']),
     'bool_dtype': (lambda: torch.ones(1, 3, 64, 64, dtype=torch.bool), TypeError,
@@ -83,6 +94,15 @@ def test_bad_input_raises_clear_error(family, case):
     missing = [p for p in parts if p not in msg]
     assert not missing, f'message lacks {missing}: {msg}'
     assert type(model).__name__ in msg
+
+
+@pytest.mark.parametrize('family', FAMILIES)
+def test_other_input_dtype_accepted_under_autocast_or_cast_model(family):
+    model = build(family)
+    with torch.no_grad(), torch.autocast('cpu', dtype=torch.bfloat16):
+        outs = model(torch.randn(1, 3, 64, 64).bfloat16())
+    assert all(torch.isfinite(o.float()).all() for o in outs)
+    _check_shapes(model.double(), torch.randn(1, 3, 64, 64, dtype=torch.float64))
 
 
 OK_SIZES = {

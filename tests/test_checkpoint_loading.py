@@ -231,3 +231,48 @@ def test_http_checkpoints_load_with_weights_only(tmp_path, monkeypatch):
     model = _pretrained(family, 'https://example.com/good.pth')
     model.init_weights()
     _assert_same_weights(model, weights)
+
+
+# ----------------------------------------------------------------- issue 18, point 5
+@pytest.mark.parametrize('content, problem', [
+    (b'', 'is empty (0 bytes)'),
+    (b'model weights, see README\nepoch 3\n', 'not a readable PyTorch checkpoint'),
+    (None, 'not a readable PyTorch checkpoint'),  # a torch.save file cut in half
+])
+def test_unreadable_checkpoint_names_file_and_problem(content, problem, tmp_path):
+    path = tmp_path / 'broken.pth'
+    if content is None:
+        _save(path, build('SOFT').state_dict())
+        content = path.read_bytes()[:path.stat().st_size // 2]
+    path.write_bytes(content)
+    with pytest.raises(ckpt_utils.CorruptCheckpointError) as info:
+        _pretrained('SOFT', str(path)).init_weights()
+    assert str(path) in str(info.value) and problem in str(info.value)
+
+
+@pytest.mark.parametrize('family', FAMILIES)
+def test_non_finite_weights_are_named(family, tmp_path):
+    sd = build(family).state_dict()
+    bad = [k for k, v in sd.items() if v.is_floating_point()][:2]
+    sd[bad[0]] = sd[bad[0]].clone().fill_(float('nan'))
+    sd[bad[1]] = sd[bad[1]].clone().fill_(float('inf'))
+    path = _save(tmp_path / 'diverged.pth', sd)
+    with pytest.raises(ckpt_utils.CheckpointMismatchError) as info:
+        _pretrained(family, path).init_weights()
+    msg = str(info.value)
+    assert 'NaN / Inf' in msg and bad[0] in msg and bad[1] in msg and path in msg
+
+
+OTHER_FAMILY = [('NaLaFormer', 'SOFT')] + list(zip(FAMILIES, FAMILIES[1:] + FAMILIES[:1]))
+
+
+@pytest.mark.parametrize('source, target', OTHER_FAMILY)
+def test_other_family_checkpoint_names_that_family(source, target, tmp_path):
+    """E.g. a NaLaFormer checkpoint loaded into SOFT names NaLaFormer, not
+    convert_weights=True."""
+    path = _save(tmp_path / f'{source}.pth', build(source).state_dict())
+    with pytest.raises(RuntimeError) as info:
+        _pretrained(target, path).init_weights()
+    msg = str(info.value)
+    assert f'key layout of a {source} backbone' in msg, msg
+    assert f"type='mmlinattn.{source}'" in msg and 'convert_weights' not in msg, msg

@@ -116,7 +116,11 @@ def _gloo_threads_at_exit(stderr):
 
 def test_dist_train_gloo_two_processes(demo_root, tmp_path):
     config = 'configs/retinanet_soft_tiny_1x.py'
-    opts = cfg_options(config, demo_root, extra={'model.test_cfg.score_thr': 0.0})
+    # frozen_stages: DDP must not wait for gradients of frozen parameters (issue 18); that
+    # fails at a rank's second iteration, so two epochs of one iteration per rank
+    opts = cfg_options(config, demo_root, extra={'model.test_cfg.score_thr': 0.0,
+                                                 'model.backbone.frozen_stages': 0,
+                                                 'train_cfg.max_epochs': 2})
     # tests/exit_threads makes every process list its threads at exit: the tools must have
     # stopped gloo's threads (left to finalization, they abort 1 run in 12-24 under load).
     env = dict(os.environ, PYTHON=sys.executable, PORT=str(free_port()), OMP_NUM_THREADS='1',
@@ -160,19 +164,23 @@ def _losses(work_dir):
     return out
 
 
-def test_resume_matches_uninterrupted_run(demo_root, tmp_path):
+@pytest.mark.parametrize('seed', [0, None])
+def test_resume_matches_uninterrupted_run(seed, demo_root, tmp_path):
     """Stop after epoch 1 (2 iterations), resume to epoch 2: same weights and losses as
-    training 2 epochs straight.  Flip is disabled so the data are deterministic."""
+    training 2 epochs straight with the same seed.  Flip is disabled so the data are
+    deterministic.  Without ``randomness.seed`` (mmdet's runtime sets none) the interrupted
+    run draws one; the uninterrupted reference run is given that seed."""
     config = 'configs/retinanet_soft_tiny_1x.py'
     no_flip = {'train_dataloader.dataset.pipeline.3.prob': 0.0,
-               'default_hooks.logger.interval': 1, 'default_hooks.checkpoint.interval': 1,
-               'randomness.seed': 0}
+               'default_hooks.logger.interval': 1, 'default_hooks.checkpoint.interval': 1}
     opts = cfg_options(config, demo_root, iters=4, extra=no_flip)
-    train(config, tmp_path / 'full', opts)
-    train(config, tmp_path / 'part', opts + ['train_cfg.max_epochs=1'])
+    seeded = opts + ([f'randomness.seed={seed}'] if seed is not None else [])
+    train(config, tmp_path / 'part', seeded + ['train_cfg.max_epochs=1'])
     assert osp.isfile(tmp_path / 'part' / 'epoch_1.pth')
     assert not osp.isfile(tmp_path / 'part' / 'epoch_2.pth')
-    train(config, tmp_path / 'part', opts, '--resume', str(tmp_path / 'part' / 'epoch_1.pth'))
+    drawn = torch.load(tmp_path / 'part' / 'epoch_1.pth', weights_only=True)['meta']['seed']
+    train(config, tmp_path / 'full', opts + [f'randomness.seed={drawn}'])
+    train(config, tmp_path / 'part', seeded, '--resume', str(tmp_path / 'part' / 'epoch_1.pth'))
 
     full = torch.load(tmp_path / 'full' / 'epoch_2.pth', weights_only=True)['state_dict']
     resumed = torch.load(tmp_path / 'part' / 'epoch_2.pth', weights_only=True)['state_dict']
@@ -182,6 +190,32 @@ def test_resume_matches_uninterrupted_run(demo_root, tmp_path):
     lf, lr = _losses(tmp_path / 'full'), _losses(tmp_path / 'part')
     assert set(lf) == {1, 2, 3, 4} and set(lr) == {1, 2, 3, 4}
     assert lf == lr
+
+
+@pytest.mark.parametrize('case', ['unrelated_keys', 'other_arch'])
+def test_test_py_refuses_checkpoint_that_does_not_fit(case, demo_root, tmp_path):
+    """tools/test.py stops (exit 1, match report) instead of evaluating random weights;
+    --allow-partial evaluates anyway."""
+    from reliability_helpers import build
+    config = 'configs/retinanet_soft_tiny_1x.py'
+    if case == 'unrelated_keys':
+        sd = {'encoder.layer1.weight': torch.zeros(8, 3), 'head.fc.weight': torch.zeros(2, 8)}
+    else:  # the backbone of a detector with other widths (the config's is SOFT-tiny)
+        sd = {f'backbone.{k}': v for k, v in build('SOFT').state_dict().items()}
+    ckpt = tmp_path / f'{case}.pth'
+    torch.save({'state_dict': sd, 'meta': {}}, ckpt)
+    args = [sys.executable, 'tools/test.py', config, str(ckpt), '--work-dir',
+            str(tmp_path / 'test')]
+    opts = ['--cfg-options', *cfg_options(config, demo_root)]
+    proc = subprocess.run(args + opts, cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert 'CheckpointMismatchError' in proc.stderr and 'filled only' in proc.stderr
+    assert '--allow-partial' in proc.stderr and 'Traceback' not in proc.stderr
+    assert (('other shapes' in proc.stderr) if case == 'other_arch'
+            else ('holds no detector / segmentor keys' in proc.stderr)), proc.stderr
+    if case == 'unrelated_keys':
+        run(args + ['--allow-partial'] + opts)
+        assert 'coco/bbox_mAP' in last_metrics(tmp_path / 'test')
 
 
 def test_missing_dataset_message(tmp_path):

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Shared torchrun launcher of dist_train.sh and dist_test.sh (PyTorch DDP; gloo on CPU, NCCL
 # on GPUs):  bash tools/dist_launch.sh SCRIPT NUM_PROCS [SCRIPT args...]
-# Environment: NNODES, NODE_RANK, PORT, MASTER_ADDR, PYTHON.
+# Environment: NNODES, NODE_RANK, PORT, MASTER_ADDR, PYTHON (default: the repository's
+# .venv/bin/python when it exists, else python from PATH).
 set -euo pipefail
 SCRIPT=$1
 NPROC=$2
@@ -10,7 +11,10 @@ NODE_RANK=${NODE_RANK:-0}
 PORT=${PORT:-29500}
 MASTER_ADDR=${MASTER_ADDR:-127.0.0.1}
 DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-PYTHON=${PYTHON:-python}
+VENV_PYTHON="$DIR/../.venv/bin/python"
+if [ -z "${PYTHON:-}" ]; then
+    if [ -x "$VENV_PYTHON" ]; then PYTHON=$VENV_PYTHON; else PYTHON=python; fi
+fi
 PYTHONPATH="$DIR/..:${PYTHONPATH:-}" exec "$PYTHON" -m torch.distributed.run \
     --nnodes="$NNODES" --node_rank="$NODE_RANK" --master_addr="$MASTER_ADDR" \
     --nproc_per_node="$NPROC" --master_port="$PORT" \

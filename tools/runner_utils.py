@@ -1,11 +1,14 @@
 """Shared by tools/train.py and tools/test.py: library selection from the config's
-``default_scope``, CPU adjustments, and the missing-dataset check.
+``default_scope``, distributed set-up (CPU adjustments, timeout), the dataset pre-flight
+check, the resumed seed and readable checkpoint errors.
 
 Kept in tools/ because it imports mmdet / mmseg, which the ``mmlinattn`` package never does.
 """
 import importlib
 import os.path as osp
 import sys
+from contextlib import contextmanager
+from datetime import timedelta
 
 import torch
 from mmengine.config import Config, ConfigDict
@@ -18,6 +21,9 @@ if ROOT not in sys.path:  # running from a clone without `pip install -e .`
 import mmlinattn  # noqa: E402,F401  (installs safe checkpoint loading)
 import mmlinattn.engine  # noqa: E402,F401  (registers our hooks)
 import mmlinattn.models  # noqa: E402,F401  (registers our backbones)
+from mmlinattn.utils.checkpoint import (CheckpointMismatchError,  # noqa: E402
+                                        CorruptCheckpointError, UnsafeCheckpointError,
+                                        safe_load_checkpoint)
 from mmlinattn.utils.data_check import check_datasets  # noqa: E402
 
 LIBRARIES = {'mmdet': 'MMDetection', 'mmseg': 'MMSegmentation'}
@@ -61,17 +67,29 @@ def _rank_zero_logger(cfg: Config) -> None:
         hook['type'] = 'mmlinattn.RankZeroLoggerHook'
 
 
+#: Seconds a rank waits in a collective for the others (``env_cfg.dist_cfg.timeout``
+#: overrides it).  A rank that dies is noticed by torchrun at once; this bounds the wait
+#: for one that hangs.  It must exceed the longest stretch one rank works alone: rank 0's
+#: metric computation (COCO evaluation) while the others wait for its result.
+DIST_TIMEOUT_S = 600
+
+
 def setup_launcher(cfg: Config, launcher: str) -> None:
-    """Distributed set-up that also works without a GPU (gloo backend, CPU DDP)."""
+    """Distributed set-up that also works without a GPU (gloo backend, CPU DDP), with a
+    collective timeout of ``env_cfg.dist_cfg.timeout`` seconds (default
+    :data:`DIST_TIMEOUT_S`)."""
     if launcher == 'none':
         return
     _rank_zero_logger(cfg)
+    env_cfg = cfg.setdefault('env_cfg', ConfigDict())
+    dist_cfg = env_cfg.setdefault('dist_cfg', ConfigDict(backend='nccl'))
+    timeout = dist_cfg.setdefault('timeout', DIST_TIMEOUT_S)  # mmengine's init_dist reads it
     if torch.cuda.is_available():
         return
     import torch.distributed as dist
     if not dist.is_initialized():
         # mmengine's init_dist calls torch.cuda.set_device, so start gloo ourselves.
-        dist.init_process_group(backend='gloo')
+        dist.init_process_group(backend='gloo', timeout=timedelta(seconds=timeout))
     cfg.model_wrapper_cfg = ConfigDict(type='MMDistributedDataParallel', device_ids=None)
     n = _replace_sync_bn(cfg.model)
     if n:
@@ -84,6 +102,43 @@ def check_config_datasets(cfg: Config, split_keys) -> None:
     problems = check_datasets(cfg, split_keys)
     if problems:
         raise SystemExit('\n\n'.join(problems))
+
+
+def add_custom_hook(cfg: Config, hook: dict) -> None:
+    """Append ``hook`` to ``custom_hooks`` unless a hook of its type is there already."""
+    hooks = list(cfg.get('custom_hooks') or [])
+    name = hook['type'].split('.')[-1]
+    if not any(str(h.get('type', '')).split('.')[-1] == name for h in hooks):
+        cfg.custom_hooks = hooks + [hook]
+
+
+def use_checkpoint_seed(cfg: Config) -> None:
+    """Resume with the seed the interrupted run drew when the config sets none.
+
+    mmengine would draw a new seed, build the data sampler with it, and only then re-seed
+    from the checkpoint, after :class:`mmlinattn.RNGStateHook` restored the generators'
+    states; the resumed run would not continue the interrupted one."""
+    from mmengine.runner import find_latest_checkpoint
+    randomness = dict(cfg.get('randomness') or {})
+    if randomness.get('seed') is not None:
+        return
+    path = cfg.get('load_from') or find_latest_checkpoint(cfg.work_dir)
+    if not path or not osp.isfile(path):
+        return
+    seed = (safe_load_checkpoint(path, mmap=True).get('meta') or {}).get('seed')
+    if seed is not None:
+        cfg.randomness = dict(randomness, seed=seed)
+        print_log(f'resuming with the seed of {path}: {seed}', logger='current')
+
+
+@contextmanager
+def exit_on_bad_checkpoint():
+    """A checkpoint that is unsafe, corrupt, or does not fit the model ends the run with
+    its message (exit status 1) instead of a traceback."""
+    try:
+        yield
+    except (CheckpointMismatchError, CorruptCheckpointError, UnsafeCheckpointError) as err:
+        raise SystemExit(f'{type(err).__name__}: {err}') from None
 
 
 def set_work_dir(cfg: Config, config_path: str, work_dir) -> None:
@@ -115,4 +170,5 @@ def close_process_group() -> None:
 
 
 __all__ = ['library_of', 'register_library', 'setup_launcher', 'check_config_datasets',
-           'set_work_dir', 'env_is_cpu', 'close_process_group']
+           'add_custom_hook', 'use_checkpoint_seed', 'exit_on_bad_checkpoint', 'set_work_dir',
+           'env_is_cpu', 'close_process_group', 'DIST_TIMEOUT_S']

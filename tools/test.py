@@ -1,11 +1,15 @@
 """Evaluate a trained detector or segmentor.
 
     python tools/test.py CONFIG CHECKPOINT [--work-dir DIR] [--out FILE_OR_DIR]
-                         [--show-dir DIR] [--cfg-options k=v ...] [--launcher pytorch]
+                         [--show-dir DIR] [--allow-partial] [--cfg-options k=v ...]
+                         [--launcher pytorch]
 
 The library (mmdet or mmseg) is chosen from the config's ``default_scope``.  ``--out``:
 for mmdet a ``.pkl`` file of raw detections; for mmseg a directory of predicted label maps.
 ``--show-dir``: drawn predictions are written under ``<work_dir>/<timestamp>/<show_dir>``.
+A checkpoint that fills less than 90 % of the model's parameters (another arch, another
+model) or holds NaN / Inf weights stops the run with the match report, unless
+``--allow-partial`` is given.
 """
 import argparse
 import os
@@ -14,8 +18,9 @@ import os.path as osp
 from mmengine.config import Config, DictAction
 from mmengine.runner import Runner
 
-from runner_utils import (check_config_datasets, close_process_group, library_of,
-                          register_library, set_work_dir, setup_launcher)
+from runner_utils import (add_custom_hook, check_config_datasets, close_process_group,
+                          exit_on_bad_checkpoint, library_of, register_library, set_work_dir,
+                          setup_launcher)
 
 
 def parse_args():
@@ -27,6 +32,9 @@ def parse_args():
                         'for predicted label maps')
     parser.add_argument('--show-dir', help='directory (relative to the work dir) where '
                         'painted predictions are saved')
+    parser.add_argument('--allow-partial', action='store_true',
+                        help='evaluate even if the checkpoint fills less than 90%% of the '
+                        "model's parameters (the rest stays randomly initialised)")
     parser.add_argument('--cfg-options', nargs='+', action=DictAction,
                         help='override config settings')
     parser.add_argument('--launcher', choices=['none', 'pytorch', 'slurm', 'mpi'],
@@ -65,6 +73,8 @@ def main():
     register_library(scope)
     set_work_dir(cfg, args.config, args.work_dir)
     cfg.load_from = args.checkpoint
+    add_custom_hook(cfg, dict(type='mmlinattn.CheckpointMatchHook',
+                              allow_partial=args.allow_partial))
     if args.show_dir:
         enable_show(cfg, scope, args.show_dir)
     if args.out and scope == 'mmseg':
@@ -78,7 +88,8 @@ def main():
             raise SystemExit(f'--out must be a .pkl file for mmdet configs, got {args.out!r}')
         from mmdet.evaluation import DumpDetResults
         runner.test_evaluator.metrics.append(DumpDetResults(out_file_path=args.out))
-    runner.test()
+    with exit_on_bad_checkpoint():
+        runner.test()
     del runner  # its DDP wrapper holds the process group
     close_process_group()
 

@@ -13,8 +13,9 @@ from mmengine.config import Config, DictAction
 from mmengine.logging import print_log
 from mmengine.runner import Runner
 
-from runner_utils import (check_config_datasets, close_process_group, env_is_cpu, library_of,
-                          register_library, set_work_dir, setup_launcher)
+from runner_utils import (add_custom_hook, check_config_datasets, close_process_group, env_is_cpu,
+                          exit_on_bad_checkpoint, library_of, register_library, set_work_dir,
+                          setup_launcher, use_checkpoint_seed)
 
 
 def parse_args():
@@ -82,14 +83,15 @@ def main():
         cfg.load_from = args.resume
 
     # Store RNG states in checkpoints so that --resume continues the exact same run.
-    hooks = cfg.get('custom_hooks') or []
-    if not any(str(h.get('type', '')).endswith('RNGStateHook') for h in hooks):
-        cfg.custom_hooks = list(hooks) + [dict(type='mmlinattn.RNGStateHook')]
+    add_custom_hook(cfg, dict(type='mmlinattn.RNGStateHook'))
 
     check_config_datasets(cfg, ('train_dataloader', 'val_dataloader'))
     setup_launcher(cfg, args.launcher)
-    runner = Runner.from_cfg(cfg)
-    runner.train()
+    with exit_on_bad_checkpoint():
+        if cfg.get('resume'):
+            use_checkpoint_seed(cfg)
+        runner = Runner.from_cfg(cfg)
+        runner.train()
     del runner  # its DDP wrapper holds the process group
     close_process_group()
 

@@ -17,6 +17,11 @@ class RNGStateHook(Hook):
     numbers than the uninterrupted run would have.  This hook stores the torch (CPU and
     CUDA), numpy and ``random`` states with every checkpoint and restores them on resume.
     States are stored as tensors and plain numbers, which ``weights_only`` loading accepts.
+
+    mmengine re-seeds after this hook when the config's ``randomness.seed`` differs from the
+    checkpoint's, and builds the data sampler with the seed it drew at start-up; so the
+    resumed run must start with the checkpoint's seed.  ``tools/train.py --resume`` sets it
+    when the config has none; a Runner built by other code needs ``randomness.seed`` set.
     """
 
     priority = 'VERY_LOW'

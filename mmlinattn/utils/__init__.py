@@ -1,8 +1,9 @@
-from .checkpoint import (UnsafeCheckpointError, install_safe_checkpoint_loading,
-                         safe_load_checkpoint)
+from .checkpoint import (CheckpointMismatchError, CorruptCheckpointError, UnsafeCheckpointError,
+                         install_safe_checkpoint_loading, safe_load_checkpoint)
 from .cpu_memory import GLIBC_TUNABLES_REUSE, reuse_freed_cpu_memory
 
 __all__ = [
-    'UnsafeCheckpointError', 'install_safe_checkpoint_loading', 'safe_load_checkpoint',
+    'CheckpointMismatchError', 'CorruptCheckpointError', 'UnsafeCheckpointError',
+    'install_safe_checkpoint_loading', 'safe_load_checkpoint',
     'GLIBC_TUNABLES_REUSE', 'reuse_freed_cpu_memory'
 ]

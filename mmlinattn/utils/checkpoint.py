@@ -3,15 +3,17 @@
 mmengine 0.10.x pickles a few of its own objects into checkpoints (``HistoryBuffer`` in the
 message hub, numpy scalars and arrays, ``ConfigDict``-free plain metadata).  torch >= 2.6
 refuses those under ``weights_only=True``.  Instead of switching safe loading off, we
-allow-list exactly those types and register a local-file loader with mmengine's
-``CheckpointLoader`` that always passes ``weights_only=True`` and turns a refusal into an
-error that says what was refused and why.
+allow-list exactly those types and register loaders for every scheme of mmengine's
+``CheckpointLoader`` (:mod:`.checkpoint_schemes`) that always pass ``weights_only=True`` and
+turn a refusal into an error that says what was refused and why.
 """
 import copyreg
 import os
 import os.path as osp
 import pickle
-from typing import Any, List, Optional
+import re
+import struct
+from typing import IO, Any, Callable, List, Optional, Union
 
 import numpy as np
 import torch
@@ -21,6 +23,10 @@ _INSTALLED = False
 
 class UnsafeCheckpointError(pickle.UnpicklingError):
     """A checkpoint needs arbitrary code execution to unpickle and was refused."""
+
+
+class CorruptCheckpointError(ValueError):
+    """A checkpoint file is empty, truncated or not a ``torch.save`` file."""
 
 
 def _mmengine_safe_globals() -> List[Any]:
@@ -49,20 +55,32 @@ def _reduce_history_buffer(buf):
                         buf.max_length))
 
 
-def safe_load_checkpoint(filename: str, map_location: Any = 'cpu') -> Any:
+def safe_load_checkpoint(filename: Union[str, IO[bytes]], map_location: Any = 'cpu',
+                         name: Optional[str] = None, mmap: bool = False) -> Any:
     """``torch.load(filename, weights_only=True)`` with mmengine's types allowed.
+
+    ``filename`` may also be an open binary file; ``name`` then names it in errors.
+    ``mmap=True`` maps tensors instead of reading them (cheap when only metadata is needed).
 
     Raises:
         FileNotFoundError: ``filename`` does not exist.
+        CorruptCheckpointError: the file is empty, truncated or not written by ``torch.save``.
         UnsafeCheckpointError: the file would execute code (or build an arbitrary object)
             when unpickled.  Such files are never loaded.
     """
-    filename = osp.expanduser(str(filename))
-    if not osp.isfile(filename):
-        raise FileNotFoundError(f'checkpoint {filename!r} does not exist')
+    if isinstance(filename, (str, os.PathLike)):
+        filename = name = osp.expanduser(str(filename))
+        if not osp.isfile(filename):
+            raise FileNotFoundError(f'checkpoint {filename!r} does not exist')
+        if osp.getsize(filename) == 0:
+            raise CorruptCheckpointError(
+                f'checkpoint {filename!r} is empty (0 bytes): the save or download that wrote '
+                f'it was cut short; write or download it again')
     try:
-        return torch.load(filename, map_location=map_location, weights_only=True)
+        return torch.load(filename, map_location=map_location, weights_only=True, mmap=mmap)
     except pickle.UnpicklingError as err:
+        if 'Unsupported operand' in str(err):  # not a pickle at all
+            raise _corrupt(name, err) from err
         hint = ''
         if 'getattr' in str(err):
             hint = ('(Checkpoints that mmengine wrote without mmlinattn imported pickle '
@@ -70,50 +88,39 @@ def safe_load_checkpoint(filename: str, map_location: Any = 'cpu') -> Any:
                     "torch.save({'state_dict': ...}) and load them with load_from instead of "
                     '--resume.) ')
         raise UnsafeCheckpointError(
-            f'refused to load checkpoint {filename!r}: it contains objects that safe '
+            f'refused to load checkpoint {name!r}: it contains objects that safe '
             f'unpickling (torch.load(weights_only=True)) does not allow, so loading it could '
             f'run arbitrary code. If you created this file yourself from trusted code, '
             f're-save only tensors / plain containers (e.g. '
             f"torch.save({{'state_dict': model.state_dict()}}, path)). {hint}Details: {err}"
         ) from err
+    except (EOFError, IndexError, KeyError, ValueError, struct.error) as err:
+        raise _corrupt(name, err) from err
+    except RuntimeError as err:
+        if 'PytorchStreamReader' not in str(err):
+            raise
+        raise _corrupt(name, err) from err
 
 
-def load_from_local_safe(filename: str, map_location: Any) -> Any:
-    return safe_load_checkpoint(filename, map_location)
-
-
-def load_from_http_safe(filename: str, map_location: Any = None,
-                        model_dir: Optional[str] = None) -> Any:
-    """Download ``filename`` once (rank 0; others wait) into torch hub's checkpoint cache
-    and load it with :func:`safe_load_checkpoint`, i.e. ``weights_only=True``."""
-    from urllib.parse import urlparse
-
-    from mmengine.dist import barrier, get_dist_info
-    from torch.hub import download_url_to_file, get_dir
-    model_dir = model_dir or osp.join(get_dir(), 'checkpoints')
-    os.makedirs(model_dir, exist_ok=True)
-    cached = osp.join(model_dir, osp.basename(urlparse(filename).path))
-    rank, world_size = get_dist_info()
-    if rank == 0 and not osp.isfile(cached):
-        download_url_to_file(filename, cached, progress=True)
-    if world_size > 1:
-        barrier()
-    return safe_load_checkpoint(cached, map_location)
+def _corrupt(name: Optional[str], err: Exception) -> 'CorruptCheckpointError':
+    return CorruptCheckpointError(
+        f'checkpoint {name!r} is not a readable PyTorch checkpoint: it is truncated (an '
+        f'interrupted save or download) or not a file written by torch.save '
+        f'({type(err).__name__}: {str(err)[:200]}); write or download it again')
 
 
 def install_safe_checkpoint_loading() -> None:
-    """Allow-list mmengine's checkpoint types and route mmengine's local loads through
-    :func:`safe_load_checkpoint`. Idempotent."""
+    """Allow-list mmengine's checkpoint types and route every checkpoint scheme of mmengine
+    through :func:`safe_load_checkpoint` (see :mod:`.checkpoint_schemes`). Idempotent."""
     global _INSTALLED
     if _INSTALLED:
         return
     from mmengine.logging.history_buffer import HistoryBuffer
-    from mmengine.runner.checkpoint import CheckpointLoader
+
+    from .checkpoint_schemes import install_safe_schemes
     torch.serialization.add_safe_globals(_mmengine_safe_globals())
     copyreg.pickle(HistoryBuffer, _reduce_history_buffer)
-    CheckpointLoader.register_scheme(prefixes='', loader=load_from_local_safe, force=True)
-    CheckpointLoader.register_scheme(prefixes=('http://', 'https://'),
-                                     loader=load_from_http_safe, force=True)
+    install_safe_schemes()
     _INSTALLED = True
 
 
@@ -172,6 +179,13 @@ def match_report(model: torch.nn.Module, state_dict: dict) -> dict:
 _WHOLE_MODEL_PREFIXES = ('backbone.', 'model.backbone.', 'module.backbone.')
 
 
+def _other_family(model: torch.nn.Module, state_dict: dict) -> Optional[str]:
+    """The registered family whose key layout the checkpoint has, if not the model's."""
+    from .key_layout import guess_family
+    family = guess_family(state_dict)
+    return family if family and family != type(model).__name__ else None
+
+
 def _likely_cause(report: dict, model: torch.nn.Module, state_dict: dict) -> str:
     """One sentence naming the most likely reason for a poor match (see
     :func:`load_pretrained_backbone`)."""
@@ -182,6 +196,11 @@ def _likely_cause(report: dict, model: torch.nn.Module, state_dict: dict) -> str
         if inner and sum(k in own for k in inner) * 2 >= len(inner):
             return (f'the checkpoint is a whole detector / segmentor whose backbone weights '
                     f'are under {prefix!r}: add prefix={prefix!r} to init_cfg')
+    family = _other_family(model, state_dict) if unexpected or mismatch else None
+    if family:
+        return (f'the checkpoint has the key layout of a {family} backbone, not of '
+                f"{type(model).__name__}: use type='mmlinattn.{family}' (with the "
+                f"checkpoint's arch) for it")
     if mismatch and len(mismatch) >= len(report['matched']):
         k = mismatch[0]
         return (f'most shared tensors have other shapes (e.g. {k}: checkpoint '
@@ -204,14 +223,56 @@ def _likely_cause(report: dict, model: torch.nn.Module, state_dict: dict) -> str
             'backbone')
 
 
+class CheckpointMismatchError(RuntimeError):
+    """A checkpoint fills too few of a model's parameters, or holds NaN / Inf weights."""
+
+
+def check_finite_weights(state_dict: dict, path: str) -> None:
+    """Raise :class:`CheckpointMismatchError` naming the tensors that hold NaN / Inf."""
+    bad = [k for k, v in state_dict.items()
+           if torch.is_tensor(v) and v.is_floating_point() and not torch.isfinite(v).all()]
+    if bad:
+        raise CheckpointMismatchError(
+            f'checkpoint {path!r} has NaN / Inf values in {len(bad)} tensor(s): {bad[:10]}; it '
+            f'was probably saved after training diverged. Use an earlier checkpoint.')
+
+
+def report_match(model: torch.nn.Module, state_dict: dict, path: str, min_match: float,
+                 allow_partial: bool, cause: Callable[[dict], str], purpose: str,
+                 override: str) -> dict:
+    """Log how much of ``model`` a state dict fills and raise
+    :class:`CheckpointMismatchError` below ``min_match`` (a fraction of the parameters)
+    unless ``allow_partial``.  ``cause(report)`` names the likely reason, ``purpose`` what a
+    partial load would spoil and ``override`` how to ask for it anyway."""
+    from mmengine.logging import MMLogger, print_log
+    logger = MMLogger.get_current_instance()
+    name = type(model).__name__
+    check_finite_weights(state_dict, path)
+    report = match_report(model, state_dict)
+    print_log(f'{name}: loaded {len(report["matched"])} tensors from {path} '
+              f'({report["fraction"]:.1%} of parameters); missing {len(report["missing"])}, '
+              f'unexpected {len(report["unexpected"])}, shape mismatch '
+              f'{len(report["shape_mismatch"])}', logger=logger)
+    for kind in ('missing', 'unexpected', 'shape_mismatch'):
+        if report[kind]:
+            print_log(f'{name}: {kind} keys (first 10): {report[kind][:10]}', logger=logger)
+    if report['fraction'] < min_match and not allow_partial:
+        raise CheckpointMismatchError(
+            f'{name}: checkpoint {path!r} filled only {report["fraction"]:.1%} of the '
+            f'parameters (< {min_match:.0%}); refusing to {purpose}. Likely cause: '
+            f'{cause(report)}. To load it anyway, {override}.')
+    return report
+
+
 def load_pretrained_backbone(model: torch.nn.Module, init_cfg: dict) -> dict:
     """Load ``init_cfg['checkpoint']`` into a :class:`PyramidBackbone`, loudly.
 
     Applies the family's ``convert_checkpoint`` (when ``model.convert_weights``) and
     ``adapt_state_dict`` (resolution-shaped tensors), logs how many parameters were loaded,
-    missing and unexpected, and raises ``RuntimeError`` when less than
+    missing and unexpected, and raises :class:`CheckpointMismatchError` when less than
     ``init_cfg.get('min_match', 0.9)`` of the parameters were filled, unless
-    ``init_cfg['allow_partial']`` is true.  Returns the match report.
+    ``init_cfg['allow_partial']`` is true, or when a tensor holds NaN / Inf.  Returns the
+    match report.
     """
     from mmengine.logging import MMLogger, print_log
     from mmengine.runner.checkpoint import CheckpointLoader
@@ -231,21 +292,39 @@ def load_pretrained_backbone(model: torch.nn.Module, init_cfg: dict) -> dict:
         if k in stored and stored[k] != tuple(v.shape):
             print_log(f'{name}: resized {k} from {stored[k]} to {tuple(v.shape)} to fit this '
                       f'model (resolution-shaped tensor)', logger=logger)
-    report = match_report(model, sd)
-    loadable = {k: sd[k] for k in report['matched']}
-    model.load_state_dict(loadable, strict=False)
-    print_log(f'{name}: loaded {len(report["matched"])} tensors from {path} '
-              f'({report["fraction"]:.1%} of parameters); missing {len(report["missing"])}, '
-              f'unexpected {len(report["unexpected"])}, shape mismatch '
-              f'{len(report["shape_mismatch"])}', logger=logger)
-    for kind in ('missing', 'unexpected', 'shape_mismatch'):
-        if report[kind]:
-            print_log(f'{name}: {kind} keys (first 10): {report[kind][:10]}', logger=logger)
-    min_match = float(init_cfg.get('min_match', 0.9))
-    if report['fraction'] < min_match and not init_cfg.get('allow_partial', False):
-        raise RuntimeError(
-            f'{name}: checkpoint {path!r} filled only {report["fraction"]:.1%} of the '
-            f'parameters (< {min_match:.0%}); refusing to train from a half-loaded backbone. '
-            f'Likely cause: {_likely_cause(report, model, sd)}. To load it anyway, add '
-            f'allow_partial=True to init_cfg.')
+    report = report_match(
+        model, sd, path, float(init_cfg.get('min_match', 0.9)),
+        bool(init_cfg.get('allow_partial', False)),
+        cause=lambda r: _likely_cause(r, model, sd),
+        purpose='train from a half-loaded backbone', override='add allow_partial=True to '
+        'init_cfg')
+    model.load_state_dict({k: sd[k] for k in report['matched']}, strict=False)
     return report
+
+
+def _model_cause(report: dict, state_dict: dict) -> str:
+    """Likely reason a whole detector / segmentor checkpoint does not fit the config."""
+    if report['shape_mismatch'] and len(report['shape_mismatch']) >= len(report['matched']):
+        return ('most shared tensors have other shapes (e.g. '
+                f"{report['shape_mismatch'][0]}): the checkpoint was trained with another "
+                'arch / number of classes than this config')
+    keys = list(state_dict)
+    if keys and all(not k.startswith(('backbone.', 'neck.', 'decode_head.', 'bbox_head.',
+                                      'rpn_head.', 'roi_head.')) for k in keys):
+        return ('the checkpoint holds no detector / segmentor keys (a backbone-only or '
+                "foreign checkpoint?); use a backbone checkpoint through the backbone's "
+                "init_cfg=dict(type='Pretrained', ...) instead")
+    return ('the checkpoint was written for another model or config (e.g. unexpected key '
+            f"{report['unexpected'][0]!r})" if report['unexpected'] else
+            'the checkpoint was written for another model or config')
+
+
+def check_model_checkpoint(model: torch.nn.Module, checkpoint: Any, path: str,
+                           min_match: float = 0.9, allow_partial: bool = False) -> dict:
+    """The match report of a whole-model checkpoint (mmengine's ``state_dict``, ``module.``
+    stripped as mmengine does) against ``model``; raises like :func:`report_match`."""
+    sd = checkpoint.get('state_dict', checkpoint) if isinstance(checkpoint, dict) else {}
+    sd = {re.sub(r'^module\.', '', k): v for k, v in sd.items() if torch.is_tensor(v)}
+    return report_match(model, sd, path, min_match, allow_partial,
+                        cause=lambda r: _model_cause(r, sd), purpose='evaluate a model '
+                        'that is partly random weights', override='pass --allow-partial')

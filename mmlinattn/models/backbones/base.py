@@ -16,6 +16,7 @@ forward loop.
 """
 import math
 import warnings
+from abc import ABCMeta
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
@@ -29,7 +30,26 @@ from ..layers.channels_last import map_as_tokens, tokens_as_map
 from ..layers.valid_region import resolve_valid_hw, use_valid_region, zero_padding
 
 
-class PyramidBackbone(BaseModule):
+def _autocast_on(x: torch.Tensor) -> bool:
+    try:
+        return torch.is_autocast_enabled(x.device.type)
+    except RuntimeError:  # a device type autocast does not know (e.g. meta)
+        return False
+
+
+class _FreezeAfterInit(ABCMeta):
+    """Applies ``frozen_stages`` as soon as the family's ``__init__`` has built the stages.
+
+    Freezing only in ``train()`` is too late: mmengine wraps the model in DDP first, DDP then
+    expects gradients for the frozen parameters and the second iteration fails."""
+
+    def __call__(cls, *args, **kwargs):
+        model = super().__call__(*args, **kwargs)
+        model._freeze_stages()
+        return model
+
+
+class PyramidBackbone(BaseModule, metaclass=_FreezeAfterInit):
     """Base class of the 4-stage feature pyramids (strides 4/8/16/32).
 
     Args:
@@ -37,8 +57,9 @@ class PyramidBackbone(BaseModule):
         in_channels: input image channels.
         out_indices: stages whose (normed) maps are returned, in that order.
         drop_path_rate: stochastic depth, linearly increasing over all blocks.
-        frozen_stages: stages ``0..frozen_stages`` (and their embeddings) are frozen;
-            -1 freezes nothing.
+        frozen_stages: stages ``0..frozen_stages`` (and their embeddings) are frozen from
+            construction on (no ``requires_grad``; eval mode under ``train()``); -1 freezes
+            nothing.
         norm_eval: keep BatchNorm layers in eval mode while training.
         with_cp: activation checkpointing per block.
         convert_weights: map an official checkpoint's key names when loading
@@ -163,8 +184,9 @@ class PyramidBackbone(BaseModule):
 
     def check_input(self, x: torch.Tensor) -> None:
         """Raise a clear ``TypeError`` / ``ValueError`` for inputs the pyramid cannot
-        process: not a tensor, not 4-D, not floating point, a channel count other than
-        ``in_channels``, H or W below ``min_input_size``, or (``check_finite``) NaN / Inf."""
+        process: not a tensor, not 4-D, not floating point, a dtype other than the
+        parameters' outside autocast, a channel count other than ``in_channels``, H or W
+        below ``min_input_size``, or (``check_finite``) NaN / Inf."""
         name = type(self).__name__
         if not torch.is_tensor(x):
             raise TypeError(f'{name}.forward: the input x must be a torch.Tensor of shape '
@@ -172,10 +194,16 @@ class PyramidBackbone(BaseModule):
         if x.dim() != 4:
             raise ValueError(f'{name}.forward: the input x must be a 4-D (B, C, H, W) tensor, '
                              f'got a {x.dim()}-D tensor of shape {tuple(x.shape)}')
+        dtype = self._param_dtype()
         if not x.is_floating_point():
             raise TypeError(f'{name}.forward: the input x must have a floating-point dtype '
-                            f'(float32, float16, bfloat16, float64), got {x.dtype}; convert '
-                            f'the image with x.float() (and normalise it)')
+                            f'(that of the parameters, {dtype}), got {x.dtype}; convert the '
+                            f'image with x.to({dtype}) (and normalise it)')
+        if x.dtype != dtype and not _autocast_on(x):
+            raise TypeError(f'{name}.forward: the input x is {x.dtype} but the parameters are '
+                            f'{dtype}; cast the input (x.to({dtype})), cast the model '
+                            f'(model.to({x.dtype})), or run the forward under torch.autocast '
+                            f'for mixed precision')
         if x.shape[1] != self.in_channels:
             raise ValueError(f'{name} was built with in_channels={self.in_channels} but the '
                              f'input x has {x.shape[1]} channels (shape {tuple(x.shape)}); '
@@ -194,6 +222,9 @@ class PyramidBackbone(BaseModule):
                              f'Inf values (batch items {items[:10]}); check the data pipeline '
                              f'and normalisation, or set backbone.check_finite = False to skip '
                              f'this check')
+
+    def _param_dtype(self) -> torch.dtype:
+        return next(self.parameters()).dtype
 
     def output_shapes(self, h: int, w: int) -> List[Tuple[int, int, int]]:
         """(C, ceil(H/s), ceil(W/s)) of every returned map."""

@@ -6,7 +6,6 @@ Implementer's digest: ``shared/specs/ldn.md``.
 """
 from typing import List, Optional, Sequence, Union
 
-import torch
 import torch.nn as nn
 
 from ...registry import MODELS
@@ -20,7 +19,8 @@ def stage_step_inits(depth: int, step_range: Sequence[float]) -> List[float]:
     lo, hi = float(step_range[0]), float(step_range[1])
     if depth == 1:
         return [(lo + hi) / 2]
-    return torch.linspace(lo, hi, depth, dtype=torch.float64).tolist()
+    # plain arithmetic (not torch.linspace) so the model can be built on the meta device
+    return [lo + (hi - lo) * i / (depth - 1) for i in range(depth)]
 
 
 @MODELS.register_module()
