@@ -4,7 +4,7 @@ Meng et al., "NaLaFormer: Norm-Aware Linear Attention for Transformer Models",
 arXiv 2506.21137.  The paper specifies the attention (§3.2, Eqs. 8-17), the block (Fig. 2a)
 and CPE (App. A.2) but no architecture; the arch table, the BN conv stem and the stride-2
 conv down-samplers are those of the authors' public code, which reproduce the parameter
-counts of the paper's Table 1 (digest ``specs/nalaformer.md`` §2.2).
+counts of the paper's Table 1.
 """
 from typing import List, Optional, Sequence, Union
 
@@ -118,6 +118,33 @@ class NaLaFormer(PyramidBackbone):
                 for dpr in dprs[i]
             ]
             self.stages.append(BlockStage(blocks, with_cp=with_cp))
+
+    @staticmethod
+    def _init_module(m: nn.Module) -> None:
+        """Depthwise convs: truncated normal (0.02), as in the authors' code; the rest as in
+        the scaffold.
+
+        The paper gives no init.  The conditional position encodings act on the residual
+        stream itself (``x + DWConv3x3(x)``, twice per block), so their scale compounds: with
+        the scaffold's fan-out normal init (std sqrt(2/9) = 0.47 for a depthwise 3x3) each
+        CPE multiplies the stream by about sqrt(3), about 3x per block; the stream reached
+        1e5 at stage 4 of the tiny arch, float16 overflowed, and the deep features no longer
+        matched between two resolutions of one photo.  The authors' code initialises every
+        ``nn.Conv2d`` with trunc_normal(std=0.02), which keeps each CPE (and LePE, and the
+        FFN's depthwise conv) close to the identity.
+
+        The dense convs of the stem and the down-samplers keep the fan-out init: each feeds
+        a BatchNorm, which cancels their scale in training, and fan-out keeps their output
+        variance near BatchNorm's initial running variance (1) where std 0.02 puts it near
+        0.01, so eval-mode outputs agree with train-mode outputs after tens of steps instead
+        of hundreds.
+        """
+        if isinstance(m, nn.Conv2d) and m.groups == m.in_channels == m.out_channels:
+            nn.init.trunc_normal_(m.weight, std=0.02)
+            if m.bias is not None:
+                nn.init.zeros_(m.bias)
+        else:
+            PyramidBackbone._init_module(m)
 
     def _per_stage(self, key: str, value) -> list:
         """Broadcast a scalar arch entry to every stage; check per-stage lengths."""

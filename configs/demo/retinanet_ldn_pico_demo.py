@@ -1,0 +1,15 @@
+_base_ = ['../retinanet_ldn_tiny_1x.py']
+
+# The SOFT++ demo's recipe (configs/demo/retinanet_soft_pico_demo.py) with an LDN backbone at
+# the same reduced width/depth (head dim 16 as in LDN's own archs), a 128-channel FPN +
+# RetinaNet head and the same from-scratch learning rate:
+#   bash tools/demo.sh configs/demo/retinanet_ldn_pico_demo.py
+model = dict(
+    backbone=dict(
+        arch=dict(_delete_=True, embed_dims=(32, 64, 160, 256), depths=(1, 1, 2, 1),
+                  num_heads=(2, 4, 10, 16)),
+        drop_path_rate=0.0),
+    neck=dict(in_channels=[64, 160, 256], out_channels=128),
+    bbox_head=dict(in_channels=128, feat_channels=128, stacked_convs=2))
+# From scratch on 64 images: a higher learning rate than the ImageNet-initialised recipe.
+optim_wrapper = dict(optimizer=dict(lr=1e-3))
