@@ -231,7 +231,7 @@ def test_other_bad_common_arguments(family, kwargs, exc, parts):
     assert info.type is exc and all(p in str(info.value) for p in parts), str(info.value)
 
 
-@pytest.mark.parametrize('family', ['NaLaFormer', 'InfViT', 'InfViTPlain', 'LDN'])
+@pytest.mark.parametrize('family', ['InfViT', 'InfViTPlain', 'LDN'])
 def test_convert_weights_without_converter_fails_at_build(family):
     info = _build_error(family, convert_weights=True)
     msg = str(info.value)

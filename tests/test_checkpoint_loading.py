@@ -153,7 +153,7 @@ def test_official_checkpoint_needs_convert_weights(tmp_path, log_lines):
     assert [m for m in log_lines if '(100.0% of parameters)' in m], log_lines
 
 
-@pytest.mark.parametrize('family', ['NaLaFormer', 'InfViT', 'InfViTPlain', 'LDN'])
+@pytest.mark.parametrize('family', ['InfViT', 'InfViTPlain', 'LDN'])
 def test_foreign_checkpoint_without_converter(family, tmp_path):
     """Families without an official converter never suggest convert_weights."""
     src = build(family)

@@ -26,8 +26,8 @@ from mmlinattn.utils.checkpoint import match_report, safe_load_checkpoint
 
 FAMILY_MODELS = {
     'SOFT': ['soft_tiny', 'soft_small', 'soft_medium', 'soft_large'],
-    'NaLaFormer': ['nalaformer_tiny', 'nalaformer_small', 'nalaformer_base',
-                   'nalaformer_large'],
+    'NaLaFormer': [f'nalaformer_{s}{o}' for s in ('tiny', 'small', 'base', 'large')
+                   for o in ('', '_official')],
     'InfViT': ['infvit_tiny', 'infvit_small', 'infvit_base'],
     'InfViTPlain': [f'infvit_plain_{m}_{d}{w}' for m in ('linear', 'pure')
                     for d in ('l4', 'l24') for w in ('', '_wide')],

@@ -1,4 +1,18 @@
-"""Turn a timm classification checkpoint of an mmlinattn model into a backbone checkpoint.
+"""Turn a classification checkpoint into an mmlinattn backbone checkpoint.
+
+Two kinds of SRC:
+
+* ``--official``: a checkpoint in the authors' own layout (NaLaFormer's ``NALA.py`` models,
+  SOFT's ``soft_norm_*``).  It is converted with the family's ``convert_checkpoint`` (what
+  ``convert_weights=True`` does at load time) for the model given by ``--arch-check``; for
+  NaLaFormer the check model also gets ``OFFICIAL_PRESET`` (softmax stages 3-4, the
+  ``relu_split_rope`` kernel, raw stage maps), the settings under which the authors'
+  outputs are reproduced::
+
+      python tools/convert_checkpoint.py NaLaFormer_T.pth work_dirs/nalaformer_t_official.pth \\
+          --official --arch-check NaLaFormer:tiny
+
+* otherwise, a timm checkpoint of an ``mmlinattn.timm`` classifier:
 
     python tools/convert_checkpoint.py output/train/<run>/model_best.pth.tar \\
         work_dirs/nalaformer_tiny_in1k.pth --ema
@@ -38,13 +52,24 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument('--arch-check', default=None, metavar='TYPE:ARCH',
                         help="check against MODELS.build(dict(type=TYPE, arch=ARCH)), e.g. "
                         "'NaLaFormer:tiny'; ARCH may be a Python dict literal")
+    parser.add_argument('--official', action='store_true',
+                        help="SRC is in the authors' layout: convert it with the family's "
+                        'convert_checkpoint (needs --arch-check)')
     parser.add_argument('--force', action='store_true',
                         help='write DST even when the check finds missing / unexpected / '
                         'mis-shaped backbone tensors')
     return parser.parse_args(argv)
 
 
-def _check_model_from_arch(spec: str) -> tuple:
+def _official_kwargs(type_: str) -> dict:
+    """The arguments under which a family reproduces the authors' outputs."""
+    if type_ == 'NaLaFormer':
+        from mmlinattn.models.backbones.nalaformer import OFFICIAL_PRESET
+        return dict(OFFICIAL_PRESET)
+    return {}
+
+
+def _check_model_from_arch(spec: str, official: bool = False) -> tuple:
     import mmlinattn.models  # noqa: F401
     from mmlinattn.registry import MODELS
     if ':' not in spec:
@@ -54,7 +79,7 @@ def _check_model_from_arch(spec: str) -> tuple:
     type_ = type_[len('mmlinattn.'):] if type_.startswith('mmlinattn.') else type_
     if arch.strip().startswith('{'):
         arch = ast.literal_eval(arch)
-    cfg = dict(type=type_, arch=arch)
+    cfg = dict(type=type_, arch=arch, **(_official_kwargs(type_) if official else {}))
     return MODELS.build(cfg), dict(cfg, type=f'mmlinattn.{type_}')
 
 
@@ -84,16 +109,26 @@ def convert(args: argparse.Namespace) -> int:
     from mmlinattn.utils.checkpoint import match_report
 
     ckpt = load_timm_checkpoint(args.src)
-    state_dict, dropped = classifier_to_backbone(select_state_dict(ckpt, ema=args.ema))
-    print(f'{args.src}: {"EMA" if args.ema else "model"} weights, {len(state_dict)} backbone '
-          f'tensors kept, {len(dropped)} dropped ({", ".join(dropped[:6])}'
-          f'{", ..." if len(dropped) > 6 else ""})')
-
     model = cfg = None
     stored, stored_kwargs = _stored_model(ckpt)
-    if args.arch_check:
+    if args.official:
+        if not args.arch_check:
+            print('ERROR: --official needs --arch-check TYPE:ARCH (the model the authors\' '
+                  'checkpoint belongs to, e.g. NaLaFormer:tiny or SOFT:tiny-norm)')
+            return 1
+        model, cfg = _check_model_from_arch(args.arch_check, official=True)
+        source = select_state_dict(ckpt, ema=args.ema)
+        state_dict = model.convert_checkpoint(source)
+        print(f"{args.src}: authors' layout, {len(source)} tensors -> {len(state_dict)} "
+              f'backbone tensors ({type(model).__name__}.convert_checkpoint)')
+    else:
+        state_dict, dropped = classifier_to_backbone(select_state_dict(ckpt, ema=args.ema))
+        print(f'{args.src}: {"EMA" if args.ema else "model"} weights, {len(state_dict)} '
+              f'backbone tensors kept, {len(dropped)} dropped ({", ".join(dropped[:6])}'
+              f'{", ..." if len(dropped) > 6 else ""})')
+    if model is None and args.arch_check:
         model, cfg = _check_model_from_arch(args.arch_check)
-    elif args.model or stored:
+    elif model is None and (args.model or stored):
         name = args.model or stored
         model, cfg = _check_model_from_timm(name, stored_kwargs if name == stored else {})
     ok = True
@@ -116,7 +151,7 @@ def convert(args: argparse.Namespace) -> int:
         print(f'ERROR: the converted weights do not fill the backbone exactly (see above); '
               f'{args.dst} not written (check --model / --arch-check, or pass --force)')
         return 1
-    meta = dict(source=osp.abspath(args.src), ema=bool(args.ema),
+    meta = dict(source=osp.abspath(args.src), ema=bool(args.ema), official=bool(args.official),
                 converter='mmlinattn tools/convert_checkpoint.py')
     if cfg is not None:
         meta['backbone_cfg'] = repr(cfg)

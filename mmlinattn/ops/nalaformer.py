@@ -29,8 +29,12 @@ Choices where the paper is silent (digest ``specs/nalaformer.md`` §5):
   overflows half precision quickly.
 
 ``kernel='relu_split'`` is the authors' public-code kernel: ``phi_q = [relu(d(q))^p;
-relu(-d(q))^p]``, ``phi_k = [relu(k)^lam; relu(-k)^lam]`` (same-sign pairs only).  Their
-numerator-only RoPE is not reproduced (it can make attention weights negative).
+relu(-d(q))^p]``, ``phi_k = [relu(k)^lam; relu(-k)^lam]`` (same-sign pairs only).
+``kernel='relu_split_rope'`` adds what that code does on top and the paper never mentions:
+a 2-D RoPE rotation of both feature maps in the *numerator* only (the key-value product),
+with the unrotated maps in the denominator (:func:`_rope_linear_attention`).  Its weights
+are no longer guaranteed non-negative and rows need not sum to one; it exists to reproduce
+the authors' checkpoints.  It stays O(N).
 """
 import functools
 import math
@@ -42,8 +46,9 @@ import torch.nn.functional as F
 from ._grad import needs_grad
 from .compiled import InferenceCompiled, compiled_path_allowed
 from .linear_attention import chunked_linear_attention
+from .rope import rotate_pairs
 
-KERNELS = ('cos_sin', 'relu_split')
+KERNELS = ('cos_sin', 'relu_split', 'relu_split_rope')
 
 
 def _check_args(kernel: str, lam: float, alpha: float, eps: float) -> None:
@@ -55,6 +60,11 @@ def _check_args(kernel: str, lam: float, alpha: float, eps: float) -> None:
         raise ValueError(f'alpha must be > 0, got {alpha!r}')
     if not eps >= 0:
         raise ValueError(f'eps must be >= 0, got {eps!r}')
+
+
+def _feature_kernel(kernel: str) -> str:
+    """The feature maps a kernel uses (``relu_split_rope`` rotates ``relu_split``'s)."""
+    return 'relu_split' if kernel == 'relu_split_rope' else kernel
 
 
 def _core_dtype(x: torch.Tensor) -> torch.dtype:
@@ -108,11 +118,12 @@ def nala_feature_maps(q: torch.Tensor, k: torch.Tensor, kernel: str = 'cos_sin',
 
     ``cos_sin`` (Eq. 16): ``[m * cos(theta); m * sin(theta)]`` with ``m = |d(q)|^p(||q||)``
     for queries and ``m = |k|^lam`` for keys.  ``relu_split`` (authors' code):
-    ``[relu(d(q))^p; relu(-d(q))^p]`` and ``[relu(k)^lam; relu(-k)^lam]``.
+    ``[relu(d(q))^p; relu(-d(q))^p]`` and ``[relu(k)^lam; relu(-k)^lam]``; for
+    ``relu_split_rope`` these unrotated maps (the ones of its denominator).
     Computed in the input dtype; :func:`nala_attention` is the fast path.
     """
     _check_args(kernel, lam, alpha, eps)
-    if kernel == 'relu_split':
+    if _feature_kernel(kernel) == 'relu_split':
         qn, dq = norm_direction(q, eps)
         p = nala_query_power(qn, lam)
         phq = torch.cat([F.relu(dq).pow(p), F.relu(-dq).pow(p)], dim=-1)
@@ -215,17 +226,40 @@ def _compiled_feature_maps(kernel: str, lam: float, alpha: float, eps: float):
             InferenceCompiled(phi_k, f'NaLa key features ({kernel})'))
 
 
+def _rope_linear_attention(phq: torch.Tensor, phk: torch.Tensor, v: torch.Tensor,
+                           angles: torch.Tensor, eps: float,
+                           valid: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """``R(phi_q) (R(phi_k)^T V / M) / (phi_q . mean_j phi_k_j + eps)``, O(N).
+
+    ``R`` rotates the channel pairs of each ``d``-wide half of a ``2d`` feature by the
+    token's RoPE ``angles (N, d / 2)``, the same angles for both halves (the authors' code
+    rotates ``[relu(x); relu(-x)]`` half by half).  Only the numerator is rotated.
+    """
+    if valid is not None:                                         # (B, M) for (B, h, M, F)
+        phk = phk * valid[:, None, :, None].to(phk.dtype)
+        count = valid.sum(-1).to(phk.dtype)[:, None, None, None]
+    else:
+        count = phk.shape[-2]
+    both = torch.cat([angles, angles], dim=-1)
+    kv = rotate_pairs(phk, both).transpose(-2, -1) @ v / count
+    den = phq @ (phk.sum(-2, keepdim=True) / count).transpose(-2, -1)
+    return rotate_pairs(phq, both) @ kv / (den + eps)
+
+
 def nala_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kernel: str = 'cos_sin',
                    lam: float = 3.0, alpha: float = 20.0, eps: float = 1e-6,
                    valid: Optional[torch.Tensor] = None,
-                   fuse: bool = True) -> torch.Tensor:
+                   fuse: bool = True,
+                   rope_angles: Optional[torch.Tensor] = None) -> torch.Tensor:
     """NaLa attention (Eqs. 8-17), O(N) in the token count.
 
     Args:
         q: queries ``(..., N, d)`` (one head per leading index, typically ``(B, h, N, d)``).
         k: keys ``(..., M, d)``.
         v: values ``(..., M, d_v)``.
-        kernel: ``'cos_sin'`` (paper, Eq. 16) or ``'relu_split'`` (authors' code).
+        kernel: ``'cos_sin'`` (paper, Eq. 16), ``'relu_split'`` (authors' code) or
+            ``'relu_split_rope'`` (authors' code with its numerator-only RoPE; needs
+            ``rope_angles``).
         lam: the power scale lambda of Eqs. 8-9.
         alpha: angle scale, ``theta = (pi/4) tanh(alpha d(x))`` (ignored by ``relu_split``).
         eps: clamp of the norms and additive term of the normaliser.
@@ -234,6 +268,8 @@ def nala_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kernel: st
         fuse: when no gradient is needed, evaluate the feature maps as compiled fused
             loops (:mod:`mmlinattn.ops.compiled`; same values up to float rounding; skipped
             where no compiler is available or ``MMLINATTN_COMPILE=0``).
+        rope_angles: ``(N, d / 2)`` RoPE angles of the tokens (N = M), for
+            ``kernel='relu_split_rope'`` only (e.g. ``rope_2d_angles(H, W, d)``).
 
     Returns:
         ``(..., N, d_v)`` in ``q``'s dtype; computed in float32 (float64 for float64 input)
@@ -245,16 +281,29 @@ def nala_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kernel: st
     if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
         raise ValueError(f'nala_attention: q (..., N, d), k (..., M, d), v (..., M, d_v) '
                          f'expected, got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}')
-    dtype = _core_dtype(q)
+    rope = kernel == 'relu_split_rope'
+    if rope != (rope_angles is not None):
+        raise ValueError("rope_angles must be given for kernel='relu_split_rope' and only "
+                         f'for it, got kernel={kernel!r}, rope_angles={rope_angles!r}')
+    if rope and (tuple(rope_angles.shape) != (k.shape[-2], k.shape[-1] // 2)
+                 or q.shape[-2] != k.shape[-2] or k.shape[-1] % 2):
+        raise ValueError(f'rope_angles must be (N, d / 2) = ({k.shape[-2]}, '
+                         f'{k.shape[-1] // 2}) for N queries = N keys, got '
+                         f'{tuple(rope_angles.shape)} for q {tuple(q.shape)}')
+    dtype, out_dtype = _core_dtype(q), q.dtype
+    fmap = _feature_kernel(kernel)
     if fuse and compiled_path_allowed(q, k, v):
-        phi_q, phi_k = _compiled_feature_maps(kernel, float(lam), float(alpha), float(eps))
+        phi_q, phi_k = _compiled_feature_maps(fmap, float(lam), float(alpha), float(eps))
     else:
         inplace = not needs_grad(q, k, v)
-        phi_q, phi_k = _fast_feature_maps(kernel, lam, alpha, eps, inplace)
+        phi_q, phi_k = _fast_feature_maps(fmap, lam, alpha, eps, inplace)
     with torch.autocast(device_type=q.device.type, enabled=False):
-        out = chunked_linear_attention(q.to(dtype), k.to(dtype), v.to(dtype), phi_q, phi_k, eps,
-                                       valid)
-    return out.to(q.dtype)
+        q, k, v = q.to(dtype), k.to(dtype), v.to(dtype)
+        if rope:
+            out = _rope_linear_attention(phi_q(q), phi_k(k), v, rope_angles, eps, valid)
+        else:
+            out = chunked_linear_attention(q, k, v, phi_q, phi_k, eps, valid)
+    return out.to(out_dtype)
 
 
 def nala_attention_matrix(q: torch.Tensor, k: torch.Tensor, kernel: str = 'cos_sin',
@@ -262,8 +311,11 @@ def nala_attention_matrix(q: torch.Tensor, k: torch.Tensor, kernel: str = 'cos_s
     """The explicit row-normalised ``(..., N, M)`` NaLa attention matrix, O(N M).
 
     ``A_ij = phi_q(q_i) . phi_k(k_j) / sum_l phi_q(q_i) . phi_k(k_l)`` from the reference
-    feature maps (no ``eps`` in the normaliser).  For tests and visualisation.
+    feature maps (no ``eps`` in the normaliser).  For tests and visualisation; not for
+    ``relu_split_rope``, whose numerator depends on the token positions.
     """
+    if kernel == 'relu_split_rope':
+        raise ValueError("nala_attention_matrix does not cover kernel='relu_split_rope'")
     phq, phk = nala_feature_maps(q, k, kernel, lam, alpha)
     s = phq @ phk.transpose(-2, -1)
     return s / s.sum(dim=-1, keepdim=True)

@@ -12,6 +12,8 @@ from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
 from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
 
 from .. import models  # noqa: F401  (registers the backbones)
+from ..models.backbones.nalaformer import OFFICIAL_PRESET
+from ..models.converters import nalaformer_classifier_state_dict
 from .classifier import LinAttnClassifier
 
 __all__ = ['LinAttnClassifier', 'MODEL_SPECS']
@@ -42,10 +44,21 @@ MODEL_SPECS: Dict[str, tuple] = {
     'soft_small': (dict(type='SOFT', arch='small'), 'norm_linear', 0.875),
     'soft_medium': (dict(type='SOFT', arch='medium'), 'norm_linear', 0.875),
     'soft_large': (dict(type='SOFT', arch='large'), 'norm_linear', 0.875),
-    'nalaformer_tiny': (dict(type='NaLaFormer', arch='tiny'), 'nala', 0.875),
-    'nalaformer_small': (dict(type='NaLaFormer', arch='small'), 'nala', 0.875),
-    'nalaformer_base': (dict(type='NaLaFormer', arch='base'), 'nala', 0.875),
-    'nalaformer_large': (dict(type='NaLaFormer', arch='large'), 'nala', 0.875),
+    # NaLaFormer's head reads the raw stage-4 map (authors' code): no output LayerNorm.
+    'nalaformer_tiny': (dict(type='NaLaFormer', arch='tiny', out_norm=False), 'nala', 0.875),
+    'nalaformer_small': (dict(type='NaLaFormer', arch='small', out_norm=False), 'nala', 0.875),
+    'nalaformer_base': (dict(type='NaLaFormer', arch='base', out_norm=False), 'nala', 0.875),
+    'nalaformer_large': (dict(type='NaLaFormer', arch='large', out_norm=False), 'nala', 0.875),
+    # The authors' models as their code computes them: their checkpoints load through
+    # pretrained_cfg_overlay=dict(file=...) (converted by checkpoint_filter_fn).
+    'nalaformer_tiny_official': (dict(type='NaLaFormer', arch='tiny', **OFFICIAL_PRESET),
+                                 'nala', 0.875),
+    'nalaformer_small_official': (dict(type='NaLaFormer', arch='small', **OFFICIAL_PRESET),
+                                  'nala', 0.875),
+    'nalaformer_base_official': (dict(type='NaLaFormer', arch='base', **OFFICIAL_PRESET),
+                                 'nala', 0.875),
+    'nalaformer_large_official': (dict(type='NaLaFormer', arch='large', **OFFICIAL_PRESET),
+                                  'nala', 0.875),
     'infvit_tiny': (dict(type='InfViT', arch='tiny'), 'norm_linear', _INF_CROP),
     'infvit_small': (dict(type='InfViT', arch='small'), 'norm_linear', _INF_CROP),
     'infvit_base': (dict(type='InfViT', arch='base'), 'norm_linear', _INF_CROP),
@@ -93,10 +106,20 @@ default_cfgs = generate_default_cfgs(
     {name: _cfg(spec[0]['type'], spec[1], spec[2]) for name, spec in MODEL_SPECS.items()})
 
 
+def checkpoint_filter_fn(state_dict: Dict[str, Any], model: LinAttnClassifier) -> Dict[str, Any]:
+    """timm's ``pretrained_filter_fn``: an authors' NaLaFormer checkpoint (their key layout)
+    in our classifier's names; anything else unchanged."""
+    state_dict = state_dict.get('model', state_dict)
+    if 'patch_embed.proj.0.weight' in state_dict:
+        return nalaformer_classifier_state_dict(state_dict)
+    return state_dict
+
+
 def _create(name: str, pretrained: bool = False, **kwargs) -> LinAttnClassifier:
     backbone, head_type, _ = MODEL_SPECS[name]
     return build_model_with_cfg(LinAttnClassifier, name, pretrained, backbone=dict(backbone),
-                                head_type=head_type, **kwargs)
+                                head_type=head_type, pretrained_filter_fn=checkpoint_filter_fn,
+                                **kwargs)
 
 
 # One entry point per name: timm registers a function under its __name__.
@@ -146,6 +169,30 @@ def nalaformer_base(pretrained: bool = False, **kwargs) -> LinAttnClassifier:
 def nalaformer_large(pretrained: bool = False, **kwargs) -> LinAttnClassifier:
     """NaLaFormer-L."""
     return _create('nalaformer_large', pretrained, **kwargs)
+
+
+@register_model
+def nalaformer_tiny_official(pretrained: bool = False, **kwargs) -> LinAttnClassifier:
+    """NaLaFormer-T as the authors' code computes it (loads their checkpoints)."""
+    return _create('nalaformer_tiny_official', pretrained, **kwargs)
+
+
+@register_model
+def nalaformer_small_official(pretrained: bool = False, **kwargs) -> LinAttnClassifier:
+    """NaLaFormer-S as the authors' code computes it."""
+    return _create('nalaformer_small_official', pretrained, **kwargs)
+
+
+@register_model
+def nalaformer_base_official(pretrained: bool = False, **kwargs) -> LinAttnClassifier:
+    """NaLaFormer-B as the authors' code computes it."""
+    return _create('nalaformer_base_official', pretrained, **kwargs)
+
+
+@register_model
+def nalaformer_large_official(pretrained: bool = False, **kwargs) -> LinAttnClassifier:
+    """NaLaFormer-L as the authors' code computes it."""
+    return _create('nalaformer_large_official', pretrained, **kwargs)
 
 
 @register_model

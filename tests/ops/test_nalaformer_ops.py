@@ -385,3 +385,57 @@ def test_compile_failure_falls_back_to_eager_with_one_warning(monkeypatch):
         warnings.simplefilter('error')  # no second warning, no second attempt
         torch.testing.assert_close(f(x + 1), (x + 1) * 2)
     assert len(calls) == 1
+
+
+def _rotation_matrix(angles):
+    """(N, d, d) block-diagonal 2x2 rotations of channel pairs (2j, 2j+1) by angles (N, d/2)."""
+    n, half = angles.shape
+    r = torch.zeros(n, 2 * half, 2 * half, dtype=angles.dtype)
+    c, s = angles.cos(), angles.sin()
+    idx = torch.arange(half)
+    r[:, 2 * idx, 2 * idx], r[:, 2 * idx, 2 * idx + 1] = c, -s
+    r[:, 2 * idx + 1, 2 * idx], r[:, 2 * idx + 1, 2 * idx + 1] = s, c
+    return r
+
+
+@pytest.mark.parametrize('masked', [False, True])
+def test_relu_split_rope_equals_dense_numerator_only_rope(masked):
+    """O(N) relu_split_rope = an explicit N x N computation: numerator similarities between
+    the RoPE-rotated halves [relu(x); relu(-x)], denominator from the unrotated maps."""
+    from mmlinattn.models.layers import rope_2d_angles
+    h, w, d = 5, 7, 16
+    q, k, v = _qkv(n=h * w, d=d)
+    angles = rope_2d_angles(h, w, d, dtype=f64)
+    valid = None
+    if masked:
+        valid = torch.ones(q.shape[0], h * w, dtype=torch.bool)
+        valid[0, 20:] = False
+    out = nala_attention(q, k, v, kernel='relu_split_rope', eps=1e-6, rope_angles=angles,
+                         valid=valid, fuse=False)
+
+    qn = q.norm(dim=-1, keepdim=True)
+    p = 3 * (0.5 + torch.tanh(qn))
+    halves_q = [(F.relu(q) / qn) ** p, (F.relu(-q) / qn) ** p]
+    halves_k = [F.relu(k) ** 3, F.relu(-k) ** 3]
+    rot = _rotation_matrix(angles)                                    # (N, d, d)
+    num = sum((rot @ a.unsqueeze(-1)).squeeze(-1) @ (rot @ b.unsqueeze(-1)).squeeze(-1)
+              .transpose(-2, -1) for a, b in zip(halves_q, halves_k))  # (B, h, N, N)
+    den = sum(a @ b.transpose(-2, -1) for a, b in zip(halves_q, halves_k))
+    keep = torch.ones(q.shape[0], h * w, dtype=f64) if valid is None else valid.to(f64)
+    keep = keep[:, None, None, :]
+    count = keep.sum(-1, keepdim=True)
+    ref = ((num * keep) @ v / count) / ((den * keep).sum(-1, keepdim=True) / count + 1e-6)
+    torch.testing.assert_close(out, ref, rtol=1e-12, atol=1e-12)
+    # the rotation matters: without it the numerator is the denominator's own weights
+    plain = nala_attention(q, k, v, kernel='relu_split', eps=1e-6, valid=valid, fuse=False)
+    assert (out - plain).abs().max() > 1e-2
+
+
+def test_relu_split_rope_needs_its_angles():
+    q, k, v = _qkv(n=12, d=8)
+    with pytest.raises(ValueError, match='rope_angles'):
+        nala_attention(q, k, v, kernel='relu_split_rope')
+    with pytest.raises(ValueError, match='rope_angles'):
+        nala_attention(q, k, v, kernel='relu_split', rope_angles=torch.zeros(12, 4))
+    with pytest.raises(ValueError, match=r'\(N, d / 2\)'):
+        nala_attention(q, k, v, kernel='relu_split_rope', rope_angles=torch.zeros(11, 4))

@@ -6,16 +6,23 @@ and CPE (App. A.2) but no architecture; the arch table, the BN conv stem and the
 conv down-samplers are those of the authors' public code, which reproduce the parameter
 counts of the paper's Table 1.
 """
-from typing import List, Optional, Sequence, Union
+import re
+from typing import Dict, List, Optional, Sequence, Union
 
+import torch
 import torch.nn as nn
 
 from ...registry import MODELS
+from ..converters import convert_nalaformer_checkpoint
 from ..layers import ConvStem, NaLaBlock, PatchConv
 from ..layers.nala_attention import ATTN_TYPES
 from .base import BlockStage, PyramidBackbone
 
 OFFICIAL_ATTN_TYPES = ('nala', 'nala', 'softmax', 'softmax')
+#: the arguments that make the model compute what the authors' public code computes (their
+#: checkpoints then reproduce their outputs): softmax in stages 3-4, the ReLU-split kernel
+#: with numerator-only RoPE, and raw stage maps (their head reads the unnormed stage 4)
+OFFICIAL_PRESET = dict(attn_types='official', kernel='relu_split_rope', out_norm=False)
 
 
 @MODELS.register_module()
@@ -36,13 +43,21 @@ class NaLaFormer(PyramidBackbone):
             ``('nala', 'nala', 'softmax', 'softmax')``.  The default, NaLa everywhere, keeps
             the cost linear in the token count (the paper's Table 1 labels every model
             "Linear"); softmax stages cost O(N^2) at high resolution.
-        kernel: NaLa feature map, ``'cos_sin'`` (paper, Eq. 16) or ``'relu_split'``
-            (authors' code).
+        kernel: NaLa feature map, ``'cos_sin'`` (paper, Eq. 16), ``'relu_split'``
+            (authors' code without its RoPE) or ``'relu_split_rope'`` (authors' code: RoPE
+            in the numerator only; needed to reproduce their checkpoints' outputs, see
+            :data:`OFFICIAL_PRESET`).
         lam: lambda of the query-norm-aware power (Eq. 8) and of the key power (Eq. 9).
         alpha: angle scale of the cosine inhibit, ``theta = (pi/4) tanh(alpha d(x))``.
         cpe: the two depthwise 3x3 conditional position encodings per block.
         lepe: the depthwise 5x5 conv on V inside each attention.
         softmax_rope: 2-D RoPE in the softmax stages.
+        eps: added to NaLa's mean denominator (Eqs. 10-11); 1e-6 as in the authors' code.
+            It is not negligible at head dim 64, where the denominators are ~1e-3 (see
+            ``docs/pretraining.md``); ``eps=0`` gives the exact Eq. 10-11 (a query with no
+            positive similarity then yields NaN).
+        out_norm: a LayerNorm on every returned map (the project's dense default).
+            ``False`` returns the raw stage maps, as the authors' classifier head reads them.
         fuse_feature_maps: in inference (no gradient), evaluate the NaLa feature maps as
             ``torch.compile``-d fused loops (same values up to float rounding; about 4x faster
             on CPU; compiles once per process, ~15-20 s on 2 cores).  Skipped, with the eager
@@ -77,6 +92,8 @@ class NaLaFormer(PyramidBackbone):
                  cpe: bool = True,
                  lepe: bool = True,
                  softmax_rope: bool = True,
+                 eps: float = 1e-6,
+                 out_norm: bool = True,
                  fuse_feature_maps: bool = True,
                  in_channels: int = 3,
                  out_indices: Sequence[int] = (0, 1, 2, 3),
@@ -88,6 +105,7 @@ class NaLaFormer(PyramidBackbone):
                  pretrained: Optional[str] = None,
                  init_cfg: Optional[Union[dict, List[dict]]] = None):
         arch_cfg = self.resolve_arch(arch)
+        self.out_norm = bool(out_norm)  # read by build_out_norm inside super().__init__
         if drop_path_rate is None:
             drop_path_rate = arch_cfg.get('drop_path_rate', 0.1)
         super().__init__(arch_cfg, in_channels=in_channels, out_indices=out_indices,
@@ -114,7 +132,7 @@ class NaLaFormer(PyramidBackbone):
                 NaLaBlock(dims[i], num_heads[i], mlp_ratio=mlp_ratios[i], drop_path=dpr,
                           layer_scale_init_value=ls_values[i], cpe=cpe,
                           attn_type=self.attn_types[i], kernel=kernel, lam=lam, alpha=alpha,
-                          lepe=lepe, rope=softmax_rope, fuse=fuse_feature_maps)
+                          eps=eps, lepe=lepe, rope=softmax_rope, fuse=fuse_feature_maps)
                 for dpr in dprs[i]
             ]
             self.stages.append(BlockStage(blocks, with_cp=with_cp))
@@ -145,6 +163,28 @@ class NaLaFormer(PyramidBackbone):
                 nn.init.zeros_(m.bias)
         else:
             PyramidBackbone._init_module(m)
+
+    def build_out_norm(self, index: int, dim: int) -> nn.Module:
+        """LayerNorm on a returned map, or nothing with ``out_norm=False``."""
+        return super().build_out_norm(index, dim) if self.out_norm else nn.Identity()
+
+    def convert_checkpoint(self, state_dict: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
+        """The authors' NaLaFormer checkpoint in our key names (head dropped); see
+        :func:`mmlinattn.models.converters.convert_nalaformer_checkpoint`.  Checks that the
+        checkpoint's depths are this arch's."""
+        found = {}
+        for key in state_dict:
+            m = re.match(r'layers\.(\d+)\.blocks\.(\d+)\.', key)
+            if m:
+                i, j = int(m.group(1)), int(m.group(2))
+                found[i] = max(found.get(i, 0), j + 1)
+        depths = tuple(found.get(i, 0) for i in range(max(found, default=-1) + 1))
+        if depths and depths != tuple(self.depths):
+            raise ValueError(f"the checkpoint has NaLaFormer blocks with depths {depths} but "
+                             f'the arch has depths {tuple(self.depths)}; pick the matching arch '
+                             f'(tiny / small / base / large) or pass arch=dict(..., '
+                             f'depths={depths})')
+        return convert_nalaformer_checkpoint(state_dict)[0]
 
     def _per_stage(self, key: str, value) -> list:
         """Broadcast a scalar arch entry to every stage; check per-stage lengths."""

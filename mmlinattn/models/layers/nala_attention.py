@@ -33,7 +33,8 @@ class NaLaAttention(nn.Module):
             ``'softmax'`` (scaled dot-product attention with 2-D RoPE, O(N^2); the authors'
             code uses it in stages 3-4).
         kernel, lam, alpha, eps: NaLa feature-map options, see
-            :func:`mmlinattn.ops.nala_attention`.
+            :func:`mmlinattn.ops.nala_attention`; ``kernel='relu_split_rope'`` computes the
+            2-D RoPE angles from the current (H, W) on every call, as ``rope`` does.
         lepe: add the depthwise 5x5 conv of V.
         rope: rotary 2-D position embedding of q and k for ``attn_type='softmax'``, computed
             from the current (H, W) on every call.
@@ -53,6 +54,9 @@ class NaLaAttention(nn.Module):
         if num_heads < 1 or dim % num_heads:
             raise ValueError(f'dim ({dim}) must be divisible by num_heads ({num_heads})')
         self.head_dim = dim // num_heads
+        if attn_type == 'nala' and kernel == 'relu_split_rope' and self.head_dim % 4:
+            raise ValueError(f"kernel='relu_split_rope' needs head_dim % 4 == 0, got "
+                             f'head_dim={self.head_dim} (dim={dim}, num_heads={num_heads})')
         if attn_type == 'softmax' and rope and self.head_dim % 4:
             raise ValueError(f'softmax attention with rope needs head_dim % 4 == 0, got '
                              f'head_dim={self.head_dim} (dim={dim}, num_heads={num_heads})')
@@ -66,6 +70,11 @@ class NaLaAttention(nn.Module):
         self.norm = nn.LayerNorm(dim)
         self.act = nn.SiLU()
         self.proj = nn.Linear(dim, dim)
+
+    def _angles(self, hw: Tuple[int, int], x: torch.Tensor) -> torch.Tensor:
+        """RoPE angles of the current grid, float64 for float64 inputs, else float32."""
+        dtype = torch.promote_types(x.dtype, torch.float32)
+        return rope_2d_angles(hw[0], hw[1], self.head_dim, device=x.device, dtype=dtype)
 
     def forward(self, x: torch.Tensor, hw: Tuple[int, int]) -> torch.Tensor:
         """(B, N, C) tokens on an H x W grid -> (B, N, C)."""
@@ -83,12 +92,13 @@ class NaLaAttention(nn.Module):
         heads = [t.view(b, n, self.num_heads, self.head_dim).transpose(1, 2) for t in (q, k, v)]
         valid = token_mask(hw, b, x.device)  # batch padding: not a key (None: no padding)
         if self.attn_type == 'nala':
+            angles = (self._angles(hw, x) if self.kernel == 'relu_split_rope' else None)
             o = nala_attention(*heads, kernel=self.kernel, lam=self.lam, alpha=self.alpha,
-                               eps=self.eps, valid=valid, fuse=self.fuse)
+                               eps=self.eps, valid=valid, fuse=self.fuse, rope_angles=angles)
         else:
             q, k, v_ = heads
             if self.rope:
-                angles = rope_2d_angles(hw[0], hw[1], self.head_dim, device=x.device)
+                angles = self._angles(hw, x)
                 q, k = apply_rope(q, angles), apply_rope(k, angles)
             mask = None if valid is None else valid[:, None, None, :]
             o = F.scaled_dot_product_attention(q, k, v_, attn_mask=mask)

@@ -1,0 +1,197 @@
+"""Synthetic checkpoints in the authors' key layouts, and a functional forward of the
+NaLaFormer authors' model written from the facts of their public code (key names, shapes,
+order of operations), for the converter parity tests.  Random weights: the tests check the
+mapping and the arithmetic, not trained behaviour."""
+import math
+from typing import Dict, List, Sequence
+
+import torch
+import torch.nn.functional as F
+
+
+def _bn(sd, prefix, c, g):
+    sd[f'{prefix}.weight'] = 1 + 0.1 * torch.randn(c, generator=g)
+    sd[f'{prefix}.bias'] = 0.1 * torch.randn(c, generator=g)
+    sd[f'{prefix}.running_mean'] = 0.1 * torch.randn(c, generator=g)
+    sd[f'{prefix}.running_var'] = 0.5 + torch.rand(c, generator=g)
+    sd[f'{prefix}.num_batches_tracked'] = torch.tensor(7)
+
+
+def _conv(sd, prefix, cout, cin, k, g, groups=1):
+    sd[f'{prefix}.weight'] = torch.randn(cout, cin // groups, k, k, generator=g) / math.sqrt(
+        cin // groups * k * k)
+    sd[f'{prefix}.bias'] = 0.1 * torch.randn(cout, generator=g)
+
+
+def _linear(sd, prefix, cout, cin, g):
+    sd[f'{prefix}.weight'] = torch.randn(cout, cin, generator=g) / math.sqrt(cin)
+    sd[f'{prefix}.bias'] = 0.1 * torch.randn(cout, generator=g)
+
+
+def _ln(sd, prefix, c, g):
+    sd[f'{prefix}.weight'] = 1 + 0.1 * torch.randn(c, generator=g)
+    sd[f'{prefix}.bias'] = 0.1 * torch.randn(c, generator=g)
+
+
+def rope_angle_buffer(head_dim: int, dtype=torch.float32) -> torch.Tensor:
+    """``1 / 10000 ** linspace(0, 1, d / 4)``, each entry twice (the authors' buffer).
+    Float64 parity tests recompute it in float64 (``as_float64``), as the model does."""
+    return (1.0 / 10000 ** torch.linspace(0, 1, head_dim // 4, dtype=dtype)).repeat_interleave(2)
+
+
+def as_float64(sd: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
+    """Float tensors in float64, the RoPE buffers recomputed in float64."""
+    out = {k: v.double() if v.is_floating_point() else v for k, v in sd.items()}
+    for k in out:
+        if k.endswith('RoPE.angle'):
+            out[k] = rope_angle_buffer(2 * out[k].numel(), torch.float64)
+    return out
+
+
+def nalaformer_official_state_dict(embed_dims: Sequence[int], depths: Sequence[int],
+                                   num_heads: Sequence[int], mlp_ratio: float = 4.0,
+                                   num_classes: int = 10, projection: int = 24,
+                                   seed: int = 0) -> Dict[str, torch.Tensor]:
+    """Every tensor of an authors' ``NALAFORMER`` model, random, in their names and shapes."""
+    g = torch.Generator().manual_seed(seed)
+    sd: Dict[str, torch.Tensor] = {}
+    half = embed_dims[0] // 2
+    for idx, (cin, cout) in zip((0, 3, 6, 9), ((3, half), (half, half), (half, half),
+                                              (half, embed_dims[0]))):
+        _conv(sd, f'patch_embed.proj.{idx}', cout, cin, 3, g)
+        _bn(sd, f'patch_embed.proj.{idx + 1}', cout, g)
+    for i, (c, depth, heads) in enumerate(zip(embed_dims, depths, num_heads)):
+        sd[f'layers.{i}.RoPE.angle'] = rope_angle_buffer(c // heads)
+        hidden = int(mlp_ratio * c)
+        for j in range(depth):
+            p = f'layers.{i}.blocks.{j}'
+            _ln(sd, f'{p}.norm1.norm', c, g)
+            _ln(sd, f'{p}.norm2.norm', c, g)
+            _linear(sd, f'{p}.attn.qkvg', 4 * c, c, g)
+            _conv(sd, f'{p}.attn.lepe', c, c, 5, g, groups=c)
+            _linear(sd, f'{p}.attn.out_proj', c, c, g)
+            _ln(sd, f'{p}.attn.ln', c, g)
+            _linear(sd, f'{p}.ffn.fc1', hidden, c, g)
+            _linear(sd, f'{p}.ffn.fc2', c, hidden, g)
+            _conv(sd, f'{p}.ffn.dwconv', hidden, hidden, 3, g, groups=hidden)
+            _conv(sd, f'{p}.cpe1', c, c, 3, g, groups=c)
+            _conv(sd, f'{p}.cpe2', c, c, 3, g, groups=c)
+            sd[f'{p}.gamma_1'] = 1 + 0.1 * torch.randn(1, c, 1, 1, generator=g)
+            sd[f'{p}.gamma_2'] = 1 + 0.1 * torch.randn(1, c, 1, 1, generator=g)
+        if i + 1 < len(embed_dims):
+            _conv(sd, f'layers.{i}.downsample.reduction', embed_dims[i + 1], c, 3, g)
+            _bn(sd, f'layers.{i}.downsample.norm', embed_dims[i + 1], g)
+    _linear(sd, 'proj', projection, embed_dims[-1], g)
+    _bn(sd, 'norm', projection, g)
+    _conv(sd, 'head', num_classes, projection, 1, g)
+    return sd
+
+
+# ------------------------------------------------------------------ the authors' forward
+def _sin_cos(h: int, w: int, angle: torch.Tensor):
+    """(N, d) sines / cosines: the first d/2 channels rotate with the row, the rest with the
+    column, row-major tokens."""
+    rows = torch.arange(h, dtype=angle.dtype)[:, None] * angle        # (h, d/2)
+    cols = torch.arange(w, dtype=angle.dtype)[:, None] * angle        # (w, d/2)
+    ang = torch.cat([rows[:, None].expand(h, w, -1), cols[None].expand(h, w, -1)], -1)
+    ang = ang.reshape(h * w, -1)
+    return ang.sin(), ang.cos()
+
+
+def _rotate(x: torch.Tensor, sin: torch.Tensor, cos: torch.Tensor) -> torch.Tensor:
+    """Pairs (x0, x1) -> (x0 cos - x1 sin, x1 cos + x0 sin), as complex multiplication."""
+    z = torch.view_as_complex(x.unflatten(-1, (-1, 2)).contiguous())
+    rot = torch.complex(cos[:, ::2], sin[:, ::2])  # the buffer repeats each angle twice
+    return torch.view_as_real(z * rot).flatten(-2)
+
+
+def _attention(sd, p, x, heads, kind, sin, cos, rope_in_nala=True, eps=1e-6):
+    b, c, h, w = x.shape
+    n, d = h * w, c // heads
+    t = x.flatten(2).transpose(1, 2)
+    q, k, v, gate = F.linear(t, sd[f'{p}.qkvg.weight'], sd[f'{p}.qkvg.bias']).reshape(
+        b, n, 4, c).unbind(2)
+    lepe = F.conv2d(v.transpose(1, 2).reshape(b, c, h, w), sd[f'{p}.lepe.weight'],
+                    sd[f'{p}.lepe.bias'], padding=2, groups=c).flatten(2).transpose(1, 2)
+    q, k, v = (a.reshape(b, n, heads, d).transpose(1, 2) for a in (q, k, v))
+    if kind == 'l':
+        k3 = k ** 3
+        qn = q.norm(dim=-1, keepdim=True)
+        power = 3 * (0.5 + torch.tanh(qn))
+        parts_q = [(F.relu(q) / qn) ** power, (F.relu(-q) / qn) ** power]
+        parts_k = [F.relu(k3), F.relu(-k3)]
+        fq, fk = torch.cat(parts_q, -1), torch.cat(parts_k, -1)
+        if rope_in_nala:
+            rq = torch.cat([_rotate(a, sin, cos) for a in parts_q], -1)
+            rk = torch.cat([_rotate(a, sin, cos) for a in parts_k], -1)
+        else:
+            rq, rk = fq, fk
+        z = 1 / (fq @ fk.mean(-2, keepdim=True).transpose(-2, -1) + eps)
+        o = rq @ ((rk.transpose(-2, -1) / math.sqrt(n)) @ (v / math.sqrt(n))) * z
+    else:
+        qr, kr = _rotate(q, sin, cos), _rotate(k, sin, cos)
+        o = torch.softmax(d ** -0.5 * qr @ kr.transpose(-2, -1), -1) @ v
+    o = o.transpose(1, 2).reshape(b, n, c) + lepe
+    o = F.layer_norm(o, (c, ), sd[f'{p}.ln.weight'], sd[f'{p}.ln.bias']) * F.silu(gate)
+    o = F.linear(o, sd[f'{p}.out_proj.weight'], sd[f'{p}.out_proj.bias'])
+    return o.transpose(1, 2).reshape(b, c, h, w)
+
+
+def _ln2d(sd, p, x):
+    return F.layer_norm(x.permute(0, 2, 3, 1), (x.shape[1], ), sd[f'{p}.weight'],
+                        sd[f'{p}.bias'], eps=1e-6).permute(0, 3, 1, 2)
+
+
+def _ffn(sd, p, x):
+    b, c, h, w = x.shape
+    t = F.gelu(F.linear(x.flatten(2).transpose(1, 2), sd[f'{p}.fc1.weight'], sd[f'{p}.fc1.bias']))
+    m = t.transpose(1, 2).reshape(b, -1, h, w)
+    m = m + F.conv2d(m, sd[f'{p}.dwconv.weight'], sd[f'{p}.dwconv.bias'], padding=1,
+                     groups=m.shape[1])
+    t = F.linear(m.flatten(2).transpose(1, 2), sd[f'{p}.fc2.weight'], sd[f'{p}.fc2.bias'])
+    return t.transpose(1, 2).reshape(b, c, h, w)
+
+
+def _dwconv3(sd, p, x):
+    return F.conv2d(x, sd[f'{p}.weight'], sd[f'{p}.bias'], padding=1, groups=x.shape[1])
+
+
+def _conv_bn(sd, conv, bn, x, stride):
+    x = F.conv2d(x, sd[f'{conv}.weight'], sd[f'{conv}.bias'], stride, 1)
+    return F.batch_norm(x, sd[f'{bn}.running_mean'], sd[f'{bn}.running_var'],
+                        sd[f'{bn}.weight'], sd[f'{bn}.bias'], False, 0.0, 1e-5)
+
+
+def nalaformer_official_forward(sd: Dict[str, torch.Tensor], x: torch.Tensor,
+                                num_heads: Sequence[int], flags: Sequence[str],
+                                rope_in_nala: bool = True) -> List[torch.Tensor]:
+    """The authors' model in eval mode on the weights ``sd``: the raw map of every stage
+    (after its blocks, before the down-sampling), and the logits last.  ``flags[i]`` is
+    ``'l'`` (NaLa) or ``'v'`` (softmax) for stage i."""
+    for idx, stride in zip((0, 3, 6, 9), (2, 1, 1, 2)):
+        x = _conv_bn(sd, f'patch_embed.proj.{idx}', f'patch_embed.proj.{idx + 1}', x, stride)
+        x = F.gelu(x) if idx < 9 else x
+    outs = []
+    for i, heads in enumerate(num_heads):
+        sin, cos = _sin_cos(x.shape[2], x.shape[3], sd[f'layers.{i}.RoPE.angle'].to(x.dtype))
+        j = 0
+        while f'layers.{i}.blocks.{j}.gamma_1' in sd:
+            p = f'layers.{i}.blocks.{j}'
+            x = x + _dwconv3(sd, f'{p}.cpe1', x)
+            y = _ln2d(sd, f'{p}.norm1.norm', x)
+            x = x + sd[f'{p}.gamma_1'] * _attention(sd, f'{p}.attn', y, heads, flags[i], sin,
+                                                    cos, rope_in_nala)
+            x = x + _dwconv3(sd, f'{p}.cpe2', x)
+            x = x + sd[f'{p}.gamma_2'] * _ffn(sd, f'{p}.ffn', _ln2d(sd, f'{p}.norm2.norm', x))
+            j += 1
+        outs.append(x)
+        if f'layers.{i}.downsample.reduction.weight' in sd:
+            x = _conv_bn(sd, f'layers.{i}.downsample.reduction', f'layers.{i}.downsample.norm',
+                         x, 2)
+    t = F.linear(x.flatten(2).transpose(1, 2), sd['proj.weight'], sd['proj.bias'])
+    m = t.transpose(1, 2).reshape(x.shape[0], -1, *x.shape[2:])
+    m = F.batch_norm(m, sd['norm.running_mean'], sd['norm.running_var'], sd['norm.weight'],
+                     sd['norm.bias'], False, 0.0, 1e-5)
+    m = F.silu(m).mean((2, 3), keepdim=True)
+    outs.append(F.conv2d(m, sd['head.weight'], sd['head.bias']).flatten(1))
+    return outs

@@ -1,0 +1,156 @@
+"""Official (authors') checkpoint formats: convert, load, reproduce the authors' outputs.
+
+The checkpoints are synthetic, in the authors' exact key layout and shapes
+(:mod:`official_layouts`); the reference forward is written from the facts of their code."""
+import re
+
+import pytest
+import torch
+from official_layouts import (as_float64, nalaformer_official_forward,
+                              nalaformer_official_state_dict)
+
+from mmlinattn.models.backbones.nalaformer import OFFICIAL_PRESET, NaLaFormer
+from mmlinattn.models.converters import (convert_nalaformer_checkpoint,
+                                         nalaformer_classifier_state_dict)
+from mmlinattn.timm.classifier import LinAttnClassifier
+from mmlinattn.utils.checkpoint import match_report
+
+NALA_ARCH = dict(embed_dims=(8, 16, 32, 32), depths=(1, 2, 1, 1), num_heads=(1, 2, 2, 2),
+                 mlp_ratios=4.0)
+OFFICIAL_FLAGS = 'llvv'  # NaLa in stages 1-2, softmax in 3-4 (the authors' default)
+
+
+def _nala_sd():
+    return nalaformer_official_state_dict(NALA_ARCH['embed_dims'], NALA_ARCH['depths'],
+                                          NALA_ARCH['num_heads'])
+
+
+def _official_model(**kwargs):
+    cfg = dict(OFFICIAL_PRESET, fuse_feature_maps=False)
+    cfg.update(kwargs)
+    return NaLaFormer(arch=NALA_ARCH, **cfg)
+
+
+def test_nalaformer_converter_consumes_every_key_and_places_every_tensor():
+    sd = _nala_sd()
+    backbone, head = convert_nalaformer_checkpoint(sd)
+    model = _official_model()
+    report = match_report(model, backbone)
+    assert report['fraction'] == 1.0
+    assert not (report['missing'] or report['unexpected'] or report['shape_mismatch'])
+    # every source tensor went somewhere: the RoPE buffers (checked, recomputed) and the
+    # conv biases (folded) are the only ones without a key of their own
+    rope = [k for k in sd if k.endswith('RoPE.angle')]
+    biases = [k for k in sd if re.fullmatch(
+        r'patch_embed\.proj\.[0369]\.bias|layers\.\d+\.downsample\.reduction\.bias', k)]
+    assert len(rope) == 4 and len(biases) == 7
+    assert len(backbone) + len(head) == len(sd) - len(rope) - len(biases)
+    assert sorted(head) == sorted(f'head.{m}.{p}' for m, ps in (
+        ('pre.0', ('weight', 'bias')), ('pre.1', ('weight', 'bias', 'running_mean',
+                                                  'running_var', 'num_batches_tracked')),
+        ('fc', ('weight', 'bias'))) for p in ps)
+    # values: a rename, a LayerScale reshape and a bias fold
+    torch.testing.assert_close(backbone['stages.0.blocks.0.attn.proj.weight'],
+                               sd['layers.0.blocks.0.attn.out_proj.weight'], rtol=0, atol=0)
+    torch.testing.assert_close(backbone['stages.1.blocks.1.gamma2'],
+                               sd['layers.1.blocks.1.gamma_2'].flatten(), rtol=0, atol=0)
+    torch.testing.assert_close(backbone['patch_embeds.2.norm.running_mean'],
+                               sd['layers.1.downsample.norm.running_mean']
+                               - sd['layers.1.downsample.reduction.bias'], rtol=0, atol=0)
+    torch.testing.assert_close(backbone['patch_embeds.0.3.norm.running_mean'],
+                               sd['patch_embed.proj.10.running_mean']
+                               - sd['patch_embed.proj.9.bias'], rtol=0, atol=0)
+
+
+@pytest.mark.parametrize('hw', [(64, 96), (40, 72)])
+def test_converted_nalaformer_reproduces_the_authors_forward(hw):
+    """Stage maps and logits of the converted float64 model = the authors' computation."""
+    sd = as_float64(_nala_sd())
+    model = LinAttnClassifier(dict(type='NaLaFormer', arch=NALA_ARCH, **OFFICIAL_PRESET,
+                                   fuse_feature_maps=False), head_type='nala', num_classes=10,
+                              head_hidden_size=24).double().eval()
+    model.load_state_dict(nalaformer_classifier_state_dict(sd), strict=True)
+    x = torch.randn(2, 3, *hw, dtype=torch.float64)
+    ref = nalaformer_official_forward(sd, x, NALA_ARCH['num_heads'], OFFICIAL_FLAGS)
+    with torch.no_grad():
+        stages, logits = model.forward_stages(x), model(x)
+    for ours, theirs in zip(stages + (logits, ), ref):
+        assert ours.shape == theirs.shape
+        torch.testing.assert_close(ours, theirs, rtol=1e-10, atol=1e-10)
+
+
+def test_without_the_rope_kernel_the_authors_outputs_are_not_reproduced():
+    sd = as_float64(_nala_sd())
+    model = _official_model(kernel='relu_split').double().eval()
+    model.load_state_dict(convert_nalaformer_checkpoint(sd)[0], strict=True)
+    x = torch.randn(1, 3, 64, 64, dtype=torch.float64)
+    ref = nalaformer_official_forward(sd, x, NALA_ARCH['num_heads'], OFFICIAL_FLAGS)
+    with torch.no_grad():
+        out = model(x)
+    assert (out[0] - ref[0]).abs().max() > 1e-3
+    # ... and that is all the difference: the authors' math without their RoPE
+    no_rope = nalaformer_official_forward(sd, x, NALA_ARCH['num_heads'], OFFICIAL_FLAGS,
+                                          rope_in_nala=False)
+    torch.testing.assert_close(out[0], no_rope[0], rtol=1e-10, atol=1e-10)
+
+
+def test_convert_weights_loads_the_authors_file_through_init_cfg(tmp_path):
+    path = str(tmp_path / 'nala_official.pth')
+    sd = _nala_sd()
+    torch.save(dict(model=sd), path)  # DeiT-style {'model': ...}
+    model = _official_model(convert_weights=True,
+                            init_cfg=dict(type='Pretrained', checkpoint=path))
+    model.init_weights()
+    assert torch.equal(model.stages[1].blocks[1].attn.qkvg.weight,
+                       sd['layers.1.blocks.1.attn.qkvg.weight'])
+
+
+def test_nalaformer_converter_rejects_other_depths_and_rope():
+    sd = _nala_sd()
+    other = NaLaFormer(arch=dict(NALA_ARCH, depths=(1, 1, 1, 1)), **OFFICIAL_PRESET)
+    with pytest.raises(ValueError, match=r'depths \(1, 2, 1, 1\)'):
+        other.convert_checkpoint(sd)
+    sd['layers.0.RoPE.angle'] = sd['layers.0.RoPE.angle'] * 2
+    with pytest.raises(ValueError, match='RoPE frequencies'):
+        convert_nalaformer_checkpoint(sd)
+
+
+def test_convert_tool_official_nalaformer_loads_into_mmdet_and_mmseg(tmp_path, capsys):
+    import convert_checkpoint
+    from test_timm_models import _build_dense
+
+    src, dst = str(tmp_path / 'official.pth'), str(tmp_path / 'converted.pth')
+    torch.save(_nala_sd(), src)
+    spec = f'NaLaFormer:{NALA_ARCH!r}'
+    assert convert_checkpoint.main([src, dst, '--official', '--arch-check', spec]) == 0
+    assert '100.00% of the backbone parameters' in capsys.readouterr().out
+    for scope in ('mmdet', 'mmseg'):
+        cfg = dict(type='mmlinattn.NaLaFormer', arch=NALA_ARCH, **OFFICIAL_PRESET,
+                   init_cfg=dict(type='Pretrained', checkpoint=dst))
+        dense = _build_dense(scope, cfg)
+        report = match_report(dense, torch.load(dst)['state_dict'])
+        assert report['fraction'] == 1.0 and not report['missing']
+    # without --arch-check the tool refuses instead of guessing
+    assert convert_checkpoint.main([src, dst, '--official']) == 1
+
+
+def test_timm_official_entry_loads_the_authors_classifier_file(tmp_path):
+    import timm
+
+    import mmlinattn.timm  # noqa: F401  (registers the timm models)
+    path = str(tmp_path / 'official.pth')
+    # 1000 classes: with another count timm drops the classifier before loading
+    sd = nalaformer_official_state_dict(NALA_ARCH['embed_dims'], NALA_ARCH['depths'],
+                                        NALA_ARCH['num_heads'], num_classes=1000)
+    torch.save(sd, path)
+    model = timm.create_model('nalaformer_tiny_official', pretrained=True,
+                              pretrained_cfg_overlay=dict(file=path), arch=NALA_ARCH,
+                              head_hidden_size=24, fuse_feature_maps=False)
+    assert torch.equal(model.head.fc.weight, sd['head.weight'].flatten(1))
+    assert torch.equal(model.backbone.stages[3].blocks[0].gamma1,
+                       sd['layers.3.blocks.0.gamma_1'].flatten())
+
+
+def test_nalaformer_eps_reaches_every_nala_mixer():
+    model = NaLaFormer(arch=NALA_ARCH, eps=0.0)
+    assert {b.attn.eps for s in model.stages for b in s.blocks} == {0.0}
