@@ -195,3 +195,188 @@ def nalaformer_official_forward(sd: Dict[str, torch.Tensor], x: torch.Tensor,
     m = F.silu(m).mean((2, 3), keepdim=True)
     outs.append(F.conv2d(m, sd['head.weight'], sd['head.bias']).flatten(1))
     return outs
+
+
+# ------------------------------------------------------------------ SOFT (fudan-zvg/SOFT)
+def soft_official_state_dict(embed_dims: Sequence[int], depths: Sequence[int],
+                             num_heads: Sequence[int], num_classes: int = 10,
+                             landmark_scale: float = 0.3,
+                             seed: int = 0) -> Dict[str, torch.Tensor]:
+    """Every tensor of an authors' SOFT / SOFT-Norm classifier (one layout for both), random,
+    in their names and shapes: 224-sized position tables, landmark ratios 8/4/2, V-conv
+    kernels 9/5/3, stage-4 MLP ratio 4.  ``landmark_scale`` is the weight of the landmark
+    LayerNorm: it sets the landmark spread, hence how far A is from I (A = I breaks the
+    authors' SOFT-Norm Newton step)."""
+    g = torch.Generator().manual_seed(seed)
+    sd: Dict[str, torch.Tensor] = {}
+    for idx, (cin, cout) in zip((0, 3, 6), ((3, 32), (32, 32), (32, embed_dims[0]))):
+        _conv(sd, f'patch_embed1.proj.{idx}', cout, cin, 3, g)
+        _bn(sd, f'patch_embed1.proj.{idx + 1}', cout, g)
+    for k in (2, 3, 4):
+        _conv(sd, f'patch_embed{k}.proj.0', embed_dims[k - 1], embed_dims[k - 2], 3, g)
+        _bn(sd, f'patch_embed{k}.proj.1', embed_dims[k - 1], g)
+    for k, n in zip((1, 2, 3, 4), (56 * 56, 28 * 28, 14 * 14, 1 + 7 * 7)):
+        sd[f'pos_embed{k}'] = 0.1 * torch.randn(1, n, embed_dims[k - 1], generator=g)
+    for k, (r, ks) in zip((1, 2, 3), ((8, 9), (4, 5), (2, 3))):
+        c, d = embed_dims[k - 1], embed_dims[k - 1] // num_heads[k - 1]
+        for j in range(depths[k - 1]):
+            p = f'block{k}.{j}.att'
+            for name in ('W_q', 'W_v', 'ff'):
+                _linear(sd, f'{p}.mha.{name}', c, c, g)
+            sd[f'{p}.mha.attn.Qlandmark_op.weight'] = torch.randn(d, d, r, r, generator=g) / (
+                r * math.sqrt(d))
+            sd[f'{p}.mha.attn.Qnorm_act.0.weight'] = landmark_scale * (
+                1 + 0.1 * torch.randn(d, generator=g))
+            sd[f'{p}.mha.attn.Qnorm_act.0.bias'] = 0.1 * torch.randn(d, generator=g)
+            sd[f'{p}.mha.attn.conv.weight'] = torch.randn(num_heads[k - 1], 1, ks, ks,
+                                                          generator=g) / ks
+            _ln(sd, f'{p}.norm1', c, g)
+            _linear(sd, f'{p}.ff1', 4 * c, c, g)
+            _linear(sd, f'{p}.ff2', c, 4 * c, g)
+            _ln(sd, f'{p}.norm2', c, g)
+    c = embed_dims[3]
+    for j in range(depths[3]):
+        p = f'block4.{j}'
+        _ln(sd, f'{p}.norm1', c, g)
+        _linear(sd, f'{p}.attn.q', c, c, g)
+        _linear(sd, f'{p}.attn.kv', 2 * c, c, g)
+        _linear(sd, f'{p}.attn.proj', c, c, g)
+        _ln(sd, f'{p}.norm2', c, g)
+        _linear(sd, f'{p}.mlp.fc1', 4 * c, c, g)
+        _linear(sd, f'{p}.mlp.fc2', c, 4 * c, g)
+    _ln(sd, 'norm', c, g)
+    sd['cls_token'] = 0.1 * torch.randn(1, 1, c, generator=g)
+    _linear(sd, 'head', num_classes, c, g)
+    return sd
+
+
+def _soft_newton_norm(a: torch.Tensor, iters: int = 20, per_matrix: bool = False):
+    """SOFT-Norm's pseudo-inverse: alpha = 2 / (max row sum)^2, halved (<= 10 times) while
+    max_col_sum |I - alpha A A| > 1.01, both maxima over the whole batch (``per_matrix``:
+    each matrix on its own, as ``newton_init='paper'`` does); then V <- 2V - V A V."""
+    def reduce(t):  # (B, h) per-matrix values -> the rule's maximum
+        return t if per_matrix else t.amax().expand_as(t)
+
+    eye = torch.eye(a.shape[-1], dtype=a.dtype)
+    alpha = 2 / reduce(a.sum(-1).amax(-1)) ** 2
+    for _ in range(10):  # a halving stops once the test passes, as their while loop
+        err = reduce((eye - alpha[..., None, None] * (a @ a)).abs().sum(-2).amax(-1))
+        alpha = torch.where(err > 1.01, alpha / 2, alpha)
+    v = alpha[..., None, None] * a
+    for _ in range(iters):
+        v = 2 * v - v @ a @ v
+    return v
+
+
+def _soft_newton_plain(a: torch.Tensor, iters: int = 20):
+    """Plain SOFT's pseudo-inverse: alpha = 0.9 * 2 / (max row sum of A)^2 per matrix, then
+    the iteration on A + 0.01 I."""
+    alpha = 0.9 * 2 / a.sum(-1).amax(-1) ** 2
+    p = a + 0.01 * torch.eye(a.shape[-1], dtype=a.dtype)
+    v = alpha[..., None, None] * p
+    for _ in range(iters):
+        v = 2 * v - v @ p @ v
+    return v
+
+
+def _soft_attention(sd, p, x, hw, heads, ratio, kind, per_matrix):
+    b, n, c = x.shape
+    d = c // heads
+    q = F.linear(x, sd[f'{p}.W_q.weight'], sd[f'{p}.W_q.bias'])
+    v = F.linear(x, sd[f'{p}.W_v.weight'], sd[f'{p}.W_v.bias'])
+    q, v = (t.reshape(b, n, heads, d).transpose(1, 2) for t in (q, v))
+    q = q / math.sqrt(math.sqrt(d))
+    lm = F.conv2d(q.reshape(b * heads, *hw, d).permute(0, 3, 1, 2),
+                  sd[f'{p}.attn.Qlandmark_op.weight'], stride=ratio)   # no padding: floor
+    lm = lm.flatten(2).transpose(1, 2).reshape(b, heads, -1, d)
+    lm = F.gelu(F.layer_norm(lm, (d, ), sd[f'{p}.attn.Qnorm_act.0.weight'],
+                             sd[f'{p}.attn.Qnorm_act.0.bias']))
+
+    def kernel(a, bb):  # exp(-||a_i - b_j||^2 / 2), expanded as their code does
+        sq = a.square().sum(-1)[..., None] + bb.square().sum(-1)[..., None, :]
+        return torch.exp(-(sq - 2 * a @ bb.transpose(-1, -2)) / 2)
+
+    k1, k2 = kernel(q, lm), kernel(lm, lm)
+    if kind == 'norm':
+        dinv = 1 / k2.sum(-1, keepdim=True).sqrt()
+        inv = dinv * _soft_newton_norm(k2, per_matrix=per_matrix) * dinv.transpose(-1, -2)
+    else:
+        inv = _soft_newton_plain(k2)
+    out = (k1 @ inv) @ (k1.transpose(-1, -2) @ v)
+    w = sd[f'{p}.attn.conv.weight']
+    vv = v.reshape(b, heads, *hw, d).permute(0, 4, 1, 2, 3).reshape(b * d, heads, *hw)
+    vv = F.conv2d(vv, w, padding=w.shape[-1] // 2, groups=heads)
+    out = out + vv.reshape(b, d, heads, *hw).flatten(3).permute(0, 2, 3, 1)
+    return F.linear(out.transpose(1, 2).reshape(b, n, c), sd[f'{p}.ff.weight'],
+                    sd[f'{p}.ff.bias'])
+
+
+def _pos(table: torch.Tensor, hw) -> torch.Tensor:
+    """(1, s*s, C) -> bilinearly resized (1, h*w, C), align_corners=False."""
+    s = int(table.shape[1] ** 0.5)
+    grid = table.transpose(1, 2).reshape(1, -1, s, s)
+    return F.interpolate(grid, size=hw, mode='bilinear', align_corners=False).flatten(
+        2).transpose(1, 2)
+
+
+def _ln_(sd, p, x, eps):
+    return F.layer_norm(x, (x.shape[-1], ), sd[f'{p}.weight'], sd[f'{p}.bias'], eps)
+
+
+def soft_official_forward(sd: Dict[str, torch.Tensor], x: torch.Tensor,
+                          num_heads: Sequence[int], kind: str = 'norm',
+                          per_matrix: bool = False) -> List[torch.Tensor]:
+    """The authors' SOFT (``kind='plain'``) or SOFT-Norm (``'norm'``) classifier in eval mode
+    on the weights ``sd``: the map after each stage's blocks (stage 4: after the final norm,
+    class token dropped), then the logits (final norm -> class token -> head)."""
+    b, outs = x.shape[0], []
+    units = [(f'patch_embed1.proj.{i}', f'patch_embed1.proj.{i + 1}', s)
+             for i, s in ((0, 2), (3, 1), (6, 2))]
+    for k in (1, 2, 3, 4):
+        if k > 1:
+            units = [(f'patch_embed{k}.proj.0', f'patch_embed{k}.proj.1', 2)]
+        for conv, bn, stride in units:
+            x = F.conv2d(x, sd[f'{conv}.weight'], sd[f'{conv}.bias'], stride, 1)
+            x = F.relu(F.batch_norm(x, sd[f'{bn}.running_mean'], sd[f'{bn}.running_var'],
+                                    sd[f'{bn}.weight'], sd[f'{bn}.bias'], False, 0.0, 1e-5))
+        hw, c = tuple(x.shape[2:]), x.shape[1]
+        t = x.flatten(2).transpose(1, 2)
+        heads = num_heads[k - 1]
+        if k < 4:
+            t = t + _pos(sd[f'pos_embed{k}'], hw)
+            j = 0
+            while f'block{k}.{j}.att.norm1.weight' in sd:
+                p = f'block{k}.{j}.att'
+                a = _soft_attention(sd, f'{p}.mha', t, hw, heads, 2 ** (4 - k), kind, per_matrix)
+                t = _ln_(sd, f'{p}.norm1', t + a, 1e-5)
+                y = F.linear(t, sd[f'{p}.ff1.weight'], sd[f'{p}.ff1.bias'])
+                y = F.linear(F.gelu(y, approximate='tanh'), sd[f'{p}.ff2.weight'],
+                             sd[f'{p}.ff2.bias'])
+                t = _ln_(sd, f'{p}.norm2', t + y, 1e-5)
+                j += 1
+            x = t.transpose(1, 2).reshape(b, c, *hw)
+            outs.append(x)
+            continue
+        pe = sd['pos_embed4']
+        t = torch.cat([sd['cls_token'].expand(b, -1, -1), t], 1)
+        t = t + torch.cat([pe[:, :1], _pos(pe[:, 1:], hw)], 1)
+        j, d = 0, c // heads
+        while f'block4.{j}.norm1.weight' in sd:
+            p = f'block4.{j}'
+            y = _ln_(sd, f'{p}.norm1', t, 1e-6)
+            q = F.linear(y, sd[f'{p}.attn.q.weight'], sd[f'{p}.attn.q.bias'])
+            kv = F.linear(y, sd[f'{p}.attn.kv.weight'], sd[f'{p}.attn.kv.bias'])
+            q, kk, v = (z.reshape(b, -1, heads, d).transpose(1, 2)
+                        for z in (q, kv[..., :c], kv[..., c:]))
+            att = torch.softmax(q @ kk.transpose(-1, -2) * d ** -0.5, -1) @ v
+            t = t + F.linear(att.transpose(1, 2).reshape(b, -1, c), sd[f'{p}.attn.proj.weight'],
+                             sd[f'{p}.attn.proj.bias'])
+            y = _ln_(sd, f'{p}.norm2', t, 1e-6)
+            y = F.linear(F.gelu(F.linear(y, sd[f'{p}.mlp.fc1.weight'], sd[f'{p}.mlp.fc1.bias'])),
+                         sd[f'{p}.mlp.fc2.weight'], sd[f'{p}.mlp.fc2.bias'])
+            t = t + y
+            j += 1
+        t = _ln_(sd, 'norm', t, 1e-6)
+        outs.append(t[:, 1:].transpose(1, 2).reshape(b, c, *hw))
+        outs.append(F.linear(t[:, 0], sd['head.weight'], sd['head.bias']))
+    return outs

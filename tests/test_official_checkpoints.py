@@ -7,11 +7,14 @@ import re
 import pytest
 import torch
 from official_layouts import (as_float64, nalaformer_official_forward,
-                              nalaformer_official_state_dict)
+                              nalaformer_official_state_dict, soft_official_forward,
+                              soft_official_state_dict)
 
 from mmlinattn.models.backbones.nalaformer import OFFICIAL_PRESET, NaLaFormer
-from mmlinattn.models.converters import (convert_nalaformer_checkpoint,
-                                         nalaformer_classifier_state_dict)
+from mmlinattn.models.backbones.soft import OFFICIAL_PRESETS, SOFT
+from mmlinattn.models.converters import (convert_nalaformer_checkpoint, convert_soft_checkpoint,
+                                         nalaformer_classifier_state_dict,
+                                         soft_classifier_state_dict)
 from mmlinattn.timm.classifier import LinAttnClassifier
 from mmlinattn.utils.checkpoint import match_report
 
@@ -132,6 +135,11 @@ def test_convert_tool_official_nalaformer_loads_into_mmdet_and_mmseg(tmp_path, c
         assert report['fraction'] == 1.0 and not report['missing']
     # without --arch-check the tool refuses instead of guessing
     assert convert_checkpoint.main([src, dst, '--official']) == 1
+    # --preset is SOFT's: a clear refusal, not a traceback
+    capsys.readouterr()
+    assert convert_checkpoint.main([src, dst, '--official', '--arch-check', spec,
+                                    '--preset', 'plain']) == 1
+    assert '--preset is for SOFT checkpoints' in capsys.readouterr().out
 
 
 def test_timm_official_entry_loads_the_authors_classifier_file(tmp_path):
@@ -154,3 +162,152 @@ def test_timm_official_entry_loads_the_authors_classifier_file(tmp_path):
 def test_nalaformer_eps_reaches_every_nala_mixer():
     model = NaLaFormer(arch=NALA_ARCH, eps=0.0)
     assert {b.attn.eps for s in model.stages for b in s.blocks} == {0.0}
+
+
+# --------------------------------------------------------------------------------- SOFT
+# The authors' released archs (shared by SOFT-Norm and plain SOFT), reduced: d_h = 16
+SOFT_ARCH = dict(SOFT.arch_settings['tiny-norm'], embed_dims=(32, 32, 64, 64),
+                 num_heads=(2, 2, 4, 4), depths=(1, 2, 1, 1))
+
+
+def _soft_sd(arch=SOFT_ARCH, **kwargs):
+    return soft_official_state_dict(arch['embed_dims'], arch['depths'], arch['num_heads'],
+                                    **kwargs)
+
+
+def _soft_classifier(kind, arch=SOFT_ARCH, **kwargs):
+    cfg = dict(OFFICIAL_PRESETS[kind], type='SOFT', arch=arch)
+    cfg.update(kwargs)
+    return LinAttnClassifier(cfg,
+                             head_type='cls_token', num_classes=10).double().eval()
+
+
+def _outputs(model, x):
+    with torch.no_grad():
+        return model.forward_stages(x) + (model(x), )
+
+
+def test_soft_converter_consumes_every_key_and_places_every_tensor():
+    sd = _soft_sd()
+    backbone, head = convert_soft_checkpoint(sd)
+    report = match_report(SOFT(arch=SOFT_ARCH), backbone)
+    assert report['fraction'] == 1.0
+    assert not (report['missing'] or report['unexpected'] or report['shape_mismatch'])
+    # the only merges: attn.q + attn.kv -> attn.qkv (weight, bias) per softmax block
+    assert len(backbone) + len(head) == len(sd) - 2 * SOFT_ARCH['depths'][3]
+    assert sorted(head) == ['head.fc.bias', 'head.fc.weight']
+    used = sum(v.numel() for v in sd.values())
+    # the class slot of pos_embed4 is folded into the class token
+    assert sum(v.numel() for v in {**backbone, **head}.values()) == used - SOFT_ARCH[
+        'embed_dims'][3]
+    torch.testing.assert_close(backbone['stages.1.blocks.1.attn.sampler.conv.weight'],
+                               sd['block2.1.att.mha.attn.Qlandmark_op.weight'], rtol=0, atol=0)
+    torch.testing.assert_close(backbone['stages.2.blocks.0.mlp.fc2.bias'],
+                               sd['block3.0.att.ff2.bias'], rtol=0, atol=0)
+    torch.testing.assert_close(backbone['stages.3.blocks.0.attn.qkv.weight'],
+                               torch.cat([sd['block4.0.attn.q.weight'],
+                                          sd['block4.0.attn.kv.weight']]), rtol=0, atol=0)
+    torch.testing.assert_close(backbone['stages.0.pos_embed.weight'][0, :, 3, 5],
+                               sd['pos_embed1'][0, 3 * 56 + 5], rtol=0, atol=0)
+
+
+@pytest.mark.parametrize('kind', ['norm', 'plain'])
+@pytest.mark.parametrize('hw', [(64, 96), (80, 112)])
+def test_converted_soft_reproduces_the_authors_forward(kind, hw):
+    """Stage maps and logits of the converted float64 model with OFFICIAL_PRESETS[kind] =
+    the authors' computation; 80 x 112 has stage grids 20x28 / 10x14 / 5x7 that the
+    landmark ratios 8 / 4 / 2 do not divide.  SOFT-Norm's halving rule is evaluated per
+    matrix on both sides here (see the next test for their batch-global alpha)."""
+    sd = as_float64(_soft_sd())
+    model = _soft_classifier(kind)
+    model.load_state_dict(soft_classifier_state_dict(sd), strict=True)
+    x = torch.randn(2, 3, *hw, dtype=torch.float64)
+    ref = soft_official_forward(sd, x, SOFT_ARCH['num_heads'], kind, per_matrix=True)
+    for ours, theirs in zip(_outputs(model, x), ref):
+        assert ours.shape == theirs.shape
+        torch.testing.assert_close(ours, theirs, rtol=1e-10, atol=1e-10)
+
+
+def test_soft_norm_matches_the_batch_global_alpha_with_one_matrix_per_batch():
+    """Their SOFT-Norm code takes one Newton step for all matrices of a batch; with one
+    image and one head per SOFT stage that is ours, so the whole model matches exactly."""
+    arch = dict(SOFT_ARCH, num_heads=(1, 1, 1, 4))
+    sd = as_float64(_soft_sd(arch))
+    model = _soft_classifier('norm', arch)
+    model.load_state_dict(soft_classifier_state_dict(sd), strict=True)
+    x = torch.randn(1, 3, 64, 96, dtype=torch.float64)
+    ref = soft_official_forward(sd, x, arch['num_heads'], 'norm', per_matrix=False)
+    for ours, theirs in zip(_outputs(model, x), ref):
+        torch.testing.assert_close(ours, theirs, rtol=1e-10, atol=1e-10)
+
+
+def test_landmark_grid_crop_is_what_differs_off_multiples_of_the_ratio():
+    sd = as_float64(_soft_sd())
+    pad = _soft_classifier('plain', landmark_grid='pad')
+    crop = _soft_classifier('plain')
+    for model in (pad, crop):
+        model.load_state_dict(soft_classifier_state_dict(sd), strict=True)
+    x = torch.randn(1, 3, 64, 96, dtype=torch.float64)   # grids divisible: the same model
+    for a, b in zip(_outputs(pad, x), _outputs(crop, x)):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    x = torch.randn(1, 3, 80, 112, dtype=torch.float64)
+    ref = soft_official_forward(sd, x, SOFT_ARCH['num_heads'], 'plain')
+    assert (_outputs(pad, x)[0] - ref[0]).abs().max() > 1e-3
+    torch.testing.assert_close(_outputs(crop, x)[0], ref[0], rtol=1e-10, atol=1e-10)
+
+
+def test_soft_plain_needs_its_preset():
+    """The same file with the SOFT-Norm attention does not give the plain model's outputs."""
+    sd = as_float64(_soft_sd())
+    model = _soft_classifier('norm')
+    model.load_state_dict(soft_classifier_state_dict(sd), strict=True)
+    x = torch.randn(1, 3, 64, 64, dtype=torch.float64)
+    ref = soft_official_forward(sd, x, SOFT_ARCH['num_heads'], 'plain')
+    assert (_outputs(model, x)[0] - ref[0]).abs().max() > 1e-3
+
+
+@pytest.mark.parametrize('preset', [None, 'plain'])
+def test_convert_tool_official_soft_loads_into_mmdet_and_mmseg(preset, tmp_path, capsys):
+    import convert_checkpoint
+    from test_timm_models import _build_dense
+
+    src, dst = str(tmp_path / 'official.pth'), str(tmp_path / 'converted.pth')
+    torch.save({'model': _soft_sd()}, src)  # their main.py saves {'model': ...}
+    args = [src, dst, '--official', '--arch-check', f'SOFT:{SOFT_ARCH!r}']
+    args += ['--preset', preset] if preset else []
+    assert convert_checkpoint.main(args) == 0
+    out = capsys.readouterr().out
+    assert '100.00% of the backbone parameters' in out
+    kwargs = OFFICIAL_PRESETS[preset or 'norm']
+    assert all(f'{k}={v!r}' in out for k, v in kwargs.items())  # the printed config
+    saved = torch.load(dst)['state_dict']
+    for scope in ('mmdet', 'mmseg'):
+        cfg = dict(type='mmlinattn.SOFT', arch=SOFT_ARCH, **kwargs,
+                   init_cfg=dict(type='Pretrained', checkpoint=dst))
+        dense = _build_dense(scope, cfg)
+        report = match_report(dense, saved)
+        assert report['fraction'] == 1.0 and not report['missing']
+        own = dense.state_dict()
+        assert all(torch.equal(own[k], v) for k, v in saved.items())
+    # --preset belongs to --official
+    assert convert_checkpoint.main([src, dst, '--arch-check', 'SOFT:tiny-norm',
+                                    '--preset', 'plain']) == 1
+
+
+@pytest.mark.parametrize('name,kind', [('soft_norm_tiny', 'norm'), ('soft_plain_tiny', 'plain')])
+def test_timm_soft_entries_give_the_authors_logits(name, kind, tmp_path):
+    import timm
+
+    import mmlinattn.timm  # noqa: F401  (registers the timm models)
+    path = str(tmp_path / 'official.pth')
+    sd = _soft_sd(num_classes=1000)  # another count makes timm drop the classifier
+    torch.save({'model': sd}, path)
+    model = timm.create_model(name, pretrained=True, pretrained_cfg_overlay=dict(file=path),
+                              arch=SOFT_ARCH).double().eval()
+    assert torch.equal(model.head.fc.weight, sd['head.weight'].double())
+    x = torch.randn(2, 3, 64, 64, dtype=torch.float64)
+    ref = soft_official_forward(as_float64(sd), x, SOFT_ARCH['num_heads'], kind,
+                                per_matrix=True)[-1]
+    with torch.no_grad():
+        # loaded in float32: the class token + its position slot is summed in float32
+        torch.testing.assert_close(model(x), ref, rtol=1e-6, atol=1e-6)

@@ -25,7 +25,8 @@ from mmlinattn.timm.convert import (classifier_to_backbone, load_timm_checkpoint
 from mmlinattn.utils.checkpoint import match_report, safe_load_checkpoint
 
 FAMILY_MODELS = {
-    'SOFT': ['soft_tiny', 'soft_small', 'soft_medium', 'soft_large'],
+    'SOFT': ['soft_tiny', 'soft_small', 'soft_medium', 'soft_large', 'soft_plain_tiny']
+    + [f'soft_norm_{s}' for s in ('tiny', 'small', 'medium', 'large', 'huge')],
     'NaLaFormer': [f'nalaformer_{s}{o}' for s in ('tiny', 'small', 'base', 'large')
                    for o in ('', '_official')],
     'InfViT': ['infvit_tiny', 'infvit_small', 'infvit_base'],

@@ -3,14 +3,18 @@
 Two kinds of SRC:
 
 * ``--official``: a checkpoint in the authors' own layout (NaLaFormer's ``NALA.py`` models,
-  SOFT's ``soft_norm_*``).  It is converted with the family's ``convert_checkpoint`` (what
-  ``convert_weights=True`` does at load time) for the model given by ``--arch-check``; for
-  NaLaFormer the check model also gets ``OFFICIAL_PRESET`` (softmax stages 3-4, the
-  ``relu_split_rope`` kernel, raw stage maps), the settings under which the authors'
-  outputs are reproduced::
+  SOFT's ``soft_norm_*`` and plain ``soft_*``).  It is converted with the family's
+  ``convert_checkpoint`` (what ``convert_weights=True`` does at load time) for the model
+  given by ``--arch-check``; the check model also gets the family's official preset, the
+  settings under which the authors' outputs are reproduced: NaLaFormer's
+  ``OFFICIAL_PRESET`` (softmax stages 3-4, the ``relu_split_rope`` kernel, raw stage maps),
+  SOFT's ``OFFICIAL_PRESETS[--preset]`` (``norm`` for SOFT-Norm, the default; ``plain`` for
+  the plain SOFT models such as ``SOFT_Tiny``: both files have the same keys)::
 
       python tools/convert_checkpoint.py NaLaFormer_T.pth work_dirs/nalaformer_t_official.pth \\
           --official --arch-check NaLaFormer:tiny
+      python tools/convert_checkpoint.py SOFT_Tiny.pth.tar work_dirs/soft_tiny_official.pth \\
+          --official --arch-check SOFT:tiny-norm --preset plain
 
 * otherwise, a timm checkpoint of an ``mmlinattn.timm`` classifier:
 
@@ -35,6 +39,7 @@ import ast
 import os
 import os.path as osp
 import sys
+from typing import Optional
 
 import torch
 
@@ -55,21 +60,30 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument('--official', action='store_true',
                         help="SRC is in the authors' layout: convert it with the family's "
                         'convert_checkpoint (needs --arch-check)')
+    parser.add_argument('--preset', default=None, choices=('norm', 'plain'),
+                        help="with --official for SOFT: which of the authors' models SRC is "
+                        "(SOFT-Norm 'norm', the default, or plain SOFT 'plain')")
     parser.add_argument('--force', action='store_true',
                         help='write DST even when the check finds missing / unexpected / '
                         'mis-shaped backbone tensors')
     return parser.parse_args(argv)
 
 
-def _official_kwargs(type_: str) -> dict:
+def _official_kwargs(type_: str, preset: Optional[str] = None) -> dict:
     """The arguments under which a family reproduces the authors' outputs."""
+    if preset is not None and type_ != 'SOFT':
+        raise ValueError(f'--preset is for SOFT checkpoints, not {type_}')
     if type_ == 'NaLaFormer':
         from mmlinattn.models.backbones.nalaformer import OFFICIAL_PRESET
         return dict(OFFICIAL_PRESET)
+    if type_ == 'SOFT':
+        from mmlinattn.models.backbones.soft import OFFICIAL_PRESETS
+        return dict(OFFICIAL_PRESETS[preset or 'norm'])
     return {}
 
 
-def _check_model_from_arch(spec: str, official: bool = False) -> tuple:
+def _check_model_from_arch(spec: str, official: bool = False,
+                           preset: Optional[str] = None) -> tuple:
     import mmlinattn.models  # noqa: F401
     from mmlinattn.registry import MODELS
     if ':' not in spec:
@@ -79,7 +93,7 @@ def _check_model_from_arch(spec: str, official: bool = False) -> tuple:
     type_ = type_[len('mmlinattn.'):] if type_.startswith('mmlinattn.') else type_
     if arch.strip().startswith('{'):
         arch = ast.literal_eval(arch)
-    cfg = dict(type=type_, arch=arch, **(_official_kwargs(type_) if official else {}))
+    cfg = dict(type=type_, arch=arch, **(_official_kwargs(type_, preset) if official else {}))
     return MODELS.build(cfg), dict(cfg, type=f'mmlinattn.{type_}')
 
 
@@ -111,14 +125,23 @@ def convert(args: argparse.Namespace) -> int:
     ckpt = load_timm_checkpoint(args.src)
     model = cfg = None
     stored, stored_kwargs = _stored_model(ckpt)
+    if args.preset and not args.official:
+        print('ERROR: --preset selects the attention of an authors\' SOFT checkpoint and needs '
+              '--official')
+        return 1
     if args.official:
         if not args.arch_check:
             print('ERROR: --official needs --arch-check TYPE:ARCH (the model the authors\' '
                   'checkpoint belongs to, e.g. NaLaFormer:tiny or SOFT:tiny-norm)')
             return 1
-        model, cfg = _check_model_from_arch(args.arch_check, official=True)
-        source = select_state_dict(ckpt, ema=args.ema)
-        state_dict = model.convert_checkpoint(source)
+        try:
+            model, cfg = _check_model_from_arch(args.arch_check, official=True,
+                                                preset=args.preset)
+            source = select_state_dict(ckpt, ema=args.ema)
+            state_dict = model.convert_checkpoint(source)
+        except ValueError as err:  # a wrong --preset / arch for this checkpoint: say so
+            print(f'ERROR: {err}')
+            return 1
         print(f"{args.src}: authors' layout, {len(source)} tensors -> {len(state_dict)} "
               f'backbone tensors ({type(model).__name__}.convert_checkpoint)')
     else:

@@ -20,7 +20,7 @@ from typing import Optional
 
 import torch
 
-NEWTON_INITS = ('safe', 'paper')
+NEWTON_INITS = ('safe', 'paper', 'scaled')
 
 
 def _compute_dtype(x: torch.Tensor) -> torch.dtype:
@@ -94,9 +94,14 @@ def newton_init_alpha(a: torch.Tensor, init: str = 'safe') -> torch.Tensor:
       ``||I - alpha A A||_1 > 1.01``, at most 10 times -- evaluated per matrix here, never
       as one batch-global alpha, and with a fixed number of vectorised rounds (no host
       synchronisation).  It can fail: A = I passes at alpha = 2 and the iteration returns 0.
+      The authors' SOFT-Norm code uses this rule with one alpha for the whole batch.
+    * ``'scaled'``: the authors' plain-SOFT code rule, ``alpha = 0.9 * 2 / ||A||_inf^2`` (max
+      row sum) per matrix, no search: Alg. 2's step shrunk by 0.9.
     """
     if init not in NEWTON_INITS:
         raise ValueError(f'newton init must be one of {NEWTON_INITS}, got {init!r}')
+    if init == 'scaled':
+        return 1.8 / a.sum(-1).amax(-1).square()
     n1 = _matrix_one_norm(a)
     if init == 'safe':
         return 1.0 / n1.square()
@@ -118,12 +123,14 @@ class NewtonSchulzPinv(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, a: torch.Tensor, num_iters: int, init: str) -> torch.Tensor:
+    def forward(ctx, a: torch.Tensor, num_iters: int, init: str, ridge: float) -> torch.Tensor:
         alpha = newton_init_alpha(a, init)
         m = a.shape[-1]
-        a3 = a.reshape(-1, m, m)
+        eye = torch.eye(m, device=a.device, dtype=a.dtype)
+        # the step comes from A, the iteration inverts A + ridge I (the authors' order)
+        a3 = (a + ridge * eye).reshape(-1, m, m)
         y = alpha.reshape(-1, 1, 1) * a3
-        two_eye = 2 * torch.eye(m, device=a.device, dtype=a.dtype)
+        two_eye = 2 * eye
         for _ in range(num_iters):
             # 2Y - Y A Y = Y (2I - A Y): two batched matmuls, no extra elementwise pass
             y = y @ torch.baddbmm(two_eye, a3, y, alpha=-1)
@@ -135,16 +142,21 @@ class NewtonSchulzPinv(torch.autograd.Function):
     def backward(ctx, grad: torch.Tensor):
         y, = ctx.saved_tensors
         yt = y.transpose(-1, -2)
-        return -(yt @ grad @ yt), None, None
+        return -(yt @ grad @ yt), None, None, None
 
 
-def newton_schulz_pinv(a: torch.Tensor, num_iters: int = 20, init: str = 'safe') -> torch.Tensor:
+def newton_schulz_pinv(a: torch.Tensor, num_iters: int = 20, init: str = 'safe',
+                       ridge: float = 0.0) -> torch.Tensor:
     """``A^+`` of a batch of square matrices by ``num_iters`` Newton-Schulz steps (Eq. 10).
 
     Args:
         a: (..., m, m) matrices (SOFT's bottleneck matrices are symmetric PSD).
         num_iters: iterations T; 20 follows Fig. 5 / Sec. 4.4 ("converges within 20").
-        init: ``'safe'`` (default) or ``'paper'``, see :func:`newton_init_alpha`.
+        init: ``'safe'`` (default), ``'paper'`` or ``'scaled'``, see :func:`newton_init_alpha`.
+        ridge: invert ``A + ridge I`` instead (0 = paper; the authors' plain-SOFT code uses
+            0.01).  ``alpha`` is still taken from ``A``, as in their code; for the Gaussian
+            kernel ``||A||_1 >= 1``, so a ridge of 0.01 keeps ``alpha sigma^2 < 2`` and the
+            iteration converges.
 
     Returns:
         (..., m, m) approximation of ``A^+`` in ``a``'s dtype, computed in float32 (float64
@@ -159,8 +171,10 @@ def newton_schulz_pinv(a: torch.Tensor, num_iters: int = 20, init: str = 'safe')
         raise ValueError(f'num_iters must be a non-negative int, got {num_iters!r}')
     if init not in NEWTON_INITS:
         raise ValueError(f'init must be one of {NEWTON_INITS}, got {init!r}')
+    if not ridge >= 0:
+        raise ValueError(f'ridge must be >= 0, got {ridge!r}')
     with _autocast_off(a.device.type):
-        out = NewtonSchulzPinv.apply(a.to(_compute_dtype(a)), num_iters, init)
+        out = NewtonSchulzPinv.apply(a.to(_compute_dtype(a)), num_iters, init, float(ridge))
     return out.to(a.dtype)
 
 
@@ -197,8 +211,8 @@ def soft_attention(q: torch.Tensor, landmarks: torch.Tensor, v: torch.Tensor,
         v: (B, h, n, d_v) values.
         num_iters, init: Newton-Schulz settings (:func:`newton_schulz_pinv`).
         sym_norm: SOFT++'s normalisation (Eq. 17); ``False`` gives plain SOFT (Eq. 9).
-        ridge: ``A + ridge I`` before inversion (0 = paper; the authors' un-normalised code
-            used 0.01).
+        ridge: invert ``A + ridge I`` (:func:`newton_schulz_pinv`; 0 = paper, the authors'
+            plain-SOFT code uses 0.01); Eq. 17's D is taken from A.
         valid: optional (B, n) bool mask of the real tokens of a padded batch: padded
             tokens leave ``P^T V`` (their rows of P are zero).
         landmark_valid: optional (B, m) bool mask of the landmarks to use: the others get
@@ -231,9 +245,7 @@ def soft_attention(q: torch.Tensor, landmarks: torch.Tensor, v: torch.Tensor,
             a = a * (keep[..., :, None] * keep[..., None, :]) + torch.diag_embed(1 - keep)
         if valid is not None:
             p = p * valid[:, None, :, None].to(dtype)
-        if ridge:
-            a = a + ridge * torch.eye(a.shape[-1], device=a.device, dtype=dtype)
-        a_pinv = newton_schulz_pinv(a, num_iters, init)
+        a_pinv = newton_schulz_pinv(a, num_iters, init, ridge)
         if sym_norm:
             a_pinv = symmetric_normalize(a_pinv, a)
         out = p @ (a_pinv @ (p.transpose(-1, -2) @ v32))

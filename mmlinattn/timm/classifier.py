@@ -21,8 +21,9 @@ from timm.layers import SelectAdaptivePool2d, trunc_normal_
 
 from ..models.layers import maybe_checkpoint, tokens_to_map
 from ..registry import MODELS
+from .features import PyramidFeaturesMixin
 
-HEAD_TYPES = ('norm_linear', 'nala', 'token')
+HEAD_TYPES = ('norm_linear', 'nala', 'token', 'cls_token')
 MAP_POOLS = ('avg', 'max', 'avgmax')
 TOKEN_POOLS = ('token', 'avg')
 # Parameters that weight decay should not shrink (besides the biases and 1-D tensors timm
@@ -31,7 +32,7 @@ _NO_DECAY_SUFFIXES = ('pos_embed.weight', 'cls_token', 'tap_logits')
 
 
 def _check_pool(global_pool: str, head_type: str) -> str:
-    accepted = TOKEN_POOLS if head_type == 'token' else MAP_POOLS
+    accepted = TOKEN_POOLS if head_type in ('token', 'cls_token') else MAP_POOLS
     if global_pool not in accepted:
         raise ValueError(f'global_pool must be one of {accepted} for the {head_type!r} head, '
                          f'got {global_pool!r}')
@@ -119,7 +120,7 @@ class TokenHead(nn.Module):
         return x if pre_logits else self.fc(x)
 
 
-class LinAttnClassifier(nn.Module):
+class LinAttnClassifier(PyramidFeaturesMixin, nn.Module):
     """A dense mmlinattn backbone plus a classification head, in timm's interface.
 
     The backbone is built from the registry exactly as an mmdet / mmseg config would build
@@ -133,8 +134,10 @@ class LinAttnClassifier(nn.Module):
 
     Args:
         backbone: the backbone config, ``dict(type=<registered name>, arch=..., ...)``.
-        head_type: ``'norm_linear'``, ``'nala'`` (NaLaFormer's head) or ``'token'`` (class
-            token, for :class:`~mmlinattn.models.backbones.InfViTPlain`).
+        head_type: ``'norm_linear'``, ``'nala'`` (NaLaFormer's head), ``'token'`` (class
+            token, for :class:`~mmlinattn.models.backbones.InfViTPlain`) or ``'cls_token'``
+            (a pyramid whose last stage carries a class token, e.g. SOFT's ``*-norm`` archs:
+            the class token after the last output norm -> Linear, the authors' SOFT head).
         num_classes: classes; 0 gives pre-logits features from ``forward``.
         in_chans: input channels (timm's name for the backbone's ``in_channels``).
         global_pool: ``'avg'``/``'max'``/``'avgmax'`` for map heads, ``'token'``/``'avg'`` for
@@ -188,7 +191,7 @@ class LinAttnClassifier(nn.Module):
         self.drop_rate = float(drop_rate)
         self.num_features = self.backbone.embed_dims[last]
         if global_pool is None:
-            global_pool = 'token' if self.is_plain else 'avg'
+            global_pool = 'token' if head_type in ('token', 'cls_token') else 'avg'
         self.global_pool = _check_pool(global_pool, head_type)
         if self.is_plain:
             prefix = int(getattr(self.backbone.patch_embeds[0], 'cls_token', None) is not None)
@@ -197,6 +200,11 @@ class LinAttnClassifier(nn.Module):
                                  "built with with_cls_token=False, use global_pool='avg'")
             self.head = TokenHead(self.num_features, num_classes, global_pool, drop_rate,
                                   num_prefix_tokens=prefix)
+        elif head_type == 'cls_token':
+            if not hasattr(self.backbone, 'forward_tokens'):
+                raise ValueError(f"head_type='cls_token' needs a backbone with forward_tokens "
+                                 f"(SOFT), got {cls.__name__}")
+            self.head = TokenHead(self.num_features, num_classes, global_pool, drop_rate)
         else:
             self.head = MapHead(self.num_features, num_classes, head_type, global_pool,
                                 drop_rate, head_hidden_size)
@@ -250,10 +258,12 @@ class LinAttnClassifier(nn.Module):
 
     def forward_features(self, x: torch.Tensor) -> torch.Tensor:
         """The last stage map (B, C, H/32, W/32) of the pyramids (= the dense backbone's
-        last output); for the plain ViT the normed tokens (B, 1 + h*w, C), class token
-        first, as timm's ViTs return them."""
+        last output); for the plain ViT and the ``'cls_token'`` head the normed tokens
+        (B, 1 + h*w, C), class token first, as timm's ViTs return them."""
         if self.is_plain:
             return self._plain_tokens(x)
+        if self.head_type == 'cls_token':
+            return self.backbone.forward_tokens(x)
         last = self.backbone.num_stages - 1
         return self.backbone(x)[self.backbone.out_indices.index(last)]
 

@@ -13,8 +13,10 @@ from timm.models import build_model_with_cfg, generate_default_cfgs, register_mo
 
 from .. import models  # noqa: F401  (registers the backbones)
 from ..models.backbones.nalaformer import OFFICIAL_PRESET
-from ..models.converters import nalaformer_classifier_state_dict
+from ..models.backbones.soft import OFFICIAL_PRESETS as SOFT_PRESETS
+from ..models.converters import nalaformer_classifier_state_dict, soft_classifier_state_dict
 from .classifier import LinAttnClassifier
+from .features import PYRAMID_FEATURE_CFG
 
 __all__ = ['LinAttnClassifier', 'MODEL_SPECS']
 
@@ -44,6 +46,14 @@ MODEL_SPECS: Dict[str, tuple] = {
     'soft_small': (dict(type='SOFT', arch='small'), 'norm_linear', 0.875),
     'soft_medium': (dict(type='SOFT', arch='medium'), 'norm_linear', 0.875),
     'soft_large': (dict(type='SOFT', arch='large'), 'norm_linear', 0.875),
+    # The authors' released classifiers as their code computes them (their model names):
+    # class-token head, SOFT-Norm or plain attention; their files load through
+    # pretrained_cfg_overlay=dict(file=...) (converted by checkpoint_filter_fn).
+    **{f'soft_norm_{size}': (dict(type='SOFT', arch=f'{size}-norm', **SOFT_PRESETS['norm']),
+                             'cls_token', 0.875)
+       for size in ('tiny', 'small', 'medium', 'large', 'huge')},
+    'soft_plain_tiny': (dict(type='SOFT', arch='tiny-norm', **SOFT_PRESETS['plain']),
+                        'cls_token', 0.875),
     # NaLaFormer's head reads the raw stage-4 map (authors' code): no output LayerNorm.
     'nalaformer_tiny': (dict(type='NaLaFormer', arch='tiny', out_norm=False), 'nala', 0.875),
     'nalaformer_small': (dict(type='NaLaFormer', arch='small', out_norm=False), 'nala', 0.875),
@@ -107,19 +117,24 @@ default_cfgs = generate_default_cfgs(
 
 
 def checkpoint_filter_fn(state_dict: Dict[str, Any], model: LinAttnClassifier) -> Dict[str, Any]:
-    """timm's ``pretrained_filter_fn``: an authors' NaLaFormer checkpoint (their key layout)
-    in our classifier's names; anything else unchanged."""
+    """timm's ``pretrained_filter_fn``: an authors' NaLaFormer or SOFT checkpoint (their key
+    layouts) in our classifier's names; anything else unchanged."""
     state_dict = state_dict.get('model', state_dict)
     if 'patch_embed.proj.0.weight' in state_dict:
         return nalaformer_classifier_state_dict(state_dict)
+    if 'patch_embed1.proj.0.weight' in state_dict:
+        return soft_classifier_state_dict(state_dict)
     return state_dict
 
 
 def _create(name: str, pretrained: bool = False, **kwargs) -> LinAttnClassifier:
     backbone, head_type, _ = MODEL_SPECS[name]
+    if kwargs.get('features_only') and head_type == 'token':
+        raise ValueError(f'{name}: features_only needs a pyramid; the plain ViT returns one '
+                         'stride-16 map (use mmlinattn.SimpleFeaturePyramid on it)')
     return build_model_with_cfg(LinAttnClassifier, name, pretrained, backbone=dict(backbone),
                                 head_type=head_type, pretrained_filter_fn=checkpoint_filter_fn,
-                                **kwargs)
+                                feature_cfg=dict(PYRAMID_FEATURE_CFG), **kwargs)
 
 
 # One entry point per name: timm registers a function under its __name__.
@@ -145,6 +160,42 @@ def soft_medium(pretrained: bool = False, **kwargs) -> LinAttnClassifier:
 def soft_large(pretrained: bool = False, **kwargs) -> LinAttnClassifier:
     """SOFT++-Large (Table 1)."""
     return _create('soft_large', pretrained, **kwargs)
+
+
+@register_model
+def soft_norm_tiny(pretrained: bool = False, **kwargs) -> LinAttnClassifier:
+    """The authors' SOFT-Norm Tiny (``soft_norm_tiny``) as their code computes it."""
+    return _create('soft_norm_tiny', pretrained, **kwargs)
+
+
+@register_model
+def soft_norm_small(pretrained: bool = False, **kwargs) -> LinAttnClassifier:
+    """The authors' SOFT-Norm Small (depths 1-3-7-4, see ``SOFT``'s ``small-norm``)."""
+    return _create('soft_norm_small', pretrained, **kwargs)
+
+
+@register_model
+def soft_norm_medium(pretrained: bool = False, **kwargs) -> LinAttnClassifier:
+    """The authors' SOFT-Norm Medium."""
+    return _create('soft_norm_medium', pretrained, **kwargs)
+
+
+@register_model
+def soft_norm_large(pretrained: bool = False, **kwargs) -> LinAttnClassifier:
+    """The authors' SOFT-Norm Large."""
+    return _create('soft_norm_large', pretrained, **kwargs)
+
+
+@register_model
+def soft_norm_huge(pretrained: bool = False, **kwargs) -> LinAttnClassifier:
+    """The authors' SOFT-Norm Huge."""
+    return _create('soft_norm_huge', pretrained, **kwargs)
+
+
+@register_model
+def soft_plain_tiny(pretrained: bool = False, **kwargs) -> LinAttnClassifier:
+    """The authors' plain SOFT Tiny (their ``soft_tiny``, NeurIPS 2021 release)."""
+    return _create('soft_plain_tiny', pretrained, **kwargs)
 
 
 @register_model

@@ -148,7 +148,9 @@ def test_with_cp_matches_plain():
 
 
 @pytest.mark.parametrize('kw', [dict(sym_norm=False), dict(newton_init='paper'),
-                                dict(landmark_ln_gelu=False), dict(newton_iters=5)])
+                                dict(landmark_ln_gelu=False), dict(newton_iters=5),
+                                dict(newton_init='scaled', newton_ridge=0.01),
+                                dict(landmark_grid='crop')])
 def test_options_run(kw):
     check_output_shapes(SOFT(arch=MINI, **kw), sizes=[(70, 90)])
 
@@ -164,6 +166,8 @@ def test_bad_arguments():
         SOFT(arch=MINI, newton_init='fast')
     with pytest.raises(ValueError, match='max_landmarks'):
         SOFT(arch=MINI, max_landmarks=0)
+    with pytest.raises(ValueError, match='landmark grid'):
+        SOFT(arch=MINI, landmark_grid='floor')
 
 
 # --------------------------------------------------------------------- landmarks
@@ -186,6 +190,27 @@ def test_landmarks_pad_never_crop(hw):
     q2 = q.clone()
     q2[:, :, -1] += 1.0
     assert not torch.allclose(s(q2, hw)[:, :, -1], lm[:, :, -1])
+
+
+@pytest.mark.parametrize('hw', [(16, 16), (17, 23), (9, 9)])
+def test_landmarks_crop_drops_the_last_rows_and_columns(hw):
+    """``grid='crop'`` is the stride-r conv on the map as it is (the authors' code): a grid
+    of floor(H / r) x floor(W / r) that the last H mod r rows / W mod r columns never reach."""
+    s = LandmarkSampler(8, ratio=8, grid='crop')
+    q = torch.randn(2, 3, hw[0] * hw[1], 8)
+    lm = s(q, hw)
+    assert lm.shape == (2, 3, (hw[0] // 8) * (hw[1] // 8), 8)
+    assert s.landmark_grid(hw) == (hw[0] // 8, hw[1] // 8)
+    q2 = q.clone().reshape(2, 3, *hw, 8)
+    q2[:, :, 8 * (hw[0] // 8):] += 1.0
+    q2[:, :, :, 8 * (hw[1] // 8):] += 1.0
+    torch.testing.assert_close(s(q2.flatten(2, 3), hw), lm, rtol=0, atol=0)
+    pad = LandmarkSampler(8, ratio=8)
+    pad.load_state_dict(s.state_dict())
+    if hw[0] % 8 == 0 and hw[1] % 8 == 0:
+        torch.testing.assert_close(pad(q, hw), lm, rtol=0, atol=0)
+    with pytest.raises(ValueError, match='at least 8 x 8'):
+        s(torch.randn(1, 1, 35, 8), (5, 7))
 
 
 def test_landmarks_match_per_head_conv_reference():

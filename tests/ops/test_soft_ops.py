@@ -86,7 +86,7 @@ def test_paper_init_converges_on_kernel_matrix():
                                rtol=1e-7, atol=1e-7)
 
 
-@pytest.mark.parametrize('init', ['safe', 'paper'])
+@pytest.mark.parametrize('init', ['safe', 'paper', 'scaled'])
 def test_alpha_is_per_matrix(init):
     """No batch-global alpha: each matrix's step and result ignore the rest of the batch."""
     batch = torch.stack([kernel_matrix(10, scale=0.3, seed=1),
@@ -98,7 +98,7 @@ def test_alpha_is_per_matrix(init):
                                    newton_schulz_pinv(batch[i], init=init), rtol=0, atol=0)
 
 
-@pytest.mark.parametrize('init', ['safe', 'paper'])
+@pytest.mark.parametrize('init', ['safe', 'paper', 'scaled'])
 def test_alpha_has_no_data_dependent_python_control_flow(init):
     """vmap refuses Python branching on tensor values (``if t.any()``, ``.item()``), so
     this passing shows the init needs no host synchronisation."""
@@ -264,3 +264,23 @@ def test_soft_attention_bad_shapes():
     with pytest.raises(ValueError, match='tokens'):
         soft_attention(torch.randn(1, 2, 5, 8), torch.randn(1, 2, 3, 8),
                        torch.randn(1, 2, 6, 8))
+
+
+def test_scaled_init_with_ridge_is_the_plain_soft_iteration():
+    """``init='scaled'``, ``ridge=0.01``: alpha = 0.9 * 2 / (max row sum of A)^2 from A, the
+    iteration on A + 0.01 I (the authors' plain-SOFT code), written out here."""
+    a = torch.stack([kernel_matrix(9, scale=0.5, seed=s) for s in range(3)])
+    torch.testing.assert_close(newton_init_alpha(a, 'scaled'),
+                               1.8 / a.sum(-1).max(-1).values ** 2, rtol=1e-15, atol=0)
+    p = a + 0.01 * torch.eye(9, dtype=a.dtype)
+    v = (1.8 / a.sum(-1).max(-1).values ** 2)[:, None, None] * p
+    for _ in range(20):
+        v = 2 * v - v @ p @ v
+    y = newton_schulz_pinv(a, 20, init='scaled', ridge=0.01)
+    torch.testing.assert_close(y, v, rtol=1e-12, atol=1e-12)
+    # Eq. 12 with the ridge: the gradient w.r.t. A is that w.r.t. A + ridge I
+    a.requires_grad_(True)
+    g = torch.randn_like(y)
+    newton_schulz_pinv(a, 20, init='scaled', ridge=0.01).backward(g)
+    yt = y.transpose(-1, -2)
+    torch.testing.assert_close(a.grad, -(yt @ g @ yt), rtol=1e-12, atol=1e-12)

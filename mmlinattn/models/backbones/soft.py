@@ -1,21 +1,23 @@
 """SOFT++ backbone: softmax-free Gaussian-kernel Nystrom attention in a 4-stage pyramid.
 
-Lu et al., "Softmax-free Linear Transformers" (IJCV 2024; NeurIPS 2021 for SOFT).  The
-paper archs follow Table 1 and Sec. 3.4; the ``*-norm`` archs are the authors' released
-"SOFT-Norm" ImageNet models (github.com/fudan-zvg/SOFT, ``soft_norm_*``), so that their
-checkpoints can be loaded with ``convert_weights=True``.  Digest: ``specs/soft.md``.
+Lu et al., "Softmax-free Linear Transformers" (IJCV 2024, arXiv 2207.03341; NeurIPS 2021 for
+SOFT).  The paper archs follow Table 1 and Sec. 3.4; the ``*-norm`` archs are the
+architectures of the authors' released ImageNet models (github.com/fudan-zvg/SOFT,
+``soft_norm_*`` and the plain ``soft_*``), so that their checkpoints can be loaded with
+``convert_weights=True`` and one of the :data:`OFFICIAL_PRESETS`.
 """
-import re
 from functools import partial
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 from timm.layers import DropPath, Mlp
 from timm.models.vision_transformer import Block as TimmBlock
 
 from ...ops.soft import NEWTON_INITS
 from ...registry import MODELS
+from ..converters.soft import checkpoint_depths, convert_soft_checkpoint
 from ..layers import (InterpolatedPosEmbed, LayerNorm2d, PatchConv, SoftAttention,
                       map_to_tokens, maybe_checkpoint, resize_pos_embed)
 from ..layers.channels_last import tokens_as_map
@@ -97,13 +99,18 @@ class SOFTStage(nn.Module):
         self.blocks = nn.ModuleList(blocks)
         self.with_cp = with_cp
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward_tokens(self, x: torch.Tensor) -> Tuple[torch.Tensor, Tuple[int, int]]:
+        """(B, C, H, W) -> the tokens after the blocks, class token first if any, and (H, W)."""
         t, hw = map_to_tokens(self.pos_embed(x))
         t = t.contiguous()  # one copy, then every block works on contiguous tokens
         if self.cls_token is not None:
             t = torch.cat([self.cls_token.expand(t.shape[0], -1, -1).to(t.dtype), t], dim=1)
         for blk in self.blocks:
             t = maybe_checkpoint(blk, t, hw, enabled=self.with_cp)
+        return t, hw
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        t, hw = self.forward_tokens(x)
         if self.cls_token is not None:
             t = t[:, 1:]
         # a channels-last view (no copy); the next conv keeps that layout
@@ -121,6 +128,19 @@ _NORM = dict(sr_ratios=(8, 4, 2, 1), mlp_ratios=(4, 4, 4, 4),
              attn_types=('soft', 'soft', 'soft', 'softmax'), cls_token=True, post_norm=True,
              v_conv_sizes=(9, 5, 3, 0), conv_bias=True, mlp_act='gelu_tanh', stem_hidden=32)
 _MLP_ACTS = {'gelu': nn.GELU, 'gelu_tanh': partial(nn.GELU, approximate='tanh')}
+
+# The attention of the authors' released models, as their code computes it (with a
+# ``*-norm`` arch and ``convert_weights=True``; the two share one checkpoint layout):
+# * 'norm' (SOFT-Norm, ``soft_norm_*``): Eq. 17 normalisation, their halving rule for the
+#   Newton step (per matrix here; theirs takes one alpha for the whole batch);
+# * 'plain' (NeurIPS SOFT, ``soft_*``, e.g. SOFT_Tiny): no normalisation, the Newton step
+#   ``0.9 * 2 / ||A||_inf^2`` per matrix on ``A + 0.01 I``.
+# Both crop the landmark grid as their stride-r conv does.
+OFFICIAL_PRESETS: Dict[str, dict] = {
+    'norm': dict(newton_init='paper', landmark_grid='crop'),
+    'plain': dict(sym_norm=False, newton_init='scaled', newton_ridge=0.01,
+                  landmark_grid='crop'),
+}
 
 
 @MODELS.register_module()
@@ -150,8 +170,10 @@ class SOFT(PyramidBackbone):
       end in a LayerNorm, so those returned maps get no extra norm; stage 4's is the
       checkpoint's final ``norm``.  ``small-norm`` uses depths 1-3-7-4, which reproduce the
       authors' README (24 M); their code says 1-3-20-4 (38.9 M).  The converter reports the
-      depths a checkpoint actually has.  Their Newton iteration (batch-global alpha,
-      backprop through the loop) is replaced by ours (``newton_init``).
+      depths a checkpoint actually has.  Their plain SOFT models (e.g. ``SOFT_Tiny``) have
+      the same architectures and keys: select the attention with :data:`OFFICIAL_PRESETS`
+      (``'norm'`` or ``'plain'``).  Their Newton iteration's backward (through the loop for
+      SOFT-Norm) is replaced by Eq. 12.
 
     An arch dict needs ``embed_dims``, ``num_heads`` and ``depths``; optional per-stage
     entries ``sr_ratios``, ``mlp_ratios``, ``attn_types`` (``'soft'``/``'softmax'``),
@@ -161,13 +183,20 @@ class SOFT(PyramidBackbone):
     Args:
         arch: an arch name above or a dict.
         newton_iters: Newton-Schulz iterations T (Eq. 10); 20 (Fig. 5).
-        newton_init: ``'safe'`` (``alpha = 1/||A||_1^2`` per matrix) or ``'paper'`` (the
-            authors' halving rule, per matrix), see :func:`mmlinattn.ops.soft.newton_init_alpha`.
+        newton_init: ``'safe'`` (``alpha = 1/||A||_1^2`` per matrix), ``'paper'`` (the
+            authors' SOFT-Norm halving rule, per matrix) or ``'scaled'`` (their plain-SOFT
+            ``0.9 * 2 / ||A||_inf^2``), see :func:`mmlinattn.ops.soft.newton_init_alpha`.
+        newton_ridge: invert ``A + newton_ridge I`` (0 = paper; 0.01 in the authors' plain
+            SOFT).
         sym_norm: SOFT++ normalisation (Eq. 17); ``False`` = plain SOFT (ablations only: the
             paper reports it does not converge on dense tasks).
         landmark_ln_gelu: LayerNorm + GELU on sampled landmarks (authors' code; default on).
         max_landmarks: cap on landmarks per attention by adaptive pooling (None = paper: m
             grows with the image, as ``(H/32)(W/32)``).
+        landmark_grid: ``'pad'`` (default: a grid side that is not a multiple of the landmark
+            ratio r is zero-padded, every token reaches a landmark) or ``'crop'`` (the
+            authors' conv: the last rows / columns are dropped), see :class:`LandmarkSampler`.
+            Equal for inputs that are multiples of 32.
         pretrain_img_size: input size whose stage grids the position embeddings are stored
             at (224: 56/28/14/7).
         in_channels, out_indices, drop_path_rate, frozen_stages, norm_eval, with_cp,
@@ -203,9 +232,11 @@ class SOFT(PyramidBackbone):
                  arch: Union[str, dict] = 'small',
                  newton_iters: int = 20,
                  newton_init: str = 'safe',
+                 newton_ridge: float = 0.0,
                  sym_norm: bool = True,
                  landmark_ln_gelu: bool = True,
                  max_landmarks: Optional[int] = None,
+                 landmark_grid: str = 'pad',
                  pretrain_img_size: int = 224,
                  in_channels: int = 3,
                  out_indices: Sequence[int] = (0, 1, 2, 3),
@@ -237,7 +268,8 @@ class SOFT(PyramidBackbone):
                       for i in range(1, self.num_stages)])
 
         soft_kwargs = dict(num_iters=newton_iters, newton_init=newton_init, sym_norm=sym_norm,
-                           landmark_ln_gelu=landmark_ln_gelu, max_landmarks=max_landmarks)
+                           landmark_ln_gelu=landmark_ln_gelu, max_landmarks=max_landmarks,
+                           ridge=newton_ridge, landmark_grid=landmark_grid)
         self.stages = nn.ModuleList()
         size = pretrain_img_size
         for i, dprs in enumerate(self.stage_drop_path_rates()):
@@ -301,114 +333,34 @@ class SOFT(PyramidBackbone):
         return out
 
     def convert_checkpoint(self, state_dict: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
-        """Map an authors' SOFT-Norm checkpoint (``soft_norm_*``) to this model's keys; see
-        :func:`convert_soft_norm_checkpoint`.  Needs one of the ``*-norm`` archs."""
+        """Map an authors' SOFT-Norm or plain SOFT checkpoint to this model's keys (the head
+        dropped); see :func:`mmlinattn.models.converters.convert_soft_checkpoint`.  Needs one
+        of the ``*-norm`` archs (and :data:`OFFICIAL_PRESETS` to compute as theirs)."""
         a = self.arch
         if not (self.num_stages == 4 and a['cls_token'] and a['post_norm']
                 and a['attn_types'][-1] == 'softmax'):
-            raise ValueError(f"convert_weights maps the authors' SOFT-Norm checkpoints and "
+            raise ValueError(f"convert_weights maps the authors' SOFT / SOFT-Norm checkpoints and "
                              f"needs one of the '*-norm' archs, got arch {self.arch!r}")
-        found = tuple(len({k.split('.')[1] for k in state_dict if k.startswith(f'block{i}.')})
-                      for i in range(1, 5))
+        found = checkpoint_depths(state_dict)
         if any(found) and found != tuple(self.depths):
             raise ValueError(f'the checkpoint has SOFT-Norm blocks with depths {found} but the '
                              f'arch has depths {tuple(self.depths)}; pass arch=dict(SOFT.'
                              f"arch_settings['<name>-norm'], depths={found})")
-        return convert_soft_norm_checkpoint(state_dict, keep_final_norm='3' in self.out_norms)
+        return convert_soft_checkpoint(state_dict, keep_final_norm='3' in self.out_norms)[0]
 
-
-_STEM_UNITS = {'0': '0.conv', '1': '0.norm', '3': '1.conv', '4': '1.norm', '6': '2.conv',
-               '7': '2.norm'}
-_SOFT_BLOCK_KEYS = (('mha.W_q.', 'attn.qk.'), ('mha.W_v.', 'attn.v.'), ('mha.ff.', 'attn.proj.'),
-                    ('mha.attn.Qlandmark_op.', 'attn.sampler.conv.'),
-                    ('mha.attn.Qnorm_act.0.', 'attn.sampler.norm.'),
-                    ('mha.attn.conv.', 'attn.v_conv.'), ('norm1.', 'norm1.'),
-                    ('norm2.', 'norm2.'), ('ff1.', 'mlp.fc1.'), ('ff2.', 'mlp.fc2.'))
-
-
-def _convert_key(key: str) -> Optional[str]:
-    """Our name for one of the authors' keys (not pos/cls/q/kv); None if unknown."""
-    m = re.fullmatch(r'patch_embed1\.proj\.(\d+)\.(.+)', key)
-    if m and m.group(1) in _STEM_UNITS:
-        return f'patch_embeds.0.{_STEM_UNITS[m.group(1)]}.{m.group(2)}'
-    m = re.fullmatch(r'patch_embed([234])\.proj\.([01])\.(.+)', key)
-    if m:
-        unit = 'conv' if m.group(2) == '0' else 'norm'
-        return f'patch_embeds.{int(m.group(1)) - 1}.{unit}.{m.group(3)}'
-    m = re.fullmatch(r'block([123])\.(\d+)\.att\.(.+)', key)
-    if m:
-        for theirs, ours in _SOFT_BLOCK_KEYS:
-            if m.group(3).startswith(theirs):
-                rest = m.group(3)[len(theirs):]
-                return f'stages.{int(m.group(1)) - 1}.blocks.{m.group(2)}.{ours}{rest}'
-        return None
-    m = re.fullmatch(r'block4\.(\d+)\.((?:norm[12]|attn\.proj|mlp\.fc[12])\.(?:weight|bias))',
-                     key)
-    if m:
-        return f'stages.3.blocks.{m.group(1)}.{m.group(2)}'
-    return None
-
-
-def _tokens_to_grid(key: str, pe: torch.Tensor) -> torch.Tensor:
-    """(1, h*w, C) position table -> (1, C, h, w) for a square h = w."""
-    n = pe.shape[1]
-    s = int(round(n ** 0.5))
-    if pe.dim() != 3 or s * s != n:
-        raise ValueError(f'{key}: expected a (1, h*w, C) position table with a square grid, '
-                         f'got shape {tuple(pe.shape)}')
-    return pe.transpose(1, 2).reshape(pe.shape[0], pe.shape[2], s, s)
-
-
-def convert_soft_norm_checkpoint(state_dict: Dict[str, torch.Tensor],
-                                 keep_final_norm: bool = True) -> Dict[str, torch.Tensor]:
-    """The authors' SOFT-Norm ImageNet checkpoint (``models/softmax_free_vision_transformer.py``
-    and ``softmax_free_transformer.py`` in github.com/fudan-zvg/SOFT) in our key names.
-
-    * ``patch_embed1.proj.{0,1,3,4,6,7}`` -> ``patch_embeds.0.{0,1,2}.{conv,norm}``;
-      ``patch_embed{2,3,4}.proj.{0,1}`` -> ``patch_embeds.{1,2,3}.{conv,norm}``;
-    * ``pos_embed{1,2,3}`` (1, h*w, C) -> ``stages.{0,1,2}.pos_embed.weight`` (1, C, h, w);
-      ``pos_embed4`` (1, 1 + h*w, C): the grid part -> ``stages.3.pos_embed.weight``, the
-      class slot is added to ``cls_token`` -> ``stages.3.cls_token`` (the two are only ever
-      summed in their forward);
-    * SOFT blocks ``block{k}.{j}.att.``: ``mha.W_q`` -> ``attn.qk``, ``mha.W_v`` -> ``attn.v``,
-      ``mha.ff`` -> ``attn.proj``, ``mha.attn.Qlandmark_op`` -> ``attn.sampler.conv``,
-      ``mha.attn.Qnorm_act.0`` -> ``attn.sampler.norm``, ``mha.attn.conv`` -> ``attn.v_conv``,
-      ``norm1``/``norm2`` -> same, ``ff1``/``ff2`` -> ``mlp.fc1``/``mlp.fc2``;
-    * softmax blocks ``block4.{j}``: ``attn.q`` and ``attn.kv`` concatenated (rows q, k, v)
-      into ``attn.qkv``; ``norm1``, ``norm2``, ``attn.proj``, ``mlp.fc1/2`` keep their names;
-    * ``norm`` -> ``out_norms.3`` (dropped when stage 4 is not returned); ``head`` dropped.
-
-    Unknown keys are passed through unchanged so the loader reports them as unexpected.
-    """
-    out: Dict[str, torch.Tensor] = {}
-    qkv: Dict[str, Dict[str, torch.Tensor]] = {}
-    cls_token = cls_pos = None
-    for key, val in state_dict.items():
-        m = re.fullmatch(r'pos_embed([1234])', key)
-        if m:
-            k = int(m.group(1))
-            if k == 4:
-                cls_pos, val = val[:, :1], val[:, 1:]
-            out[f'stages.{k - 1}.pos_embed.weight'] = _tokens_to_grid(key, val)
-            continue
-        m = re.fullmatch(r'block4\.(\d+)\.attn\.(q|kv)\.(weight|bias)', key)
-        if m:
-            qkv.setdefault(f'stages.3.blocks.{m.group(1)}.attn.qkv.{m.group(3)}',
-                           {})[m.group(2)] = val
-            continue
-        if key == 'cls_token':
-            cls_token = val
-        elif key in ('norm.weight', 'norm.bias'):
-            if keep_final_norm:
-                out[f'out_norms.3.{key[5:]}'] = val
-        elif not key.startswith('head.'):
-            new = _convert_key(key)
-            out[new if new is not None else key] = val
-    if cls_token is not None:
-        out['stages.3.cls_token'] = cls_token + cls_pos if cls_pos is not None else cls_token
-    for new, parts in qkv.items():
-        if set(parts) != {'q', 'kv'}:
-            raise ValueError(f'checkpoint has only attn.{"".join(parts)} for {new}; the '
-                             f'softmax blocks need both attn.q and attn.kv')
-        out[new] = torch.cat([parts['q'], parts['kv']], dim=0)
-    return out
+    def forward_tokens(self, x: torch.Tensor) -> torch.Tensor:
+        """The last stage's tokens (B, 1 + h*w, C), class token first, after the last output
+        norm: what the authors' classifier reads its class token from (Table 1, "stage 4 w.
+        cls token").  Needs an arch with ``cls_token``."""
+        last = self.num_stages - 1
+        if self.stages[last].cls_token is None or str(last) not in self.out_norms:
+            raise ValueError(f'forward_tokens needs an arch with cls_token=True and the last '
+                             f'stage in out_indices, got arch {self.arch!r}, out_indices '
+                             f'{self.out_indices}')
+        self.check_input(x)
+        x = x.contiguous(memory_format=torch.channels_last)
+        for i in range(last):
+            x = self.stages[i](self.patch_embeds[i](x))
+        t, _ = self.stages[last].forward_tokens(self.patch_embeds[last](x))
+        norm = self.out_norms[str(last)]
+        return F.layer_norm(t, norm.normalized_shape, norm.weight, norm.bias, norm.eps)

@@ -6,8 +6,9 @@ these functions.
 """
 from .common import fold_conv_bias_into_bn, rename_prefix
 from .nalaformer import convert_nalaformer_checkpoint, nalaformer_classifier_state_dict
+from .soft import convert_soft_checkpoint, soft_classifier_state_dict
 
 __all__ = [
     'fold_conv_bias_into_bn', 'rename_prefix', 'convert_nalaformer_checkpoint',
-    'nalaformer_classifier_state_dict'
+    'nalaformer_classifier_state_dict', 'convert_soft_checkpoint', 'soft_classifier_state_dict'
 ]

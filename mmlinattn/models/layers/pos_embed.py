@@ -68,11 +68,13 @@ class InterpolatedPosEmbed(nn.Module):
 
 
 def resize_pos_embed(weight: torch.Tensor, size, mode: str = 'bicubic') -> torch.Tensor:
-    """Resize a (1, C, h, w) position embedding to ``size`` (interpolated in float32, returned
-    in ``weight``'s dtype); the forward pass and checkpoint loading share it."""
+    """Resize a (1, C, h, w) position embedding to ``size`` (interpolated in float32, float64
+    stays float64; returned in ``weight``'s dtype); the forward pass and checkpoint loading
+    share it."""
     if tuple(weight.shape[-2:]) == tuple(size):
         return weight
-    return F.interpolate(weight.float(), size=tuple(size), mode=mode,
+    dtype = torch.float64 if weight.dtype == torch.float64 else torch.float32
+    return F.interpolate(weight.to(dtype), size=tuple(size), mode=mode,
                          align_corners=False).to(weight.dtype)
 
 

@@ -11,6 +11,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ...ops.soft import NEWTON_INITS, soft_attention
+
+LANDMARK_GRIDS = ('pad', 'crop')
 from .embed import pad_to_multiple
 from .valid_region import current_valid_region, sizes_mask, token_mask, zero_padding
 
@@ -29,7 +31,14 @@ class LandmarkSampler(nn.Module):
 
     An ``r x r`` convolution with stride ``r``, no bias, on each head's ``d_h``-channel map;
     the weights are shared across heads (this reproduces the paper's parameter counts,
-    digest section 1.3).  The map is zero-padded to a multiple of ``r``, never cropped.
+    digest section 1.3).
+
+    A side that is not a multiple of ``r`` is zero-padded up to one by default (``'pad'``:
+    every token reaches a landmark, and the landmark grid is ``ceil(H / r) x ceil(W / r)``,
+    the same rounding as the backbone's strides).  The paper is silent; the authors'
+    stride-``r`` conv drops the last ``H mod r`` rows and ``W mod r`` columns instead
+    (``'crop'``, grid ``floor(H / r) x floor(W / r)``), offered for their checkpoints.
+    The two agree whenever ``r`` divides the grid (any input that is a multiple of 32).
 
     Args:
         head_dim: channels per head ``d_h``.
@@ -41,11 +50,14 @@ class LandmarkSampler(nn.Module):
             ``m <= max_landmarks`` (keeps the cost linear in n at detection resolutions;
             digest sections 1.3 / 1.7).  ``None`` is the paper's fixed ratio, where m grows
             with the image.
+        grid: ``'pad'`` (default) or ``'crop'`` (authors' code), see above.
     """
 
     def __init__(self, head_dim: int, ratio: int, ln_gelu: bool = True,
-                 max_landmarks: Optional[int] = None):
+                 max_landmarks: Optional[int] = None, grid: str = 'pad'):
         super().__init__()
+        if grid not in LANDMARK_GRIDS:
+            raise ValueError(f'landmark grid must be one of {LANDMARK_GRIDS}, got {grid!r}')
         if not isinstance(ratio, int) or ratio < 1:
             raise ValueError(f'landmark ratio must be a positive int, got {ratio!r}')
         if max_landmarks is not None and (not isinstance(max_landmarks, int)
@@ -54,6 +66,7 @@ class LandmarkSampler(nn.Module):
                              f'{max_landmarks!r}')
         self.ratio = ratio
         self.max_landmarks = max_landmarks
+        self.grid = grid
         self.conv = nn.Conv2d(head_dim, head_dim, ratio, stride=ratio, bias=False)
         self.norm = nn.LayerNorm(head_dim) if ln_gelu else nn.Identity()
         self.act = nn.GELU() if ln_gelu else nn.Identity()
@@ -63,13 +76,24 @@ class LandmarkSampler(nn.Module):
         b, nh, n, d = q.shape
         h, w = hw
         x = q.reshape(b * nh, h, w, d).permute(0, 3, 1, 2)
-        x = self.conv(pad_to_multiple(x, self.ratio))
+        if self.grid == 'pad':
+            x = pad_to_multiple(x, self.ratio)
+        elif min(h, w) < self.ratio:
+            raise ValueError(f"landmark grid 'crop' needs a token grid of at least "
+                             f'{self.ratio} x {self.ratio}, got {h} x {w}')
+        x = self.conv(x)
         if self.max_landmarks is not None:
             grid = capped_grid(x.shape[-2], x.shape[-1], self.max_landmarks)
             if grid != tuple(x.shape[-2:]):
                 x = F.adaptive_avg_pool2d(x, grid)
         x = self.act(self.norm(x.flatten(2).transpose(1, 2)))
         return x.reshape(b, nh, -1, d)
+
+    def landmark_grid(self, hw: Tuple[int, int]) -> Tuple[int, int]:
+        """The conv's output grid for an ``hw`` token grid (before ``max_landmarks``)."""
+        if self.grid == 'crop':
+            return hw[0] // self.ratio, hw[1] // self.ratio
+        return math.ceil(hw[0] / self.ratio), math.ceil(hw[1] / self.ratio)
 
     def valid_landmarks(self, hw: Tuple[int, int], batch: int,
                         device) -> Optional[torch.Tensor]:
@@ -80,10 +104,10 @@ class LandmarkSampler(nn.Module):
         region = current_valid_region()
         if region is None or region.batch_size != batch or region.full(hw):
             return None
-        grid = (math.ceil(hw[0] / self.ratio), math.ceil(hw[1] / self.ratio))
+        grid = self.landmark_grid(hw)
         if self.max_landmarks is not None and capped_grid(*grid, self.max_landmarks) != grid:
             return None
-        sizes = [(math.ceil(h / self.ratio), math.ceil(w / self.ratio))
+        sizes = [(min(math.ceil(h / self.ratio), grid[0]), min(math.ceil(w / self.ratio), grid[1]))
                  for h, w in region.sizes_at(hw)]
         return sizes_mask(sizes, grid, device).flatten(1)
 
@@ -102,16 +126,17 @@ class SoftAttention(nn.Module):
         num_iters: Newton-Schulz iterations T (Eq. 10), 20 by default (Fig. 5).
         newton_init: ``'safe'`` or ``'paper'`` (see :func:`mmlinattn.ops.soft.newton_init_alpha`).
         sym_norm: SOFT++ symmetric normalisation (Eq. 17); ``False`` = plain SOFT.
-        landmark_ln_gelu, max_landmarks: see :class:`LandmarkSampler`.
+        landmark_ln_gelu, max_landmarks, landmark_grid: see :class:`LandmarkSampler`
+            (``ln_gelu``, ``max_landmarks``, ``grid``).
         v_conv_size: kernel of the authors' per-head depthwise conv on V added to the
             attention output (their "SOFT-Norm" models: 9/5/3); 0 = none (paper).
-        ridge: ``A + ridge I`` before inversion; 0 = paper.
+        ridge: invert ``A + ridge I`` (0 = paper; 0.01 in the authors' plain-SOFT code).
     """
 
     def __init__(self, dim: int, num_heads: int, sr_ratio: int, qkv_bias: bool = True,
                  num_iters: int = 20, newton_init: str = 'safe', sym_norm: bool = True,
                  landmark_ln_gelu: bool = True, max_landmarks: Optional[int] = None,
-                 v_conv_size: int = 0, ridge: float = 0.0):
+                 v_conv_size: int = 0, ridge: float = 0.0, landmark_grid: str = 'pad'):
         super().__init__()
         if num_heads < 1 or dim % num_heads:
             raise ValueError(f'dim ({dim}) must be divisible by num_heads ({num_heads})')
@@ -130,7 +155,8 @@ class SoftAttention(nn.Module):
         self.ridge = ridge
         self.qk = nn.Linear(dim, dim, bias=qkv_bias)
         self.v = nn.Linear(dim, dim, bias=qkv_bias)
-        self.sampler = LandmarkSampler(self.head_dim, sr_ratio, landmark_ln_gelu, max_landmarks)
+        self.sampler = LandmarkSampler(self.head_dim, sr_ratio, landmark_ln_gelu, max_landmarks,
+                                       landmark_grid)
         self.v_conv = (nn.Conv2d(num_heads, num_heads, v_conv_size, padding=v_conv_size // 2,
                                  groups=num_heads, bias=False) if v_conv_size else None)
         self.proj = nn.Linear(dim, dim)
