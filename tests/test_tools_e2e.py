@@ -33,9 +33,9 @@ def demo_root(tmp_path_factory):
     return root
 
 
-def cfg_options(config, demo_root, iters=2, extra=None):
+def cfg_options(config, demo_root, iters=2, extra=None, num_train=NUM_TRAIN):
     opts = demo_options(Config.fromfile(osp.join(ROOT, config)), iters, data_root=demo_root,
-                        num_train=NUM_TRAIN)
+                        num_train=num_train)
     opts.update(extra or {})
     args = []
     for k, v in opts.items():
@@ -228,3 +228,29 @@ def test_missing_dataset_message(tmp_path):
     assert 'annotations/instances_train2017.json' in proc.stderr
     assert 'make_demo_data.py' in proc.stderr
     assert 'Traceback' not in proc.stderr
+
+
+@pytest.fixture(scope='module')
+def full_demo_root(tmp_path_factory):
+    """The demo COCO set as ``tools/demo.sh`` writes it (64 training images)."""
+    from mmlinattn.datasets import make_demo_data
+    root = str(tmp_path_factory.mktemp('full_demo'))
+    make_demo_data(root, layouts=('coco', ), logger=None)
+    return root
+
+
+def test_nalaformer_demo_detector_learns(full_demo_root, tmp_path):
+    """The README demo's recipe (400 iterations, seed 0) with the NaLaFormer pico backbone.
+
+    Before NaLaFormer's depthwise convs took the authors' init, its residual stream grew
+    about 3x per block and this run reached bbox mAP 0.283 (AP50 0.507); it now reaches 0.409
+    (AP50 0.677), the SOFT++ demo model's level (0.43).  The untrained model scores 0."""
+    config = 'configs/demo/retinanet_nalaformer_pico_demo.py'
+    args = cfg_options(config, full_demo_root, iters=400, num_train=64,
+                       extra={'randomness.seed': 0})
+    train(config, tmp_path / 'train', args)
+    with open(tmp_path / 'train' / 'last_checkpoint') as f:
+        ckpt = f.read().strip()
+    run([sys.executable, 'tools/test.py', config, ckpt, '--work-dir', str(tmp_path / 'test'),
+         '--cfg-options', *args])
+    assert last_metrics(tmp_path / 'test')['coco/bbox_mAP'] >= 0.35

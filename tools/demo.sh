@@ -14,12 +14,14 @@ start=$(date +%s)
 
 bash tools/setup.sh
 $PY tools/make_demo_data.py --out data/demo
+# The demo configs carry the demo data and a 400-iteration schedule; OPTS is empty for them at
+# 400 iterations and points any other config (or length) at the demo data.
 OPTS=$($PY tools/demo_overrides.py "$CONFIG" --iters "$ITERS")
 rm -rf "$WORK_DIR"
 # shellcheck disable=SC2086  # OPTS is a list of key=value words
 $PY tools/train.py "$CONFIG" --work-dir "$WORK_DIR" --cfg-options $OPTS randomness.seed=0
 CKPT=$(cat "$WORK_DIR/last_checkpoint")
 # shellcheck disable=SC2086
-$PY tools/test.py "$CONFIG" "$CKPT" --work-dir "$WORK_DIR/test" --cfg-options $OPTS \
+$PY tools/test.py "$CONFIG" "$CKPT" --work-dir "$WORK_DIR/test" ${OPTS:+--cfg-options $OPTS} \
     | tee "$WORK_DIR/test.log"
 $PY tools/summarize_demo.py "$WORK_DIR" --seconds $(( $(date +%s) - start ))

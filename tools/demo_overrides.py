@@ -62,22 +62,31 @@ def _set_num_classes(model: dict, n: int) -> None:
                 roi[key]['num_classes'] = n
 
 
+#: mmengine's LinearLR reaches ``end_factor`` only on its step ``begin + 1``; with
+#: ``end = begin + 1`` the LR stays at ``start_factor`` for the whole run.
+MIN_WARMUP = 2
+
+
 def _rescale_schedule(schedulers, old_len: int, new_len: int, by_epoch_loop: bool) -> None:
     """Shrink begin/end/milestones of each scheduler from ``old_len`` to ``new_len`` units of
-    the training loop; iteration-based warm-ups inside an epoch loop are capped at 30 iters."""
+    the training loop; iteration-based warm-ups are capped at 30 iters and last at least
+    :data:`MIN_WARMUP`, and a decay that started where a warm-up ended still does."""
     ratio = new_len / old_len
+    warmup_ends = {}  # a warm-up's old end -> its new end
     for s in schedulers:
         s_by_epoch = s.get('by_epoch', True)
         if by_epoch_loop and not s_by_epoch:   # iteration warm-up in an epoch-based run
-            s['end'] = min(s.get('end', 30), 30)
+            s['end'] = max(s.get('begin', 0) + MIN_WARMUP, min(s.get('end', 30), 30))
             continue
+        old = dict(s)
         for k in ('begin', 'end'):
             if k in s and s[k] is not None:
                 s[k] = min(new_len, max(0, int(round(s[k] * ratio))))
         if s.get('type') == 'LinearLR' and not by_epoch_loop:
-            s['end'] = max(1, min(s.get('end', 30), 30))
+            s['end'] = max(s.get('begin', 0) + MIN_WARMUP, min(s.get('end', 30), 30))
+            warmup_ends[old.get('end')] = s['end']
         if s.get('type') in ('PolyLR', 'CosineAnnealingLR') and not by_epoch_loop:
-            s['begin'] = min(s.get('begin', 0), 30)
+            s['begin'] = warmup_ends.get(old.get('begin'), min(s.get('begin', 0), 30))
             s['end'] = new_len
         if 'milestones' in s:
             s['milestones'] = [max(1, min(new_len - 1, int(round(m * ratio))))

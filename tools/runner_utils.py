@@ -5,6 +5,7 @@ check, the resumed seed and readable checkpoint errors.
 Kept in tools/ because it imports mmdet / mmseg, which the ``mmlinattn`` package never does.
 """
 import importlib
+import logging
 import os.path as osp
 import sys
 from contextlib import contextmanager
@@ -22,8 +23,9 @@ import mmlinattn  # noqa: E402,F401  (installs safe checkpoint loading)
 import mmlinattn.engine  # noqa: E402,F401  (registers our hooks)
 import mmlinattn.models  # noqa: E402,F401  (registers our backbones)
 from mmlinattn.utils.checkpoint import (CheckpointMismatchError,  # noqa: E402
-                                        CorruptCheckpointError, UnsafeCheckpointError,
-                                        safe_load_checkpoint)
+                                        CorruptCheckpointError, MissingCheckpointError,
+                                        UnsafeCheckpointError, safe_load_checkpoint)
+from mmlinattn.utils.channel_check import check_channels  # noqa: E402
 from mmlinattn.utils.data_check import check_datasets  # noqa: E402
 
 LIBRARIES = {'mmdet': 'MMDetection', 'mmseg': 'MMSegmentation'}
@@ -97,11 +99,36 @@ def setup_launcher(cfg: Config, launcher: str) -> None:
                   'CUDA)', logger='current')
 
 
-def check_config_datasets(cfg: Config, split_keys) -> None:
-    """Stop with a readable message if a dataloader's files are missing."""
-    problems = check_datasets(cfg, split_keys)
+def check_config_datasets(cfg: Config, split_keys, config: str = None,
+                          command: str = None) -> None:
+    """Stop with a readable message if a dataloader's files are missing.  ``command`` (how
+    this run of ``config`` was started, e.g. ``python tools/train.py CONFIG``) becomes, in
+    the message, the command that runs the config on the demo data."""
+    demo_command = None
+    if command is not None:
+        demo_command = f'{command} --cfg-options $(python tools/demo_overrides.py {config})'
+    problems = check_datasets(cfg, split_keys, demo_command)
     if problems:
         raise SystemExit('\n\n'.join(problems))
+
+
+def check_config_channels(cfg: Config) -> None:
+    """Stop before any data is loaded if a neck / head ``in_channels`` does not match the
+    mmlinattn backbone's output channels."""
+    problems = check_channels(cfg.get('model') or {})
+    if problems:
+        raise SystemExit('\n'.join(problems))
+
+
+def warn_stuck_warmup(cfg: Config) -> None:
+    """Warn about a LinearLR that spans one step: mmengine applies only its first value,
+    so the LR stays at ``start_factor`` times the base for the rest of the run."""
+    for s in cfg.get('param_scheduler') or []:
+        if s.get('type') == 'LinearLR' and s.get('end', 2) - s.get('begin', 0) < 2:
+            print_log(f'param_scheduler {dict(s)} spans one step, so the LR stays at '
+                      f"start_factor={s.get('start_factor')} x base for the whole run; make "
+                      'it end at least 2 steps after it begins', logger='current',
+                      level=logging.WARNING)
 
 
 def add_custom_hook(cfg: Config, hook: dict) -> None:
@@ -137,7 +164,8 @@ def exit_on_bad_checkpoint():
     its message (exit status 1) instead of a traceback."""
     try:
         yield
-    except (CheckpointMismatchError, CorruptCheckpointError, UnsafeCheckpointError) as err:
+    except (CheckpointMismatchError, CorruptCheckpointError, MissingCheckpointError,
+            UnsafeCheckpointError) as err:
         raise SystemExit(f'{type(err).__name__}: {err}') from None
 
 
@@ -170,5 +198,6 @@ def close_process_group() -> None:
 
 
 __all__ = ['library_of', 'register_library', 'setup_launcher', 'check_config_datasets',
-           'add_custom_hook', 'use_checkpoint_seed', 'exit_on_bad_checkpoint', 'set_work_dir',
-           'env_is_cpu', 'close_process_group', 'DIST_TIMEOUT_S']
+           'check_config_channels', 'warn_stuck_warmup', 'add_custom_hook',
+           'use_checkpoint_seed', 'exit_on_bad_checkpoint', 'set_work_dir', 'env_is_cpu',
+           'close_process_group', 'DIST_TIMEOUT_S']

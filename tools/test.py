@@ -1,26 +1,29 @@
 """Evaluate a trained detector or segmentor.
 
     python tools/test.py CONFIG CHECKPOINT [--work-dir DIR] [--out FILE_OR_DIR]
-                         [--show-dir DIR] [--allow-partial] [--cfg-options k=v ...]
-                         [--launcher pytorch]
+                         [--show] [--show-dir DIR] [--wait-time S] [--tta]
+                         [--allow-partial] [--cfg-options k=v ...] [--launcher pytorch]
 
 The library (mmdet or mmseg) is chosen from the config's ``default_scope``.  ``--out``:
 for mmdet a ``.pkl`` file of raw detections; for mmseg a directory of predicted label maps.
-``--show-dir``: drawn predictions are written under ``<work_dir>/<timestamp>/<show_dir>``.
+``--show-dir``: drawn predictions are written under ``<work_dir>/<timestamp>/<show_dir>``;
+``--show``: shown in a window for ``--wait-time`` seconds each.  ``--tta``: test-time
+augmentation (the config's ``tta_model`` / ``tta_pipeline``, as in mmdet's and mmseg's tools).
 A checkpoint that fills less than 90 % of the model's parameters (another arch, another
 model) or holds NaN / Inf weights stops the run with the match report, unless
 ``--allow-partial`` is given.
 """
 import argparse
+import copy
 import os
 import os.path as osp
 
 from mmengine.config import Config, DictAction
 from mmengine.runner import Runner
 
-from runner_utils import (add_custom_hook, check_config_datasets, close_process_group,
-                          exit_on_bad_checkpoint, library_of, register_library, set_work_dir,
-                          setup_launcher)
+from runner_utils import (add_custom_hook, check_config_channels, check_config_datasets,
+                          close_process_group, exit_on_bad_checkpoint, library_of,
+                          register_library, set_work_dir, setup_launcher)
 
 
 def parse_args():
@@ -30,8 +33,15 @@ def parse_args():
     parser.add_argument('--work-dir', help='the directory to save the evaluation metrics')
     parser.add_argument('--out', help='mmdet: .pkl file for raw results; mmseg: directory '
                         'for predicted label maps')
+    parser.add_argument('--show', action='store_true',
+                        help='show painted predictions in a window (needs a display)')
     parser.add_argument('--show-dir', help='directory (relative to the work dir) where '
                         'painted predictions are saved')
+    parser.add_argument('--wait-time', type=float, default=2,
+                        help='seconds each --show window stays open')
+    parser.add_argument('--tta', action='store_true',
+                        help="test-time augmentation with the config's tta_model and "
+                        'tta_pipeline (mmdet configs without them: horizontal flip)')
     parser.add_argument('--allow-partial', action='store_true',
                         help='evaluate even if the checkpoint fills less than 90%% of the '
                         "model's parameters (the rest stays randomly initialised)")
@@ -46,18 +56,57 @@ def parse_args():
     return args
 
 
-def enable_show(cfg, scope: str, show_dir: str) -> None:
+def enable_show(cfg, scope: str, show_dir, show: bool, wait_time: float) -> None:
     hook = cfg.default_hooks.get('visualization')
     if hook is None:
-        raise SystemExit('--show-dir needs a `visualization` hook in default_hooks')
+        raise SystemExit('--show / --show-dir need a `visualization` hook in default_hooks')
     hook['draw'] = True
+    if scope == 'mmseg':
+        hook['interval'] = 1  # mmseg's hook draws every 50th image by default
+    if show:
+        hook['show'] = True
+        hook['wait_time'] = wait_time
+    if not show_dir:
+        return
     if scope == 'mmdet':
         hook['test_out_dir'] = show_dir
     else:
-        hook['interval'] = 1
         cfg.visualizer['save_dir'] = show_dir
         vis_backends = cfg.visualizer.get('vis_backends') or []
         cfg.visualizer['vis_backends'] = vis_backends or [dict(type='LocalVisBackend')]
+
+
+#: mmdet's default when a config has no ``tta_model``
+DET_TTA_MODEL = dict(type='DetTTAModel',
+                     tta_cfg=dict(nms=dict(type='nms', iou_threshold=0.5), max_per_img=100))
+DET_FLIP_META = ('img_id', 'img_path', 'ori_shape', 'img_shape', 'scale_factor', 'flip',
+                 'flip_direction')
+
+
+def _det_flip_pipeline(test_pipeline):
+    """The test pipeline with its packing step replaced by flipped + unflipped views."""
+    views = [[dict(type='RandomFlip', prob=1.0), dict(type='RandomFlip', prob=0.0)],
+             [dict(type='PackDetInputs', meta_keys=DET_FLIP_META)]]
+    return copy.deepcopy(test_pipeline[:-1]) + [dict(type='TestTimeAug', transforms=views)]
+
+
+def enable_tta(cfg, scope: str) -> None:
+    """Wrap the model in the config's ``tta_model`` and test with its ``tta_pipeline``, as
+    mmdet's and mmseg's test tools do."""
+    dataset = cfg.test_dataloader.dataset
+    if scope == 'mmdet':
+        cfg.setdefault('tta_model', DET_TTA_MODEL)
+        if 'tta_pipeline' not in cfg:
+            leaf = dataset
+            while 'dataset' in leaf:
+                leaf = leaf['dataset']
+            cfg.tta_pipeline = _det_flip_pipeline(leaf.pipeline)
+    missing = [k for k in ('tta_model', 'tta_pipeline') if k not in cfg]
+    if missing:
+        raise SystemExit(f'--tta needs {" and ".join(missing)} in the config (mmseg\'s '
+                         'default_runtime.py and dataset configs define them)')
+    cfg.model = dict(cfg.tta_model, module=cfg.model)
+    dataset.pipeline = cfg.tta_pipeline
 
 
 def main():
@@ -75,12 +124,16 @@ def main():
     cfg.load_from = args.checkpoint
     add_custom_hook(cfg, dict(type='mmlinattn.CheckpointMatchHook',
                               allow_partial=args.allow_partial))
-    if args.show_dir:
-        enable_show(cfg, scope, args.show_dir)
+    if args.show or args.show_dir:
+        enable_show(cfg, scope, args.show_dir, args.show, args.wait_time)
+    if args.tta:
+        enable_tta(cfg, scope)
     if args.out and scope == 'mmseg':
         cfg.test_evaluator['output_dir'] = args.out
         cfg.test_evaluator['keep_results'] = True
-    check_config_datasets(cfg, ('test_dataloader', ))
+    check_config_channels(cfg)
+    check_config_datasets(cfg, ('test_dataloader', ), args.config,
+                          f'python tools/test.py {args.config} {args.checkpoint}')
     setup_launcher(cfg, args.launcher)
     runner = Runner.from_cfg(cfg)
     if args.out and scope == 'mmdet':

@@ -13,9 +13,10 @@ from mmengine.config import Config, DictAction
 from mmengine.logging import print_log
 from mmengine.runner import Runner
 
-from runner_utils import (add_custom_hook, check_config_datasets, close_process_group, env_is_cpu,
-                          exit_on_bad_checkpoint, library_of, register_library, set_work_dir,
-                          setup_launcher, use_checkpoint_seed)
+from runner_utils import (add_custom_hook, check_config_channels, check_config_datasets,
+                          close_process_group, env_is_cpu, exit_on_bad_checkpoint, library_of,
+                          register_library, set_work_dir, setup_launcher, use_checkpoint_seed,
+                          warn_stuck_warmup)
 
 
 def parse_args():
@@ -85,7 +86,10 @@ def main():
     # Store RNG states in checkpoints so that --resume continues the exact same run.
     add_custom_hook(cfg, dict(type='mmlinattn.RNGStateHook'))
 
-    check_config_datasets(cfg, ('train_dataloader', 'val_dataloader'))
+    check_config_channels(cfg)
+    check_config_datasets(cfg, ('train_dataloader', 'val_dataloader'),
+                          args.config, f'python tools/train.py {args.config}')
+    warn_stuck_warmup(cfg)
     setup_launcher(cfg, args.launcher)
     with exit_on_bad_checkpoint():
         if cfg.get('resume'):

@@ -1,4 +1,4 @@
-_base_ = ['../retinanet_infvit_tiny_1x.py']
+_base_ = ['../retinanet_infvit_tiny_1x.py', './_base_/coco_demo.py']
 
 # The SOFT++ demo's recipe (configs/demo/retinanet_soft_pico_demo.py) with an InfViT backbone
 # (Linear-InfSA blocks) at the same reduced width/depth, a 128-channel FPN + RetinaNet head
@@ -10,6 +10,17 @@ model = dict(
                   mlp_ratios=(8, 8, 4, 4)),
         drop_path_rate=0.0),
     neck=dict(in_channels=[64, 160, 256], out_channels=128),
-    bbox_head=dict(in_channels=128, feat_channels=128, stacked_convs=2))
+    bbox_head=dict(in_channels=128, feat_channels=128, stacked_convs=2,
+                   num_classes=_base_.demo.num_classes))
 # From scratch on 64 images: a higher learning rate than the ImageNet-initialised recipe.
 optim_wrapper = dict(optimizer=dict(lr=1e-3))
+
+# The demo data and its 400-iteration schedule (configs/demo/_base_/coco_demo.py).
+train_dataloader = _base_.demo.train_dataloader
+val_dataloader = _base_.demo.test_dataloader
+test_dataloader = _base_.demo.test_dataloader
+val_evaluator = _base_.demo.evaluator
+test_evaluator = _base_.demo.evaluator
+train_cfg = _base_.demo.train_cfg
+param_scheduler = _base_.demo.param_scheduler
+default_hooks = _base_.demo.default_hooks

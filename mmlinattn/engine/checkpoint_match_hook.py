@@ -1,6 +1,6 @@
 """Refuse to run a model whose ``load_from`` checkpoint does not fit it."""
 from mmengine.hooks import Hook
-from mmengine.model import is_model_wrapper
+from mmengine.model import BaseTTAModel, is_model_wrapper
 
 from ..registry import HOOKS
 from ..utils.checkpoint import check_model_checkpoint
@@ -24,6 +24,9 @@ class CheckpointMatchHook(Hook):
         self.allow_partial = allow_partial
 
     def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
-        model = runner.model.module if is_model_wrapper(runner.model) else runner.model
+        model = runner.model
+        # mmengine loads into what DDP or a test-time-augmentation model wraps
+        while is_model_wrapper(model) or isinstance(model, BaseTTAModel):
+            model = model.module
         path = str(runner._load_from)  # mmengine keeps no public copy of load_from
         check_model_checkpoint(model, checkpoint, path, self.min_match, self.allow_partial)

@@ -29,6 +29,16 @@ class CorruptCheckpointError(ValueError):
     """A checkpoint file is empty, truncated or not a ``torch.save`` file."""
 
 
+class MissingCheckpointError(FileNotFoundError):
+    """A backbone's ``init_cfg`` names a local checkpoint file that does not exist."""
+
+
+#: what to do when a config's ImageNet checkpoint is missing (no weights are released)
+NO_WEIGHTS_HINT = ('No ImageNet weights are released for these backbones: train from '
+                   'scratch with init_cfg=None, or pretrain with timm and convert the result '
+                   'into this file with tools/convert_checkpoint.py (docs/pretraining.md).')
+
+
 def _mmengine_safe_globals() -> List[Any]:
     """Types mmengine writes into its checkpoints (message hub, metadata)."""
     from mmengine.logging.history_buffer import HistoryBuffer
@@ -280,6 +290,9 @@ def load_pretrained_backbone(model: torch.nn.Module, init_cfg: dict) -> dict:
     path = init_cfg.get('checkpoint')
     if not path:
         raise ValueError("init_cfg type='Pretrained' needs a `checkpoint` path")
+    if '://' not in path and not osp.isfile(path):
+        raise MissingCheckpointError(f'{type(model).__name__}: init_cfg checkpoint {path!r} '
+                                     f'does not exist. {NO_WEIGHTS_HINT}')
     ckpt = CheckpointLoader.load_checkpoint(path, map_location=init_cfg.get('map_location',
                                                                              'cpu'))
     sd = extract_state_dict(ckpt, init_cfg.get('prefix'))

@@ -12,9 +12,10 @@ import os
 import os.path as osp
 from typing import Iterable, List, Optional
 
+DEMO_ROOT = 'data/demo/'
 DEMO_HINT = ('No download is needed to try things out: `python tools/make_demo_data.py` writes '
-             'small demo datasets in these layouts under data/demo/, and the `*_demo.py` '
-             'configs (or --cfg-options with data_root=data/demo/...) use them.')
+             f'small demo datasets in these layouts under {DEMO_ROOT}, and the configs in '
+             'configs/demo/ run on them as they are.')
 
 LAYOUTS = {
     'CocoDataset': ('COCO layout under data_root (default data/coco/):\n'
@@ -108,8 +109,20 @@ def _join(root: str, path: str) -> str:
     return path if not root or osp.isabs(path) else osp.join(root, path)
 
 
-def check_datasets(cfg, split_keys=('train_dataloader', 'val_dataloader')) -> List[str]:
-    """Messages for every dataloader in ``split_keys`` whose files are missing or broken."""
+def _demo_hint(root: str, demo_command: Optional[str]) -> str:
+    if (root.rstrip('/') + '/').startswith(DEMO_ROOT):
+        return 'This config runs on the demo data: make it with `python tools/make_demo_data.py`.'
+    if demo_command is None:
+        return DEMO_HINT
+    return f'{DEMO_HINT} To run this config on them:\n  {demo_command}'
+
+
+def check_datasets(cfg, split_keys=('train_dataloader', 'val_dataloader'),
+                   demo_command: Optional[str] = None) -> List[str]:
+    """Messages for every dataloader in ``split_keys`` whose files are missing or broken.
+
+    ``demo_command``: the command that runs this config on the demo data, shown in the
+    message of a missing COCO / ADE20K / Cityscapes dataset."""
     problems = []
     for key in split_keys:
         loader = cfg.get(key)
@@ -138,5 +151,5 @@ def check_datasets(cfg, split_keys=('train_dataloader', 'val_dataloader')) -> Li
                                 f'{", ".join(missing)}.\nExpected {layout}\n'
                                 f'Point data_root at your copy (e.g. --cfg-options '
                                 f'{key}.dataset.data_root=/path/) or link it into data/.\n'
-                                f'{DEMO_HINT}')
+                                + _demo_hint(root, demo_command if kind in LAYOUTS else None))
     return problems

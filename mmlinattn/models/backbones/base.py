@@ -161,6 +161,15 @@ class PyramidBackbone(BaseModule, metaclass=_FreezeAfterInit):
             return dict(arch)
         raise TypeError(f'{name}: arch must be a str or dict, got {type(arch).__name__}')
 
+    @classmethod
+    def out_channels_of(cls, arch: Union[str, dict],
+                        out_indices: Union[int, Sequence[int]]) -> List[int]:
+        """The channels of the maps a backbone built with ``arch`` and ``out_indices``
+        returns, without building it (to check a neck's ``in_channels`` up front)."""
+        dims = list(cls.resolve_arch(arch)['embed_dims'])
+        indices = (out_indices, ) if isinstance(out_indices, int) else tuple(out_indices)
+        return [dims[i % len(dims)] for i in indices]
+
     def stage_drop_path_rates(self) -> List[List[float]]:
         """Linearly increasing stochastic-depth rates, split per stage."""
         total = sum(self.depths)

@@ -1,0 +1,80 @@
+"""``tools/test.py`` takes the flags of mmdet's and mmseg's test tools: ``--show``,
+``--wait-time`` and ``--tta`` (issue 21, point 3)."""
+import importlib.util
+import os.path as osp
+import subprocess
+import sys
+
+import pytest
+import torch
+from mmengine.config import Config
+
+ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
+DEMO_CONFIG = 'configs/demo/retinanet_soft_pico_demo.py'
+
+
+def _test_tool():
+    spec = importlib.util.spec_from_file_location('mmlinattn_test_tool',
+                                                  osp.join(ROOT, 'tools', 'test.py'))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_show_is_a_flag_not_a_prefix_of_show_dir(monkeypatch):
+    tool = _test_tool()
+    monkeypatch.setattr(sys, 'argv', ['test.py', 'c.py', 'w.pth', '--show', '--wait-time',
+                                      '0.5', '--tta'])
+    args = tool.parse_args()
+    assert args.show and args.show_dir is None and args.wait_time == 0.5 and args.tta
+    cfg = Config.fromfile(osp.join(ROOT, DEMO_CONFIG))
+    tool.enable_show(cfg, 'mmdet', args.show_dir, args.show, args.wait_time)
+    hook = cfg.default_hooks.visualization
+    assert hook.draw and hook.show and hook.wait_time == 0.5
+
+
+@pytest.mark.parametrize('config', [DEMO_CONFIG, 'configs/upernet_ldn_tiny_ade20k_160k.py'])
+def test_tta_wraps_the_model_and_builds(config):
+    tool = _test_tool()
+    cfg = Config.fromfile(osp.join(ROOT, config))
+    scope = cfg.default_scope
+    tool.enable_tta(cfg, scope)
+    assert cfg.model.module.backbone.type.startswith('mmlinattn.')
+    if scope == 'mmdet':
+        from mmdet.registry import MODELS, TRANSFORMS
+        from mmdet.utils import register_all_modules
+    else:
+        from mmseg.registry import MODELS, TRANSFORMS
+        from mmseg.utils import register_all_modules
+    register_all_modules(init_default_scope=True)
+    pipeline = cfg.test_dataloader.dataset.pipeline
+    assert any(t['type'] == 'TestTimeAug' for t in pipeline)
+    for t in pipeline:
+        TRANSFORMS.build(t)
+    assert type(MODELS.build(cfg.model)).__name__ == cfg.tta_model.type
+
+
+@pytest.mark.slow
+def test_test_py_with_tta_and_show_dir_on_the_demo_data(tmp_path):
+    """A real run: the detector wrapped in mmdet's TTA model evaluates two demo images and
+    paints them."""
+    from mmdet.registry import MODELS
+    from mmdet.utils import register_all_modules
+
+    from mmlinattn.datasets import make_demo_data
+    make_demo_data(str(tmp_path / 'demo'), num_train=1, num_val=2, layouts=('coco', ),
+                   logger=None)
+    register_all_modules(init_default_scope=True)
+    cfg = Config.fromfile(osp.join(ROOT, DEMO_CONFIG))
+    ckpt = tmp_path / 'random.pth'
+    torch.save({'state_dict': MODELS.build(cfg.model).state_dict(), 'meta': {}}, ckpt)
+    root = f'{tmp_path}/demo/coco/'
+    proc = subprocess.run(
+        [sys.executable, 'tools/test.py', DEMO_CONFIG, str(ckpt), '--tta', '--show-dir', 'vis',
+         '--work-dir', str(tmp_path / 'work'), '--cfg-options',
+         f'test_dataloader.dataset.data_root={root}',
+         f'test_evaluator.ann_file={root}annotations/instances_val2017.json'],
+        cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert 'coco/bbox_mAP' in proc.stdout + proc.stderr
+    assert len(list((tmp_path / 'work').glob('*/vis/*.jpg'))) == 2
