@@ -7,6 +7,7 @@ plumbing is checked.
 import csv
 import json
 import math
+import os
 
 import pytest
 import torch
@@ -197,3 +198,33 @@ def test_failed_sizes_are_recorded_and_larger_ones_skipped(tmp_path):
     status = {r['height']: r['status'] for r in res['records']}
     assert status == {64: 'ok', 2048: 'oom', 4096: 'skipped'}
     assert 'oom at 2048x2048' in res['summary'][f"{TINY['LDN']}|infer"]['failures']
+
+
+def test_replot_shows_sizes_and_marks_peers(tmp_path):
+    """--replot re-renders a finished run's JSON: image sizes on the x axis, peers named."""
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    from unittest import mock
+
+    from PIL import Image
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    src = os.path.join(root, 'docs', 'benchmark_cpu.json')
+    png = tmp_path / 'replot.png'
+    B.main(['--replot', src, '--plot', str(png)])
+    assert Image.open(png).size == (1650, 770)  # figsize (15, 7) at 110 dpi
+    captured = {}
+    orig = plt.Figure.savefig
+
+    def grab(fig, *a, **k):
+        captured['fig'] = fig
+        return orig(fig, *a, **k)
+    with mock.patch.object(plt.Figure, 'savefig', grab):
+        B.main(['--replot', src, '--plot', str(tmp_path / 'again.png')])
+    ax = captured['fig'].axes[0]
+    sizes = [t.get_text().split('\n')[0] for t in ax.get_xticklabels()]
+    assert sizes == ['512²', '1024²', '2048²']
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert {t.split(' (')[0] for t in legend if t.startswith('peer: ')} == {
+        'peer: Swin-T', 'peer: ResNet-50', 'peer: PVTv2-b1', 'peer: PVTv2-b2'}
+    assert not any(t.startswith('peer: ') for t in legend if 'SOFT' in t or 'LDN' in t)

@@ -105,6 +105,40 @@ def test_train_then_test(config, metric, extra, demo_root, tmp_path):
     metrics = last_metrics(tmp_path / 'test')
     assert metric in metrics, metrics
     assert 0.0 <= metrics[metric] <= 100.0
+    check_image_demo(tmp_path / 'train' / osp.basename(config), ckpt, demo_root,
+                     tmp_path / 'inference')
+
+
+def check_image_demo(dumped_config, ckpt, demo_root, out_dir):
+    """tools/image_demo.py (the end of tools/demo.sh) draws the checkpoint's predictions with
+    the class names stored in it, and the inferencer lines it prints run as they are."""
+    import cv2
+    import numpy as np
+    proc = run([sys.executable, 'tools/image_demo.py', str(dumped_config), ckpt,
+                '--out-dir', str(out_dir), '--score-thr', '0'])
+    classes = _trained_classes(Config.fromfile(str(dumped_config)))
+    assert 'classes from the checkpoint: ' + ', '.join(classes) + '\n' in proc.stdout
+    picture = re.search(r'predictions on (\S+): (\S+)', proc.stdout)
+    assert picture, proc.stdout
+    image, drawn = picture.groups()
+    src, vis = cv2.imread(image), cv2.imread(drawn)
+    assert vis is not None and vis.shape == src.shape
+    assert not np.array_equal(vis, src), 'nothing drawn on the picture'
+    snippet = proc.stdout.split('Use the trained model from Python:')[1]
+    snippet = snippet.replace('your_image.jpg', image).replace(str(out_dir), str(out_dir) + '2')
+    run([sys.executable, '-c', snippet])
+    assert glob.glob(osp.join(str(out_dir) + '2', 'vis', '*'))
+
+
+def _trained_classes(cfg):
+    """Detection demo runs train on the shape classes; segmentation ones keep the dataset's."""
+    if cfg.default_scope == 'mmdet':
+        from mmlinattn.datasets.demo import DEMO_CLASSES
+        return DEMO_CLASSES
+    from mmseg.registry import DATASETS
+    from mmseg.utils import register_all_modules
+    register_all_modules(init_default_scope=False)
+    return DATASETS.get(cfg.train_dataloader.dataset.type).METAINFO['classes']
 
 
 def _gloo_threads_at_exit(stderr):

@@ -916,49 +916,79 @@ def _size_label(r: dict) -> str:
     return f"{r['height']}²" if r['height'] == r['width'] else f"{r['height']}x{r['width']}"
 
 
+def plot_title(meta: dict, time_key: str = 'latency_ms_median') -> str:
+    return (f"{meta['device']} {meta['dtype']} batch {meta['batch']}, {meta['processor']}, "
+            f"torch {meta['torch']}, threads {meta.get('threads') or 'default'}"
+            + (' (CPU time per step)' if time_key.startswith('cpu') else ''))
+
+
+def _size_ticks(ax, records: List[dict]) -> None:
+    """Image sizes on the x axis (at their token counts, where the scaling is measured)."""
+    ticks = {r['tokens']: _size_label(r) for r in records if r.get('tokens')}
+    ax.set_xticks(sorted(ticks), [f'{ticks[t]}\n({t / 1000:.0f}k tok.)' for t in sorted(ticks)])
+    ax.minorticks_off()
+    ax.set_xlabel('input image size (H×W; stride-4 tokens N = ⌈H/4⌉·⌈W/4⌉ below it)')
+
+
 def write_plot(path: str, records: List[dict], title: str = '',
                time_key: str = 'latency_ms_median') -> None:
-    """Log-log latency and peak memory against stride-4 tokens, one line per model and
-    mode, the fitted exponent in the legend; failures are listed in the legend.
-    ``time_key='cpu_ms_median'`` plots the process CPU time per step instead of wall time."""
+    """Log-log latency and peak memory against image size (placed at its stride-4 token
+    count), one line per model and mode, the fitted exponent in the legend; failures are
+    listed in the legend.  Peers (Swin-T, ResNet-50, PVTv2) are grey-toned dotted lines with
+    squares, named "peer: ...".  ``time_key='cpu_ms_median'`` plots CPU time per step."""
     import matplotlib
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(1, 2, figsize=(15, 6.5))
+    fig, axes = plt.subplots(1, 2, figsize=(15, 7))
     groups = _groups(records)
-    cmap = plt.get_cmap('tab10' if len(groups) <= 10 else 'tab20')
-    for i, ((label, mode), rs) in enumerate(sorted(groups.items())):
+    ours_cmap, peer_cmap = plt.get_cmap('tab10'), plt.get_cmap('Greys')
+    peers = sorted({label for label, _ in groups if label in PEERS})
+    modes = {m for _, m in groups}
+    n_ours = 0
+    for (label, mode), rs in sorted(groups.items(), key=lambda kv: (kv[0][0] in PEERS, kv[0])):
         ok = [r for r in rs if r['status'] == 'ok']
         fails = [f"{r['status']} {_size_label(r)}" for r in rs
                  if r['status'] not in ('ok', 'skipped')]
-        name = label if len({m for _, m in groups}) == 1 else f'{label} ({mode})'
-        style = '-' if mode == 'infer' else '--'
-        marker = 's' if any(label == p for p in PEERS) else 'o'
+        peer = label in PEERS
+        name = ('peer: ' if peer else '') + label + ('' if len(modes) == 1 else f' ({mode})')
+        if peer:
+            color = peer_cmap(0.45 + 0.5 * peers.index(label) / max(1, len(peers) - 1))
+            style, marker = (':' if mode == 'infer' else '-.'), 's'
+        else:
+            color, n_ours = ours_cmap(n_ours % 10), n_ours + 1
+            style, marker = ('-' if mode == 'infer' else '--'), 'o'
         for ax, key, sym in ((axes[0], time_key, 't'), (axes[1], 'peak_mem_mb', 'M')):
             pts = [(r['tokens'], r.get(key)) for r in ok if r.get(key) and r[key] > 0]
             exp = fit_exponent([p[0] for p in pts], [p[1] for p in pts])
             leg = name + (f' ({sym} ∝ N^{exp:.2f})' if exp is not None else '')
             if fails:
                 leg += ' [' + ', '.join(fails) + ']'
-            if pts:
+            if pts or fails:
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], style, marker=marker,
-                        color=cmap(i % cmap.N), label=leg)
-            elif fails:
-                ax.plot([], [], style, color=cmap(i % cmap.N), label=leg)
+                        color=color, label=leg, linewidth=2 if peer else 1.5)
     tlabel = ('CPU time per step (ms, median)' if time_key.startswith('cpu')
               else 'latency (ms, median)')
     for ax, ylabel in ((axes[0], tlabel), (axes[1], 'peak memory (MiB)')):
         ax.set_xscale('log')
         ax.set_yscale('log')
-        ax.set_xlabel('stride-4 tokens N = ⌈H/4⌉·⌈W/4⌉')
+        _size_ticks(ax, records)
         ax.set_ylabel(ylabel)
         ax.grid(True, which='both', alpha=0.3)
-        ax.legend(fontsize=7, loc='upper left')
+        ax.legend(fontsize=7, loc='upper left',
+                  title='ours: solid, circles   peers: dotted grey, squares', title_fontsize=7)
     if title:
         fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def replot(json_path: str, png_path: str, time_key: str = 'latency_ms_median') -> None:
+    """Re-render the plot of a finished run from its ``--json`` file, without measuring."""
+    with open(json_path) as f:
+        out = json.load(f)
+    write_plot(png_path, out['records'], title=plot_title(out['meta'], time_key),
+               time_key=time_key)
 
 
 def _fmt(v, spec='.1f') -> str:
@@ -1101,6 +1131,8 @@ def parse_args(argv=None):
     p.add_argument('--json', default=None, help='output JSON (records + meta + summary)')
     p.add_argument('--csv', default=None, help='output CSV (records)')
     p.add_argument('--plot', default=None, help='output PNG (log-log latency and memory)')
+    p.add_argument('--replot', metavar='JSON', default=None,
+                   help='only re-render --plot from the --json of a finished run')
     p.add_argument('--plot-time', choices=['wall', 'cpu'], default='wall',
                    help='time axis of the plot: wall latency or process CPU time per step (the '
                         'load-robust choice with --threads 1 on a shared machine)')
@@ -1123,6 +1155,12 @@ def _parse_size(text: str) -> Tuple[int, int]:
 
 def main(argv=None) -> dict:
     args = parse_args(argv)
+    if args.replot:
+        if not args.plot:
+            raise SystemExit('--replot JSON needs --plot PNG')
+        replot(args.replot, args.plot,
+               'cpu_ms_median' if args.plot_time == 'cpu' else 'latency_ms_median')
+        return {}
     cuda = args.device.startswith('cuda')
     dtype = args.dtype or ('float16' if cuda else 'float32')
     specs = [parse_model_spec(m) for m in (args.models or DEFAULT_MODELS)]
@@ -1249,10 +1287,8 @@ def main(argv=None) -> dict:
     if args.csv:
         write_csv(args.csv, records)
     if args.plot:
-        write_plot(args.plot, records, title=(
-            f"{args.device} {dtype} batch {args.batch}, {meta['processor']}, torch "
-            f"{meta['torch']}, threads {args.threads or 'default'}"),
-            time_key='cpu_ms_median' if args.plot_time == 'cpu' else 'latency_ms_median')
+        time_key = 'cpu_ms_median' if args.plot_time == 'cpu' else 'latency_ms_median'
+        write_plot(args.plot, records, title=plot_title(meta, time_key), time_key=time_key)
     if args.markdown:
         with open(args.markdown, 'w') as f:
             f.write(markdown_table(records) + '\n\n' + markdown_summary(summary) + '\n\n'

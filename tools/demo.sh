@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main job on a fresh machine: set up whatever is missing, make the demo datasets, train
 # a RetinaNet with a SOFT++ backbone on the COCO-layout demo set, evaluate it with the real
-# CocoMetric and print the result.
+# CocoMetric, print the result and draw the trained model's predictions on a demo image.
 #   bash tools/demo.sh [CONFIG] [ITERS]
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -25,3 +25,6 @@ CKPT=$(cat "$WORK_DIR/last_checkpoint")
 $PY tools/test.py "$CONFIG" "$CKPT" --work-dir "$WORK_DIR/test" ${OPTS:+--cfg-options $OPTS} \
     | tee "$WORK_DIR/test.log"
 $PY tools/summarize_demo.py "$WORK_DIR" --seconds $(( $(date +%s) - start ))
+# A real inference with the trained checkpoint (its class names are in meta['dataset_meta']):
+# a picture of its predictions on a demo image, and the inferencer lines that reuse it.
+$PY tools/image_demo.py "$WORK_DIR/$(basename "$CONFIG")" "$CKPT" --out-dir "$WORK_DIR/inference"

@@ -53,6 +53,8 @@ def main():
     scope = library_of(cfg)
     register_library(scope)
     set_work_dir(cfg, args.config, args.work_dir)
+    if env_is_cpu():  # a slow machine shows its first iterations within a minute
+        add_custom_hook(cfg, dict(type='mmlinattn.EarlyProgressHook', num_iters=10))
 
     if args.amp:
         if env_is_cpu():
