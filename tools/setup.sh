@@ -5,7 +5,6 @@
 # The compiled mmcv wheel is kept outside the clone in $MMLINATTN_WHEELHOUSE
 # (default ~/.cache/mmlinattn/wheelhouse), keyed by the torch version, so later clones
 # on the same machine (and CI) install it in seconds instead of recompiling.
-# Recipe and traps: ../shared/specs/openmmlab-stack.md.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
