@@ -1,5 +1,5 @@
 """A neck / head whose ``in_channels`` does not match the mmlinattn backbone is reported
-from the config, before any data is loaded, with the right list (issue 21, point 4)."""
+from the config, before any data is loaded, with the right list."""
 import os.path as osp
 import subprocess
 import sys

@@ -233,7 +233,7 @@ def test_http_checkpoints_load_with_weights_only(tmp_path, monkeypatch):
     _assert_same_weights(model, weights)
 
 
-# ----------------------------------------------------------------- issue 18, point 5
+# ----------------------------------------------------------------- bad checkpoint files
 @pytest.mark.parametrize('content, problem', [
     (b'', 'is empty (0 bytes)'),
     (b'model weights, see README\nepoch 3\n', 'not a readable PyTorch checkpoint'),

@@ -1,4 +1,4 @@
-"""Every checkpoint scheme of mmengine loads with ``weights_only=True`` (issue 18, point 2).
+"""Every checkpoint scheme of mmengine loads with ``weights_only=True``.
 
 mmengine's ``torchvision://``, ``modelzoo://``, ``open-mmlab://``, ``openmmlab://`` and
 ``mmcls://`` loaders unpickled downloads with ``weights_only=False``.  Each scheme here serves

@@ -1,4 +1,4 @@
-"""The dataset pre-flight check reads what it can cheaply (issue 18, point 5): a broken
+"""The dataset pre-flight check reads what it can cheaply: a broken
 annotation JSON, images missing from the sampled list, or segmentation images without their
 label maps fail before the run starts."""
 import json

@@ -1,4 +1,4 @@
-"""Distributed launch set-up (issue 18): tools/dist_launch.sh runs the repository's
+"""Distributed launch set-up: tools/dist_launch.sh runs the repository's
 .venv/bin/python when there is one (``PYTHON`` still overrides it; without a .venv, PATH's),
 and the tools give the process group a collective timeout (``env_cfg.dist_cfg.timeout``)."""
 import os

@@ -1,4 +1,4 @@
-"""``frozen_stages`` takes effect at construction (issue 18, point 1), for every family.
+"""``frozen_stages`` takes effect at construction, for every family.
 
 mmengine builds the model, wraps it in DDP, and only then calls ``train()``; parameters frozen
 in ``train()`` alone were already registered by DDP, which then waits for their gradients

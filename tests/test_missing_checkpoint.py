@@ -1,5 +1,5 @@
 """A backbone ``init_cfg`` naming a checkpoint file that does not exist (as the examples of
-docs/usage.md do until the user makes one) says what to do (issue 21, point 6)."""
+docs/usage.md do until the user makes one) says what to do."""
 import pytest
 
 import mmlinattn.models  # noqa: F401  (registers the backbones)

@@ -1,5 +1,5 @@
 """``tools/test.py`` takes the flags of mmdet's and mmseg's test tools: ``--show``,
-``--wait-time`` and ``--tta`` (issue 21, point 3)."""
+``--wait-time`` and ``--tta``."""
 import importlib.util
 import os.path as osp
 import subprocess

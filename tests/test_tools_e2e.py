@@ -150,7 +150,7 @@ def _gloo_threads_at_exit(stderr):
 
 def test_dist_train_gloo_two_processes(demo_root, tmp_path):
     config = 'configs/retinanet_soft_tiny_1x.py'
-    # frozen_stages: DDP must not wait for gradients of frozen parameters (issue 18); that
+    # frozen_stages: DDP must not wait for gradients of frozen parameters; that
     # fails at a rank's second iteration, so two epochs of one iteration per rank
     opts = cfg_options(config, demo_root, extra={'model.test_cfg.score_thr': 0.0,
                                                  'model.backbone.frozen_stages': 0,
