@@ -1,6 +1,7 @@
 """InfSA diagnostics: Neumann / Katz identities (§3.1-3.3), eigenvector alignment (§4.5),
 attention maps and the PNG overlay, and the attention-map command-line tool."""
 import pytest
+import numpy as np
 import torch
 
 from mmlinattn.analysis import (attention_maps, eigenvector_alignment, katz_centrality,
@@ -113,12 +114,29 @@ def test_attention_maps_plain_drop_class_token(mixer):
 
 
 def test_overlay_png(tmp_path):
+    """A grid (4 columns: image + 5 maps -> 2 rows), readable titles, one colour bar."""
     from PIL import Image
-    img = (torch.rand(40, 60, 3) * 255).to(torch.uint8).numpy()
-    path = save_attention_overlay(img, {'a': torch.rand(5, 6), 'b': torch.rand(5, 6)},
-                                  str(tmp_path / 'attn.png'))
+    from mmlinattn.analysis.infsa import panel_title
+    assert panel_title('backbone.stages.1.blocks.0.attn') == 'stage 2, block 1'
+    assert panel_title('stages.3.attn') == 'block 4'
+    img = np.zeros((40, 60, 3), np.uint8)
+    maps = {f'stages.0.blocks.{j}.attn': torch.full((5, 6), 0.0) for j in range(5)}
+    maps['stages.0.blocks.4.attn'] = torch.ones(5, 6)  # one panel fully at the top colour
+    path = save_attention_overlay(img, maps, str(tmp_path / 'attn.png'))
     with Image.open(path) as png:
-        assert png.format == 'PNG' and png.size[0] > png.size[1]
+        rgb = np.asarray(png.convert('RGB')).astype(int)
+    h, w, _ = rgb.shape
+    assert 0.3 < h / w < 0.9, (h, w)  # two rows of four, not a 1 x 6 strip
+    # the colour bar: a column right of the panels whose colour runs from viridis's yellow
+    # (top) to its purple (bottom)
+    yellow, purple = np.array([253, 231, 37]), np.array([68, 1, 84])
+    def near(c, ref):
+        return np.abs(c - ref).sum(-1) < 60
+    cols = [x for x in range(int(0.8 * w), w) if near(rgb[:, x], yellow).any()
+            and near(rgb[:, x], purple).any()]
+    assert cols, 'no colour bar found'
+    bar = rgb[:, cols[len(cols) // 2]]
+    assert np.flatnonzero(near(bar, yellow)).mean() < np.flatnonzero(near(bar, purple)).mean()
 
 
 def test_attention_map_tool(tmp_path, capsys):

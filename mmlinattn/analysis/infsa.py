@@ -13,6 +13,7 @@
 Everything here is O(N²) in the tokens of the inspected block and runs in float64.
 """
 import math
+import re
 from typing import Dict, List, Optional, Tuple, Union
 
 import numpy as np
@@ -132,28 +133,35 @@ def summarize_alignment(result: Dict[str, list]) -> Dict[str, Union[Tuple[float,
 
 # ----------------------------------------------------------------------------- model hooks
 def capture_mixer_inputs(model: nn.Module, x: torch.Tensor,
-                         types: Tuple[type, ...] = (LinearInfSA, PureInfSA)) -> List[dict]:
-    """Run ``model(x)`` (no grad) and return, in call order, one record per call of an
-    InfSA mixer: ``name``, ``module``, its input tokens ``x`` (B, N, C), ``hw`` and
-    ``valid``."""
-    records, handles = [], []
+                         types: Tuple[type, ...] = (LinearInfSA, PureInfSA),
+                         method: str = 'forward') -> List[dict]:
+    """Run ``model(x)`` (no grad) and return, in call order, one record per call of
+    ``method`` of a mixer of ``types`` (default: InfSA): ``name``, ``module``, its input
+    ``x`` (tokens (B, N, C) or a map), ``hw`` and ``valid`` (None when not passed)."""
+    records, patched = [], []
     names = {m: n for n, m in model.named_modules()}
 
-    def hook(module, args, kwargs, output):
-        hw = args[1] if len(args) > 1 else kwargs.get('hw')
-        valid = args[2] if len(args) > 2 else kwargs.get('valid')
-        records.append(dict(name=names[module], module=module, x=args[0].detach(), hw=hw,
-                            valid=valid))
+    def recorder(module, call):
+        def wrapped(*args, **kwargs):
+            hw = args[1] if len(args) > 1 else kwargs.get('hw')
+            valid = args[2] if len(args) > 2 else kwargs.get('valid')
+            records.append(dict(name=names[module], module=module, x=args[0].detach(),
+                                hw=hw, valid=valid))
+            return call(*args, **kwargs)
+        return wrapped
 
+    # an instance attribute shadows the method for this run only (blocks may call a mixer's
+    # method other than forward, e.g. NaLa's ``mix``)
     for m in model.modules():
         if isinstance(m, types):
-            handles.append(m.register_forward_hook(hook, with_kwargs=True))
+            setattr(m, method, recorder(m, getattr(m, method)))
+            patched.append(m)
     try:
         with torch.no_grad():
             model(x)
     finally:
-        for handle in handles:
-            handle.remove()
+        for m in patched:
+            delattr(m, method)
     return records
 
 
@@ -218,39 +226,64 @@ def _to_hwc(image: Union[np.ndarray, torch.Tensor]) -> np.ndarray:
     return np.clip(img.astype(np.float64) / scale, 0.0, 1.0)
 
 
+def panel_title(name: str) -> str:
+    """'stages.1.blocks.0.attn' -> 'stage 2, block 1'; 'stages.3.attn' (an isotropic
+    model's blocks) -> 'block 4'; anything else unchanged."""
+    m = re.match(r'(?:.*\.)?stages\.(\d+)\.blocks\.(\d+)\b', name)
+    if m:
+        return f'stage {int(m.group(1)) + 1}, block {int(m.group(2)) + 1}'
+    m = re.match(r'(?:.*\.)?stages\.(\d+)\b', name)
+    return f'block {int(m.group(1)) + 1}' if m else name
+
+
+OVERLAY_CAPTION = ('Colour: the InfSA weight of each token (mean over heads), divided by the '
+                   "map's largest value (1 = the most central token).")
+
+
 def save_attention_overlay(image: Union[np.ndarray, torch.Tensor],
                            maps: Union[torch.Tensor, Dict[str, torch.Tensor]], path: str,
-                           alpha: float = 0.5, cmap: str = 'jet', panel_size: float = 3.0
-                           ) -> str:
-    """Write a PNG: the image, then one overlay panel per attention map.
+                           alpha: float = 0.5, cmap: str = 'viridis', columns: int = 4,
+                           caption: str = OVERLAY_CAPTION) -> str:
+    """Write a PNG: the image, then one overlay panel per attention map, in a grid of
+    ``columns`` with "stage k, block j" titles, one colour bar and a caption.
 
     Args:
         image: (H, W, 3) or (3, H, W); integers in [0, 255] or floats in [0, 1].
-        maps: one (h, w) map or ``{title: (h, w) map}``; each is resized (bilinear) to
-            the image and drawn with ``cmap`` at opacity ``alpha``.
+        maps: one (h, w) map or ``{module name or title: (h, w) map}`` with values in
+            [0, 1]; each is resized (bilinear) to the image and drawn with ``cmap`` at
+            opacity ``alpha``.
         path: output file (.png).
+        caption: what the colour means, printed under the grid.
     Returns:
         ``path``.
     """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.cm import ScalarMappable
+    from matplotlib.colors import Normalize
     from matplotlib.figure import Figure
     img = _to_hwc(image)
     if torch.is_tensor(maps):
         maps = {'attention': maps}
     panels = len(maps) + 1
-    fig = Figure(figsize=(panel_size * panels, panel_size))
+    cols = min(columns, panels)
+    rows = -(-panels // cols)
+    aspect = img.shape[0] / img.shape[1]
+    fig = Figure(figsize=(2.6 * cols + 1.0, 2.6 * rows * aspect + 0.9), layout='constrained')
     FigureCanvasAgg(fig)
-    axes = fig.subplots(1, panels, squeeze=False)[0]
+    axes = fig.subplots(rows, cols, squeeze=False).ravel()
     axes[0].imshow(img)
-    axes[0].set_title('image', fontsize=8)
-    for ax, (title, m) in zip(axes[1:], maps.items()):
+    axes[0].set_title('image', fontsize=10)
+    for ax, (name, m) in zip(axes[1:], maps.items()):
         m = torch.as_tensor(m, dtype=torch.float32).reshape(1, 1, *m.shape[-2:])
         m = F.interpolate(m, size=img.shape[:2], mode='bilinear', align_corners=False)[0, 0]
         ax.imshow(img)
         ax.imshow(m.numpy(), cmap=cmap, alpha=alpha, vmin=0.0, vmax=1.0)
-        ax.set_title(title, fontsize=6)
+        ax.set_title(panel_title(name), fontsize=10)
     for ax in axes:
         ax.axis('off')
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    fig.colorbar(ScalarMappable(Normalize(0.0, 1.0), cmap), ax=list(axes), shrink=0.8,
+                 label='relative attention weight')
+    fig.text(0.5, 0.0, caption, ha='center', va='bottom', fontsize=9, wrap=True)
+    fig.get_layout_engine().set(rect=(0, 0.06, 1, 0.94))
+    fig.savefig(path, dpi=120)
     return path

@@ -83,6 +83,17 @@ class NaLaAttention(nn.Module):
     def mix(self, x: torch.Tensor, hw: Tuple[int, int]) -> torch.Tensor:
         """Everything before the output projection: ``LayerNorm(o) * SiLU(g)``."""
         b, n, c = x.shape
+        heads, v, g = self._projections(x)
+        valid = token_mask(hw, b, x.device)  # batch padding: not a key (None: no padding)
+        o = self._attend(heads, hw, valid)
+        o = o.transpose(1, 2).reshape(b, n, c)
+        if self.lepe is not None:
+            o = o + conv_tokens(self.lepe, v, hw)
+        return self.norm(o) * self.act(g)
+
+    def _projections(self, x: torch.Tensor):
+        """``([q, k, v] as (B, h, N, d) heads, v, g)``."""
+        b, n, c = x.shape
         # q, k, v and g from their own rows of the fused weight: contiguous outputs instead of
         # strided column blocks of one (B, N, 4C) product, which the SiLU, the LePE conv and
         # the per-head matmuls would otherwise read (or copy) with a stride of 4C
@@ -90,22 +101,29 @@ class NaLaAttention(nn.Module):
         q, k, v, g = (F.linear(x, w[i * c:(i + 1) * c], bias[i * c:(i + 1) * c])
                       for i in range(4))
         heads = [t.view(b, n, self.num_heads, self.head_dim).transpose(1, 2) for t in (q, k, v)]
-        valid = token_mask(hw, b, x.device)  # batch padding: not a key (None: no padding)
+        return heads, v, g
+
+    @torch.no_grad()
+    def attention_weights(self, x: torch.Tensor, hw: Tuple[int, int]) -> torch.Tensor:
+        """The (B, h, N, N) attention weights of :meth:`forward` (without the LePE term),
+        from the forward's own path with identity values (analysis; O(N^2))."""
+        (q, k, _), _, _ = self._projections(x)
+        eye = torch.eye(q.shape[-2], dtype=q.dtype, device=q.device)
+        return self._attend([q, k, eye.expand(*q.shape[:2], -1, -1)], hw, None)
+
+    def _attend(self, heads, hw: Tuple[int, int], valid: Optional[torch.Tensor]):
+        """Attention output (B, h, N, d_v) of ``heads = [q, k, v]``."""
+        x = heads[0]
         if self.attn_type == 'nala':
             angles = (self._angles(hw, x) if self.kernel == 'relu_split_rope' else None)
-            o = nala_attention(*heads, kernel=self.kernel, lam=self.lam, alpha=self.alpha,
-                               eps=self.eps, valid=valid, fuse=self.fuse, rope_angles=angles)
-        else:
-            q, k, v_ = heads
-            if self.rope:
-                angles = self._angles(hw, x)
-                q, k = apply_rope(q, angles), apply_rope(k, angles)
-            mask = None if valid is None else valid[:, None, None, :]
-            o = F.scaled_dot_product_attention(q, k, v_, attn_mask=mask)
-        o = o.transpose(1, 2).reshape(b, n, c)
-        if self.lepe is not None:
-            o = o + conv_tokens(self.lepe, v, hw)
-        return self.norm(o) * self.act(g)
+            return nala_attention(*heads, kernel=self.kernel, lam=self.lam, alpha=self.alpha,
+                                  eps=self.eps, valid=valid, fuse=self.fuse, rope_angles=angles)
+        q, k, v_ = heads
+        if self.rope:
+            angles = self._angles(hw, x)
+            q, k = apply_rope(q, angles), apply_rope(k, angles)
+        mask = None if valid is None else valid[:, None, None, :]
+        return F.scaled_dot_product_attention(q, k, v_, attn_mask=mask)
 
 
 class NaLaBlock(nn.Module):

@@ -30,8 +30,8 @@ class LandmarkSampler(nn.Module):
     """Bottleneck ("landmark") tokens ``Q~ = f_s(Q)`` (Sec. 3.2 "Sampling", Sec. 4.4).
 
     An ``r x r`` convolution with stride ``r``, no bias, on each head's ``d_h``-channel map;
-    the weights are shared across heads (this reproduces the paper's parameter counts,
-    digest section 1.3).
+    the weights are shared across heads (this reproduces the parameter counts of the paper's
+    Table 1).
 
     A side that is not a multiple of ``r`` is zero-padded up to one by default (``'pad'``:
     every token reaches a landmark, and the landmark grid is ``ceil(H / r) x ceil(W / r)``,
@@ -164,19 +164,32 @@ class SoftAttention(nn.Module):
     def forward(self, x: torch.Tensor, hw: Tuple[int, int]) -> torch.Tensor:
         """(B, H*W, C) tokens on an H x W grid -> (B, H*W, C)."""
         b, n, c = x.shape
-        nh, d = self.num_heads, self.head_dim
-        q = self.qk(x).view(b, n, nh, d).transpose(1, 2) * d ** -0.25
-        v = self.v(x).view(b, n, nh, d).transpose(1, 2)
-        # a padded batch: padded queries neither feed the landmarks nor P^T V
         valid = token_mask(hw, b, x.device)
-        if valid is not None:
-            q = q * valid[:, None, :, None].to(q.dtype)
-        landmarks = self.sampler(q, hw)
-        out = soft_attention(q, landmarks, v, self.num_iters, self.newton_init, self.sym_norm,
-                             self.ridge, valid, self.sampler.valid_landmarks(hw, b, x.device))
+        q, landmarks, landmark_valid = self.kernel_tokens(x, hw, valid)
+        v = self.v(x).view(b, n, self.num_heads, self.head_dim).transpose(1, 2)
+        out = self.attend(q, landmarks, v, valid, landmark_valid)
         if self.v_conv is not None:
             out = out + self._conv_v(v, hw)
         return self.proj(out.transpose(1, 2).reshape(b, n, c))
+
+    def kernel_tokens(self, x: torch.Tensor, hw: Tuple[int, int],
+                      valid: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, ...]:
+        """Queries (= keys) in kernel space (B, h, n, d), their landmarks (B, h, m, d) and
+        the landmarks' (B, m) mask (or None)."""
+        b, n, _ = x.shape
+        q = self.qk(x).view(b, n, self.num_heads, self.head_dim).transpose(1, 2)
+        q = q * self.head_dim ** -0.25
+        # a padded batch: padded queries neither feed the landmarks nor P^T V
+        if valid is not None:
+            q = q * valid[:, None, :, None].to(q.dtype)
+        return q, self.sampler(q, hw), self.sampler.valid_landmarks(hw, b, x.device)
+
+    def attend(self, q: torch.Tensor, landmarks: torch.Tensor, v: torch.Tensor,
+               valid: Optional[torch.Tensor] = None,
+               landmark_valid: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """``S^ V`` with this block's Newton-Schulz and normalisation settings."""
+        return soft_attention(q, landmarks, v, self.num_iters, self.newton_init, self.sym_norm,
+                              self.ridge, valid, landmark_valid)
 
     def _conv_v(self, v: torch.Tensor, hw: Tuple[int, int]) -> torch.Tensor:
         """The authors' depthwise conv: one k x k filter per head, shared by its channels."""
