@@ -1,4 +1,4 @@
-"""Checks every backbone family must pass (design.md "Tests"); each family's test file
+"""Checks every backbone family must pass (the README's backbone contract); each family's test file
 parametrises these over its archs so the contract is stated once."""
 import math
 

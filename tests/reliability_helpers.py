@@ -1,4 +1,4 @@
-"""Shared pieces of the reliability tests (issue 9): one tiny build per backbone, mmdet-style
+"""Shared pieces of the reliability tests: one tiny build per backbone, mmdet-style
 batch padding, and the alone-vs-batched feature comparison."""
 import math
 
@@ -33,7 +33,7 @@ def build(family: str, **kwargs):
 
 
 def expected_shapes(model, batch: int, h: int, w: int):
-    """design.md: (B, C_i, ceil(H / s_i), ceil(W / s_i)) for every returned stage."""
+    """The README's contract: (B, C_i, ceil(H / s_i), ceil(W / s_i)) per returned stage."""
     return [(batch, model.embed_dims[i], math.ceil(h / model.strides[i]),
              math.ceil(w / model.strides[i])) for i in model.out_indices]
 

@@ -1,6 +1,6 @@
-"""Bad-input catalog (issue 9, item 1) over every backbone.
+"""Bad-input catalog over every backbone.
 
-Every case either gives the output design.md promises (one NCHW map per out index, of size
+Every case either gives the output the README promises (one NCHW map per out index, of size
 ``ceil(H / s) x ceil(W / s)``) or raises ``ValueError`` / ``TypeError`` whose message names
 the argument, the value received and what is accepted.  The chosen behaviour per case:
 
@@ -14,7 +14,7 @@ float16 / bfloat16 / float64 into  TypeError naming both dtypes and the fixes (c
 a float32 model                    or the model, or autocast); allowed under autocast
 not a tensor                       TypeError (type printed)
 H or W < 32 (incl. a 1x2048 strip) ValueError (``H and W >= 32``; H x W printed)
-32 x 512 strip                     works, output shapes per design.md
+32 x 512 strip                     works, output shapes per the README
 non-multiples of 32 (33x75, ...)   work, ceil sizes
 batch 1                            works
 batch 0                            works: empty maps of the right shapes, no compute

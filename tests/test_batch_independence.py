@@ -1,4 +1,4 @@
-"""Batch-independent predictions (issue 9, item 4; ``docs/batch_independence.md``).
+"""Batch-independent predictions (``docs/batch_independence.md``).
 
 mmdet / mmseg pad a batch to its largest image.  With the image's valid size (``valid_hw``,
 or ``img_shape`` attached by the data preprocessor hook), every family's features inside the

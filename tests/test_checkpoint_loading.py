@@ -1,4 +1,4 @@
-"""Pretrained loading through ``init_cfg`` (issue 9, item 3), for every family.
+"""Pretrained loading through ``init_cfg``, for every family.
 
 ``init_cfg=dict(type='Pretrained', ...)`` logs loaded / missing / unexpected counts, raises
 below 90 % of the parameters naming the likely cause (a ``backbone.`` prefix, another arch,

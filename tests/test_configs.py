@@ -50,7 +50,7 @@ def test_config_listing_covers_the_matrix():
     stale = [n for n, text in generated.items()
              if open(osp.join(CONFIG_DIR, n)).read() != text]
     assert not stale, f'edited by hand or stale, rerun tools/generate_configs.py: {stale}'
-    # The matrix of issue 7, stated independently of the generator's table.
+    # The required (family, size, dataset) matrix, stated independently of the generator's table.
     sizes = dict(soft=('tiny', 'small', 'medium', 'large'),
                  nalaformer=('tiny', 'small', 'base'), infvit=('tiny', 'small'),
                  ldn=('tiny', 'small'))

@@ -1,4 +1,4 @@
-"""Determinism (issue 9, item 5): with a fixed seed and ``deterministic=True``, two CPU
+"""Determinism: with a fixed seed and ``deterministic=True``, two CPU
 training runs of a demo config give identical losses, iteration by iteration.
 
 The real mmengine ``Runner`` trains mmdet's RetinaNet with an LDN backbone (a narrow arch,

@@ -23,7 +23,7 @@ def small_a_hat(n=64, d=8, seed=0):
 @pytest.mark.parametrize('gamma', [0.3, 0.7, 0.95])
 def test_neumann_identity_truncated_series_converges(gamma):
     """Σ_{t=1..T} (γÂ)^t -> (I − γÂ)⁻¹ − I (Eq. 7), with the tail bounded by γ^{T+1}/(1−γ)
-    because ρ(Â) <= ‖Â‖₂ <= ‖Â‖_F = 1 (digest §7.5)."""
+    because ρ(Â) <= ‖Â‖₂ <= ‖Â‖_F = 1."""
     a_hat = small_a_hat()
     assert torch.linalg.eigvals(a_hat).abs().max() <= 1.0 + 1e-12
     exact = torch.linalg.inv(torch.eye(64, **D64) - gamma * a_hat) - torch.eye(64, **D64)
@@ -72,7 +72,7 @@ def test_alignment_is_exact_for_rank_one_positive_queries():
 
 
 def test_alignment_baselines_on_random_queries():
-    """Zero-mean isotropic Q: a is one power step, far from exact (digest §2.2: ~0.74)."""
+    """Zero-mean isotropic Q: a is one power step, far from exact (cos(a, v) ~0.74)."""
     res = summarize_alignment(eigenvector_alignment(torch.randn(4, 8, 197, 16)))
     assert 0.5 < res['cos_a'][0] < 0.95
     assert 0.5 < res['cos_uniform'][0] < 1.0

@@ -1,4 +1,4 @@
-"""Mixed precision (issue 9, item 2).
+"""Mixed precision.
 
 * Every family's smallest real arch runs forward and backward at 1024 x 1024 under CPU bf16
   autocast with finite outputs and gradients (one test per family; the fp16 / bf16 runs at

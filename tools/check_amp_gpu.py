@@ -1,4 +1,4 @@
-"""Mixed-precision checks that need a CUDA GPU (issue 9, item 2).  Not part of the CPU test
+"""Mixed-precision checks that need a CUDA GPU.  Not part of the CPU test
 suite; run it on any CUDA machine:
 
     python tools/check_amp_gpu.py                    # fp16 + bf16 autocast at 2048 x 2048

@@ -45,7 +45,8 @@ FAMILIES: Dict[str, dict] = {
         type='LDN',
         channels=dict(tiny=(64, 128, 320, 512), small=(64, 128, 320, 512)),
         drop_path=dict(tiny=0.1, small=0.2),
-        # the diffusion step and stencil (digest ldn.md section 4, item 2)
+        # the diffusion step and stencil logits: decay would pull them to uniform taps and a
+        # fixed step
         no_decay=('tap_logits', 'step_logit')),
     # The paper's isotropic 4-block InfViT (stride 16) with a simple feature pyramid.
     'infvitplain': dict(
@@ -55,7 +56,7 @@ FAMILIES: Dict[str, dict] = {
         no_decay=('pos_embed', 'cls_token')),
 }
 
-# Which sizes each (algorithm, dataset) gets (issue 7).
+# Which sizes each (algorithm, dataset) gets.
 COCO_SIZES = dict(soft=('tiny', 'small', 'medium', 'large'),
                   nalaformer=('tiny', 'small', 'base'),
                   infvit=('tiny', 'small'), ldn=('tiny', 'small'))

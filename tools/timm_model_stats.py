@@ -9,7 +9,7 @@ as 2 FLOPs; matmuls, convolutions and attention only, no element-wise ops), batc
 mode, 1000-class head included; papers' "FLOPs" are MACs by convention.  For SOFT the
 Newton-Schulz iterations are also reported separately: the total is affine in the iteration
 count T, so ``2 f(1) - f(2)`` is the cost without the loop, which is how the paper counts
-(digest soft.md section 1.7).
+(its reported FLOPs match Swin's only without the loop).
 """
 import argparse
 import ast

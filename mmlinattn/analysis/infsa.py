@@ -5,8 +5,8 @@
 * Eigenvector alignment (§4.5, Eq. 25-27): cosine and Spearman between Linear-InfSA's
   weights ``a`` and the Perron vector ``v`` of ``Â = ReLU(QQᵀ)/‖ReLU(QQᵀ)‖_F`` (200-step
   ℓ1 power iteration from ``v⁰ ∝ 1``), always next to two baselines that need no model:
-  the uniform vector and ``α ∝ ‖Q_i‖`` (digest §2.2 / §7.4: random ``Q`` already gives
-  cos(1, v) ≈ 0.9).
+  the uniform vector and ``α ∝ ‖Q_i‖`` (with random ``Q`` the uniform vector alone already
+  gives cos(1, v) ≈ 0.9, so the paper's alignment numbers need these baselines).
 * Attention maps of a backbone for an image (§4.6) and a PNG overlay (matplotlib's Agg
   canvas; the global pyplot backend is left alone).
 

@@ -1,14 +1,15 @@
 """Graph diffusion on an H x W token grid: the diffusion term of Linear Diffusion Networks.
 
 Fein-Ashley, "Linear Diffusion Networks: Harnessing Diffusion Processes for Global
-Interactions" (``shared/papers/003``, §3.3-§4.4).  The paper's layer adds to the state H the
+Interactions" (§3.3-§4.4; equation labels E1-E9 as defined in
+:mod:`mmlinattn.models.backbones.ldn`).  The paper's layer adds to the state H the
 explicit-Euler diffusion increment
 
     δt · (K H − diag(K 1) H)                                   (E4, §3.3)
 
 for a non-negative T x T kernel K, i.e. one step of ``A = I + δt (K − diag(K 1))`` (E8, §4.1),
 which is a convex combination of the tokens whenever ``δt · max_t Σ_s K_ts ≤ 1`` (E9, §4.4).
-The paper defines K for 1-D sequences only.  Here (our 2-D design, digest §3.2 A) K is a
+The paper defines K for 1-D sequences only.  Here (our 2-D design) K is a
 translation-invariant stencil on the image grid:
 
     δt · K_{t, t+u} = a · p_u,   u ∈ offsets,   p = softmax(logits),   Σ_u p_u = 1,
@@ -165,7 +166,7 @@ def grid_diffusion_implicit_dct(x: torch.Tensor, kappa: torch.Tensor, step: torc
 
     Solves ``(I + a·M) y = x`` (``n_steps`` times) for the symmetric, separable 4-neighbour
     operator ``M = (κ_v / 2) L_H ⊕ (κ_h / 2) L_W``, where ``L_n`` is the path Laplacian with
-    missing-neighbour ends (digest §3.3 C).  ``−a·M`` is exactly the explicit stencil
+    missing-neighbour ends.  ``−a·M`` is exactly the explicit stencil
     increment for symmetric taps ``p_up = p_down = κ_v / 2``, ``p_left = p_right = κ_h / 2``.
     The paper mentions implicit integration for stability (§3.3, §3.7); this integrator is
     unconditionally stable for any ``a ≥ 0`` and ``(I + a M)^{-1}`` is entrywise positive

@@ -3,7 +3,7 @@
 Shapes: ``B`` batch, ``H`` heads, ``N`` tokens, ``d`` head dim, ``C = H * d`` channels.
 Every function takes an optional ``valid`` mask (B, N) of bool: tokens where it is False
 (padding) enter no norm, pool or sum, so the result on the valid tokens does not depend on
-how much padding there is.  Not in the paper (it never pads); digest §4.3.
+how much padding there is.  Not in the paper (it never pads); dense inputs need it.
 
 Numerics: all N-length reductions (Frobenius norm, norms, pools, matrix products over N) run
 in float32 (float64 inputs stay float64) with autocast disabled; results are returned in

@@ -1,6 +1,6 @@
 """Normalised kernel linear attention (Katharopoulos et al. 2020), as used by LDN (E7).
 
-LDN (``shared/papers/003``, §3.3) defines
+LDN (Fein-Ashley, "Linear Diffusion Networks", §3.3, E6-E7) defines
 
     A_lin(H) = φ(Q) (φ(K)^T V) / (φ(Q) (φ(K)^T 1)),     Q, K, V = H W_Q, H W_K, H W_V,
 

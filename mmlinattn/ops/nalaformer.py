@@ -14,7 +14,7 @@ similarity is ``a_i b_i cos(theta_q,i - theta_k,i)`` with ``|theta_q,i - theta_k
 dimensions and suppresses opposite-sign ones.  Attention is the L1-normalised linear attention
 of Eqs. 10-11, evaluated in O(N) through associativity.
 
-Choices where the paper is silent (digest ``specs/nalaformer.md`` §5):
+Choices where the paper is silent:
 
 * ``lam = 3`` (both authors' codes; the paper gives no value);
 * ``alpha = 20``: the paper's literal ``alpha = 1`` maps a unit direction's entries (about

@@ -65,7 +65,7 @@ def gaussian_kernel(a: torch.Tensor, b: torch.Tensor,
     Args:
         a: (..., p, d) queries; b: (..., q, d) keys (``b = a`` or landmarks for SOFT).
         denom: the bandwidth; default ``2 sqrt(d)`` is Eq. 5 with ``d_e`` the per-head
-            dimension ``d`` (digest section 5.1).  Inputs already multiplied by ``d^{-1/4}``
+            dimension ``d`` (as in the authors' public code).  Inputs already scaled by ``d^{-1/4}``
             (as the attention module does) use ``denom=2``, which is the same kernel.
 
     Returns:
@@ -89,7 +89,7 @@ def newton_init_alpha(a: torch.Tensor, init: str = 'safe') -> torch.Tensor:
     * ``'safe'`` (default): ``alpha = 1 / ||A||_1^2``.  Since ``||A||_2^2 <= ||A||_1 ||A||_inf
       = ||A||_1^2`` for symmetric A, ``alpha * sigma^2 <= 1`` for every singular value, so
       ``||A A^+ - A A_0|| < 1`` and the iteration converges monotonically (Prop. 2); A = I
-      gives ``A_0 = I`` exactly.  It is the paper's beta-rule with n = 1 (digest section 5.6).
+      gives ``A_0 = I`` exactly.  It is the paper's beta-rule (Sec. 3.2, after Prop. 2) with n = 1.
     * ``'paper'``: the authors' code rule: start at ``2 / ||A||_1^2`` (Alg. 2) and halve while
       ``||I - alpha A A||_1 > 1.01``, at most 10 times -- evaluated per matrix here, never
       as one batch-global alpha, and with a fixed number of vectorised rounds (no host
@@ -206,7 +206,7 @@ def soft_attention(q: torch.Tensor, landmarks: torch.Tensor, v: torch.Tensor,
 
     Args:
         q: (B, h, n, d) tokens in kernel space, i.e. already multiplied by ``d^{-1/4}`` so
-            that ``exp(-||.||^2 / 2)`` is Eq. 5 with ``d_e = d`` (digest section 5.1).
+            that ``exp(-||.||^2 / 2)`` is Eq. 5 with ``d_e = d`` (as in the authors' code).
         landmarks: (B, h, m, d) bottleneck tokens ``Q~`` in the same space.
         v: (B, h, n, d_v) values.
         num_iters, init: Newton-Schulz settings (:func:`newton_schulz_pinv`).

@@ -51,7 +51,7 @@ class MapHead(nn.Module):
 
     * ``'norm_linear'``: global pool -> LayerNorm(C) -> dropout -> Linear (the standard head
       where a paper is silent, ConvNeXt/Swin-style);
-    * ``'nala'``: NaLaFormer's head (authors' code, digest ``nalaformer.md`` §2.2): a per-token
+    * ``'nala'``: NaLaFormer's head (the authors' public code, not in the paper): a per-token
       Linear(C -> hidden) (a 1x1 conv) -> BatchNorm -> Swish -> global pool -> dropout ->
       Linear(hidden -> classes) (their final 1x1 conv on the pooled vector).
 

@@ -73,7 +73,7 @@ MODEL_SPECS: Dict[str, tuple] = {
     'infvit_small': (dict(type='InfViT', arch='small'), 'norm_linear', _INF_CROP),
     'infvit_base': (dict(type='InfViT', arch='base'), 'norm_linear', _INF_CROP),
     # The paper's plain ViT/16 models (Table 3): width 768 as the text states; the
-    # ``_wide`` ones use the width 1024 its parameter counts imply (digest infvit.md §6.1).
+    # ``_wide`` ones use the width 1024 its parameter counts (Tables 2-3) imply.
     # Pure-4L has 16 heads (§4), Linear-4L 64.
     'infvit_plain_linear_l4': (dict(type='InfViTPlain', arch='l4', mixer='linear'),
                                'token', _INF_CROP),
@@ -314,7 +314,7 @@ def infvit_plain_pure_l24_wide(pretrained: bool = False, **kwargs) -> LinAttnCla
 
 @register_model
 def ldn_tiny(pretrained: bool = False, **kwargs) -> LinAttnClassifier:
-    """LDN pyramid, tiny (our 2-D adaptation, digest ldn.md §3.2)."""
+    """LDN pyramid, tiny (our 2-D adaptation of the 1-D paper model)."""
     return _create('ldn_tiny', pretrained, **kwargs)
 
 

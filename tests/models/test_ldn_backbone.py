@@ -1,5 +1,5 @@
 """LDN backbone: the shared pyramid contract plus the paper's structural claims
-(digest ``shared/specs/ldn.md`` §5 items 6-8)."""
+(linear cost, §3.5; multi-scale diffusion with its own parameters per layer, §3.4)."""
 import pytest
 import torch
 from backbone_checks import (check_all_params_get_grad, check_bf16_autocast,

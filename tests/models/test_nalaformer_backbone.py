@@ -34,15 +34,15 @@ def test_output_shapes(kwargs):
     check_output_shapes(build_mini(**kwargs))
 
 
-# Table 1 (params, M) and the digest's independent hand count of the official configs
-# (§2.2), both with the ImageNet head.  Table 1's "15M" for T is 15.9M for the authors' own
-# config (their code and the digest agree), so T is checked as 15.x M (Table 1 truncated).
+# Table 1 (params, M) and an independent hand count of the authors' official configs, both
+# with the ImageNet head.  Table 1's "15M" for T is 15.9M for the authors' own config (their
+# code and the hand count agree), so T is checked as 15.x M (Table 1 truncated).
 PAPER_PARAMS = {'tiny': (15, 15.9), 'small': (26, 25.7), 'base': (52, 52.0),
                 'large': (95, 95.4)}
 
 
 def classifier_head_params(c4: int, proj: int = 1024, classes: int = 1000) -> int:
-    """Authors' head (digest §2.2): Linear(C4, 1024) + BN(1024) + Conv1x1(1024, classes)."""
+    """Authors' head (their code): Linear(C4, 1024) + BN(1024) + Conv1x1(1024, classes)."""
     return (c4 * proj + proj) + 2 * proj + (proj * classes + classes)
 
 

@@ -77,7 +77,7 @@ def test_param_counts_match_table3(arch, paper_m):
 
 def test_tiny_as_printed_is_not_13m():
     """Table 1's Tiny depths (2, 2, 5, 2) give ~15 M with a head, not Table 3's 13 M
-    (digest section 2.3); implemented as printed."""
+    (the NeurIPS depths 1-2-3-2 give 13 M); implemented as printed."""
     total = n_params(meta_model('tiny')) + 512 * 1000 + 1000
     assert 14.5e6 < total < 15.5e6
 

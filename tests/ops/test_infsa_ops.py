@@ -1,4 +1,5 @@
-"""Pure InfSA / Linear-InfSA ops against the paper's equations (digest ``specs/infvit.md``).
+"""Pure InfSA / Linear-InfSA ops against the equations of "Infinite Self-Attention"
+(Roffo, arXiv:2603.00175, §3).
 
 References are written independently of the implementation: explicit per-token loops
 (Linear-InfSA, Eq. 16-21) and the dense N x N matrix with ``torch.linalg.matrix_norm``
@@ -118,7 +119,7 @@ def test_pure_padding_does_not_change_valid_tokens():
 
 def test_pure_token_duplication_invariance():
     """Nearest upsampling by k scales ‖·‖_F by k and every entry of Â by 1/k: Z is unchanged
-    (digest §1.3), exactly when ε = 0."""
+    exactly when ε = 0."""
     q, k, v = (torch.randn(2, 2, 9, 4, **D64) for _ in range(3))
     z = pure_infsa(q, k, v, 0.7, eps=0.0)
     rep = 3
@@ -173,7 +174,8 @@ def test_linear_weights_are_l1_normalised_and_alpha_matches_norms():
 
 
 def test_linear_token_duplication_invariance():
-    """Every token repeated k times leaves q̄ and h unchanged (digest §2.2)."""
+    """Every token repeated k times leaves q̄ and h unchanged (each copy's α and a scale by
+    1/k)."""
     b, n, c, nh = 2, 7, 8, 2
     x = torch.randn(b, n, c, **D64)
     w, bias = torch.randn(c, c, **D64), torch.randn(c, **D64)

@@ -1,4 +1,7 @@
-"""LDN ops against the paper's claims (digest ``shared/specs/ldn.md`` §5, items 1-6).
+"""LDN ops against the claims of Fein-Ashley, "Linear Diffusion Networks": the compact form
+of the diffusion step (§3.3), the stability condition and its convex combination (§4.4), the
+Global Dependency Theorem as an exact light-cone (§4.2), the linear attention (§3.3) and the
+linear cost of a layer (§3.5).
 
 References are built independently of the implementation: dense T x T kernels by explicit
 loops over grid cells and offsets, explicit row-normalised attention, dense linear solves.

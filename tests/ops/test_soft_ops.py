@@ -73,7 +73,7 @@ def test_identity_maps_to_identity_exactly(dtype):
 
 def test_paper_init_fails_on_identity():
     """The authors' halving rule accepts alpha = 2 for A = I and Newton then returns 0
-    (digest section 5.6) -- the reason 'safe' is the default."""
+    -- the reason 'safe' is the default."""
     eye = torch.eye(6, dtype=torch.float64)
     assert newton_init_alpha(eye, 'paper').item() == 2.0
     assert torch.equal(newton_schulz_pinv(eye, init='paper'), torch.zeros(6, 6,

@@ -3,7 +3,7 @@
 * :class:`InfViT` -- a 4-stage pyramid (strides 4/8/16/32) of Pre-LN Linear-InfSA blocks with
   a Mix-FFN (depthwise 3x3 conv, the local mixing Linear-InfSA lacks) and overlapping conv
   patch embeddings; Pure InfSA optional per stage.  Not in the paper, which stops at
-  classification: the digest's option A (``specs/infvit.md`` §4.2).
+  classification: our dense design, a PVTv2-like pyramid.
 * :class:`InfViTPlain` -- the paper's model: a Pre-LN ViT/16 with a class token and a learned
   position embedding, Linear or Pure InfSA in every block.  Isotropic (stride 16); pair it
   with :class:`mmlinattn.models.necks.SimpleFeaturePyramid` for detection / segmentation.
@@ -89,7 +89,7 @@ def _check_mixers(mixers: Sequence[str], num: int, arg: str) -> Tuple[str, ...]:
 
 @MODELS.register_module()
 class InfViT(PyramidBackbone):
-    """InfViT pyramid: Linear-InfSA + Mix-FFN blocks at strides 4/8/16/32 (digest §4.2 A).
+    """InfViT pyramid: Linear-InfSA + Mix-FFN blocks at strides 4/8/16/32 (our dense design).
 
     Stage ``i`` starts with an overlapping conv patch embedding (7x7 stride 4 for the stem,
     3x3 stride 2 after; each followed by a channel LayerNorm) and stacks Pre-LN blocks of
@@ -210,7 +210,8 @@ class InfViTPlain(PyramidBackbone):
     dropped) come out as an NCHW map of size ``ceil(H / 16) x ceil(W / 16)`` after a
     LayerNorm.  ``frozen_stages = k`` freezes the embedding and blocks ``0..k``.
 
-    Archs (digest §3 / §6.1; the paper does not state the width):
+    Archs (heads and d_h from §4 and Tables 2-3; the paper does not state the width, and
+    its parameter counts imply 1024 rather than the 768 its d_h values give):
 
     ============ ===== ====== ===== ==========================================
     name         C     blocks heads note

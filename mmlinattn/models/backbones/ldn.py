@@ -1,8 +1,16 @@
 """LDN: Linear Diffusion Networks as a 4-stage vision pyramid.
 
 J. Fein-Ashley, "Linear Diffusion Networks: Harnessing Diffusion Processes for Global
-Interactions" (``shared/papers/003``; not the Ladder-DenseNet "LDN" of segmentation work).
-Implementer's digest: ``shared/specs/ldn.md``.
+Interactions" (not the Ladder-DenseNet "LDN" of segmentation work).
+
+The paper's equations are unnumbered; the LDN code labels them E1-E9 in order of appearance:
+E1 input encoding ``h_t = Embed(x_t) + PosEnc(t)`` (§3.2); E2 the residual update
+``h_t^(l) = h_t^(l-1) + Δh_t``, E3 its per-token increment (diffusion + local + linear
+attention), E4 the compact matrix form ``H + δt (K H − diag(K 1) H) + F(X, H) + A_lin(H)``,
+E5 the kernel ``K_ts = φ(t−s) g(|t−s|)``, E6 the projections ``Q, K, V = H W_Q, H W_K, H W_V``
+and E7 the normalised linear attention (all §3.3); E8 the pure-diffusion step
+``A = I + δt (K − diag(K 1))`` (§4.1); E9 the stability condition
+``δt ≤ min_t 1 / Σ_s K_ts`` (§4.4).
 """
 from typing import List, Optional, Sequence, Union
 
@@ -37,7 +45,7 @@ class LDN(PyramidBackbone):
     paper's Table 4 ablations.
 
     **Our 2-D design** (the paper is a 1-D sequence model with no image layout, no pyramid
-    and no architecture hyper-parameters; digest §3.2): K is a translation-invariant
+    and no architecture hyper-parameters): K is a translation-invariant
     4-neighbour stencil on the H x W token grid (softmax taps, step
     ``a = step_max · sigmoid(θ)`` with ``step_max < 1``, exact border row sums), so nothing
     depends on the image size and E9 holds for every parameter value; multi-head ELU+1

@@ -28,8 +28,8 @@ ATTN_TYPES = ('soft', 'softmax')
 
 
 class BilinearPosEmbed(InterpolatedPosEmbed):
-    """:class:`InterpolatedPosEmbed` resized bilinearly, as in the authors' code
-    (digest section 5.10), instead of bicubically."""
+    """:class:`InterpolatedPosEmbed` resized bilinearly, as in the authors' code (the paper's
+    Fig. 2 shows a "P.E." without details), instead of bicubically."""
 
     mode = 'bilinear'
 
@@ -37,7 +37,7 @@ class BilinearPosEmbed(InterpolatedPosEmbed):
 class SOFTBlock(nn.Module):
     """A SOFT layer (Sec. 3.4): SOFT attention block + 2-layer MLP, each residual.
 
-    Pre-LN by default (the paper cites the ViT FFN; digest section 5.11); ``post_norm=True``
+    Pre-LN by default (the paper cites the ViT FFN, Sec. 3.4); ``post_norm=True``
     is the authors' released layout ``x = LN(x + f(x))``.
 
     Args:
@@ -148,18 +148,18 @@ class SOFT(PyramidBackbone):
     """SOFT++ pyramid backbone (strides 4/8/16/32), Table 1 of the paper.
 
     Stem C33-BN-ReLU (3x3 convs, strides 2/1/2, hidden width ``stem_hidden`` = 32 as in the
-    authors' code, digest section 5.12); C31-BN-ReLU (3x3, stride 2) before stages 2-4; a
-    learned position embedding per stage stored at the ``pretrain_img_size`` grid and
-    resized bilinearly to the current grid; pre-LN SOFT layers with ``d_h = 32``, MLP ratio 4
-    and landmark ratios r = 8/4/2/1 (stage 4 is SOFT with r = 1, i.e. m = n; the class token
-    of Table 1 is a classification device and is dropped here); a LayerNorm on each
-    returned map.
+    authors' code, which fits the FLOPs better than Table 1's "64-d"); C31-BN-ReLU (3x3,
+    stride 2) before stages 2-4; a learned position embedding per stage stored at the
+    ``pretrain_img_size`` grid and resized bilinearly to the current grid; pre-LN SOFT
+    layers with ``d_h = 32``, MLP ratio 4 and landmark ratios r = 8/4/2/1 (stage 4 is SOFT
+    with r = 1, i.e. m = n; the class token of Table 1 is a classification device and is
+    dropped here); a LayerNorm on each returned map.
 
     Archs (``embed_dims`` / ``num_heads`` / ``depths``):
 
     * ``tiny``: 64-128-320-512 / 2-4-10-16 / 2-2-5-2, implemented as printed in Table 1.
       These depths give about 15 M parameters (with a 1000-class head), not the 13 M of
-      Table 3; the 13 M model is the NeurIPS depth 1-2-3-2 (digest section 2.3).
+      Table 3; the 13 M model is the NeurIPS depth 1-2-3-2 (MLP ratios 8-8-4-4).
     * ``small``: 96-192-384-768 / 3-6-12-24 / 2-2-5-2 (27 M in the paper).
     * ``medium``: as small with depths 2-2-18-2 (48 M).
     * ``large``: 128-256-512-1024 / 4-8-16-32 / 2-2-18-2 (85 M).

@@ -128,7 +128,7 @@ class LinearInfSA(nn.Module):
     power-iteration-like step from ``α ∝ ‖Q_i‖``) pools the values into a context
     ``h = Σ γ a_t V_t`` that is broadcast to every token, then projected.
 
-    The output is therefore identical for all tokens of an image (digest §2.2); a dense
+    The output is therefore identical for all tokens of an image (a rank-1 token mixer); a dense
     backbone must get its spatial mixing elsewhere (e.g. a depthwise conv in the FFN).
 
     Args:

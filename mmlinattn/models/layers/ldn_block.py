@@ -1,9 +1,10 @@
-"""The Linear Diffusion Network layer (Fein-Ashley, ``shared/papers/003``) on an image grid.
+"""The Linear Diffusion Network layer (Fein-Ashley) on an image grid.
 
 Paper, §3.3 (E4): ``H' = H + δt (K H − diag(K 1) H) + F(X, H) + A_lin(H)``: a diffusion step,
 a local update and linear attention, all computed from the same H and summed in one residual
-step.  :class:`GridDiffusion` is the first term on the 2-D token grid (our design, digest
-§3.2 A), :class:`LinearAttention` the third (E6-E7), and :class:`LDNBlock` the layer.
+step.  :class:`GridDiffusion` is the first term on the 2-D token grid (our design; the paper
+is 1-D only), :class:`LinearAttention` the third (E6-E7), and :class:`LDNBlock` the layer.
+Equation labels E1-E9 are defined in :mod:`mmlinattn.models.backbones.ldn`.
 """
 import math
 from typing import Optional, Tuple
@@ -28,14 +29,15 @@ class GridDiffusion(nn.Module):
     """Learnable diffusion increment ``δt (K H − diag(K 1) H)`` on the H x W token grid.
 
     The kernel is a translation-invariant non-negative stencil, ``δt·K_{t,t+u} = a·p_u``
-    (digest §3.2 A; the paper's 1-D ``K_ts = φ(t−s) g(|t−s|)``, E5, has no 2-D form):
+    (our design; the paper's 1-D ``K_ts = φ(t−s) g(|t−s|)``, E5, has no 2-D form):
 
     * ``p = softmax(tap_logits)`` is the tap shape (free, so it may be asymmetric: the paper's
       soft directional φ);
     * ``a = step_max · sigmoid(step_logit)`` is δt times the interior row sum.  With
       ``step_max < 1``, ``δt · max_t Σ_s K_ts = a < 1`` for *every* parameter value and grid
       size, so the stability condition E9 holds strictly and the step matrix has a positive
-      diagonal (needed by Theorem 1, digest §1.4 (b));
+      diagonal (Theorem 1's Perron-Frobenius proof also needs the step matrix aperiodic,
+      which a positive diagonal ensures);
     * borders use the exact row sums ``deg = conv(ones)`` (missing neighbours, no wrap).
 
     Args:
@@ -45,7 +47,7 @@ class GridDiffusion(nn.Module):
             ``'k3'``: every neighbour in the K x K window, logits initialised to a Gaussian
             ``−‖u‖² / 2``).
         integrator: ``'euler'`` (the paper's explicit step) or ``'implicit_dct'`` (backward
-            Euler solved by a 2-D DCT, digest §3.3 C; ``'cross4'`` only, uses the symmetrised
+            Euler solved by a 2-D DCT; ``'cross4'`` only, uses the symmetrised
             taps ``κ_v = p_up + p_down``, ``κ_h = p_left + p_right`` and an unbounded step
             ``a = softplus(step_logit)``; cost O(N (H + W)), not linear in N).
         n_steps: sub-steps per layer with the same (p, a) (the paper: 1).
@@ -126,7 +128,7 @@ class LinearAttention(nn.Module):
     ``Q, K, V = x W_Q, x W_K, x W_V`` (one fused linear), per head
     ``φ(Q)(φ(K)^T V) / (φ(Q) φ(K)^T 1)`` by :func:`mmlinattn.ops.linear_attention`
     (float32, means over tokens), then heads concatenated and projected.  The paper has one
-    head and no projection; several heads and a projection are our choice (digest §3.2 B),
+    head and no projection; several heads and a projection are our choice,
     E6 allows ``d' ≠ d``.
 
     Args:
@@ -167,7 +169,7 @@ class LDNBlock(nn.Module):
     All branches read the same state h and are summed in one residual step (the paper's
     parallel update).  The diffusion acts on the raw h so the stability and light-cone
     results of §4 hold for it exactly; the local update and the attention read pre-LN inputs
-    and carry LayerScale and drop-path (our choices, digest §3.2 D).  The local update is a
+    and carry LayerScale and drop-path (our choices).  The local update is a
     per-token MLP ``C -> r·C -> C`` on ``LN(h)``; the paper's ``F(x_t, h_t)`` also names the
     raw input x_t, which (as in the authors' code) it does not use.
 

@@ -45,10 +45,11 @@ class LandmarkSampler(nn.Module):
         ratio: ``r = sqrt(sp)``; 8/4/2/1 in stages 1-4 (Table 1).
         ln_gelu: LayerNorm(d_h) + GELU on the sampled tokens.  Not in the paper; the
             authors' code has it and it sets the landmark scale, hence the conditioning of
-            A (digest section 5.3).  On by default.
+            A.  On by default.
         max_landmarks: if set, adaptively average-pool the sampled grid so that
             ``m <= max_landmarks`` (keeps the cost linear in n at detection resolutions;
-            digest sections 1.3 / 1.7).  ``None`` is the paper's fixed ratio, where m grows
+            the fixed ratio makes m = n / sp and the Newton-Raphson cost O(m^3) per head,
+            Sec. 3.2 "Complexity").  ``None`` is the paper's fixed ratio, where m grows
             with the image.
         grid: ``'pad'`` (default) or ``'crop'`` (authors' code), see above.
     """
