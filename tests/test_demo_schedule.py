@@ -56,11 +56,13 @@ def test_upernet_demo_run_of_20_iters_reaches_base_lr(name):
 
 @pytest.mark.parametrize('iters', [2, 5, 20, 400, 4000])
 def test_warmup_and_decay_stay_chained(iters):
-    """The decay starts where the warm-up ends, at every run length."""
+    """The decay starts where the warm-up ends, at every run length, and mmengine accepts
+    the schedulers (it refuses end <= begin, which a 2-iteration run once produced)."""
     scheds = [dict(s) for s in SWIN_SCHEDULE]
     _rescale_schedule(scheds, 160000, iters, by_epoch_loop=False)
     assert scheds[0]['end'] - scheds[0]['begin'] >= 2
     assert scheds[1]['begin'] == scheds[0]['end']
+    assert len(lr_per_iter(scheds, iters)) == iters
 
 
 

@@ -87,7 +87,8 @@ def _rescale_schedule(schedulers, old_len: int, new_len: int, by_epoch_loop: boo
             warmup_ends[old.get('end')] = s['end']
         if s.get('type') in ('PolyLR', 'CosineAnnealingLR') and not by_epoch_loop:
             s['begin'] = warmup_ends.get(old.get('begin'), min(s.get('begin', 0), 30))
-            s['end'] = new_len
+            # a run shorter than the warm-up still needs end > begin (mmengine checks it)
+            s['end'] = max(new_len, s['begin'] + 1)
         if 'milestones' in s:
             s['milestones'] = [max(1, min(new_len - 1, int(round(m * ratio))))
                                for m in s['milestones']]
