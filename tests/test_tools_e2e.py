@@ -274,11 +274,14 @@ def full_demo_root(tmp_path_factory):
 
 
 def test_nalaformer_demo_detector_learns(full_demo_root, tmp_path):
-    """The README demo's recipe (400 iterations, seed 0) with the NaLaFormer pico backbone.
+    """The README demo's recipe (400 iterations, seed 0) with the NaLaFormer pico backbone
+    learns to detect: bbox mAP >= 0.2 against 0 untrained.
 
-    Before NaLaFormer's depthwise convs took the authors' init, its residual stream grew
-    about 3x per block and this run reached bbox mAP 0.283 (AP50 0.507); it now reaches 0.409
-    (AP50 0.677), the SOFT++ demo model's level (0.43).  The untrained model scores 0."""
+    Single runs of this recipe vary with the thread count (the forward is bitwise equal; the
+    backward's reductions are not): the same code reached 0.409 with one thread and 0.274
+    with two.  Before NaLaFormer's depthwise convs took the authors' init it reached 0.283
+    (one thread), so this run cannot tell the two inits apart; tests/test_backbone_health.py
+    catches that bug (stream growth, float16, features across resolutions)."""
     config = 'configs/demo/retinanet_nalaformer_pico_demo.py'
     args = cfg_options(config, full_demo_root, iters=400, num_train=64,
                        extra={'randomness.seed': 0})
@@ -287,4 +290,4 @@ def test_nalaformer_demo_detector_learns(full_demo_root, tmp_path):
         ckpt = f.read().strip()
     run([sys.executable, 'tools/test.py', config, ckpt, '--work-dir', str(tmp_path / 'test'),
          '--cfg-options', *args])
-    assert last_metrics(tmp_path / 'test')['coco/bbox_mAP'] >= 0.35
+    assert last_metrics(tmp_path / 'test')['coco/bbox_mAP'] >= 0.2
