@@ -4,6 +4,7 @@ mmengine builds the model, wraps it in DDP, and only then calls ``train()``; par
 in ``train()`` alone were already registered by DDP, which then waits for their gradients
 ("Expected to have finished reduction in the prior iteration").
 """
+import gc
 import os
 
 import pytest
@@ -65,6 +66,9 @@ def _ddp_worker(rank, port, families):
                 sum(o.mean() for o in outs).backward()
                 opt.step()
                 opt.zero_grad()
+            # a DDP wrapper holds the group: gloo's threads must stop before teardown
+            del model, opt, outs
+        gc.collect()
     finally:
         dist.destroy_process_group()
 
