@@ -8,6 +8,7 @@ from mmlinattn.analysis import (attention_maps, eigenvector_alignment, katz_cent
                                 model_eigenvector_alignment, neumann_kernel, power_iteration,
                                 save_attention_overlay, summarize_alignment)
 from mmlinattn.models.backbones.infvit import InfViT, InfViTPlain
+from mmlinattn.models.layers.infsa_attention import LinearInfSA
 from mmlinattn.ops import infsa_attention_matrix
 
 D64 = dict(dtype=torch.float64)
@@ -90,18 +91,43 @@ def test_model_alignment_and_attention_maps_pyramid():
     arch = dict(embed_dims=(16, 32, 48, 64), depths=(1, 1, 1, 1), mlp_ratios=(2, 2, 2, 2))
     model = InfViT(arch=arch, stage_mixers=('linear', 'linear', 'linear', 'pure')).eval()
     x = torch.randn(1, 3, 64, 96)
-    res = model_eigenvector_alignment(model, x, num_iters=50)
-    assert set(res) == {'stages.0.blocks.0.attn', 'stages.1.blocks.0.attn',
-                        'stages.2.blocks.0.attn', 'all'}
-    assert res['all']['samples'] == 1 + 2 + 3
-    for key in ('cos_a', 'cos_uniform', 'cos_alpha', 'spearman_a'):
-        assert -1.0 <= res['all'][key][0] <= 1.0
     maps = attention_maps(model, x)
     assert {k: tuple(v.shape) for k, v in maps.items()} == {
         'stages.0.blocks.0.attn': (1, 16, 24), 'stages.1.blocks.0.attn': (1, 8, 12),
         'stages.2.blocks.0.attn': (1, 4, 6), 'stages.3.blocks.0.attn': (1, 2, 3)}
     for m in maps.values():
         assert m.min() == 0 and m.max() == 1
+
+    # A model whose queries have a known alignment: with W_q = U wᵀ and b_q = c U, every
+    # head's query is Q_i = s_i u_h, s_i = wᵀx_i + c > 0, so (as in the rank-one test
+    # above) a ∝ α ∝ v ∝ s and cos = 1, while cos(1, v) = Σs / (√T ‖s‖) follows from the
+    # block's own input tokens x_i, captured here by a hook.
+    model = model.double()
+    gen = torch.Generator().manual_seed(0)
+    s_by_block = {}
+    for name, m in model.named_modules():
+        if isinstance(m, LinearInfSA):
+            dim = m.q.weight.shape[0]
+            u = torch.rand(dim, generator=gen, dtype=torch.float64) + 0.5
+            w = 0.1 * torch.randn(dim, generator=gen, dtype=torch.float64)
+            with torch.no_grad():
+                m.q.weight.copy_(u[:, None] * w[None, :])
+                m.q.bias.copy_(3.0 * u)
+            m.register_forward_pre_hook(
+                lambda mod, args, name=name, w=w: s_by_block.__setitem__(name,
+                                                                         args[0] @ w + 3.0))
+    res = model_eigenvector_alignment(model, x.double(), num_iters=50)
+    blocks = {'stages.0.blocks.0.attn', 'stages.1.blocks.0.attn', 'stages.2.blocks.0.attn'}
+    assert set(res) == blocks | {'all'} and set(s_by_block) == blocks
+    assert res['all']['samples'] == 1 + 2 + 3
+    for name in blocks:
+        s = s_by_block[name][0]                                        # (T,)
+        assert s.min() > 0 and s.std() > 1e-3                          # the premise holds
+        expected_uniform = (s.sum() / (s.numel() ** 0.5 * s.norm())).item()
+        assert expected_uniform < 1 - 1e-6                             # not trivially 1
+        assert res[name]['cos_uniform'][0] == pytest.approx(expected_uniform, abs=1e-9)
+        for key in ('cos_a', 'cos_alpha', 'spearman_a', 'spearman_alpha'):
+            assert res[name][key][0] == pytest.approx(1.0, abs=1e-9), (name, key)
 
 
 @pytest.mark.parametrize('mixer', ['linear', 'pure'])

@@ -24,13 +24,13 @@ import logging
 import os
 import shutil
 import warnings
-from typing import Callable
+from typing import Callable, Tuple
 
 import torch
 
 from ._grad import needs_grad
 
-__all__ = ['ENV_VAR', 'compiled_path_allowed', 'InferenceCompiled']
+__all__ = ['ENV_VAR', 'compiled_path_allowed', 'InferenceCompiled', 'compile_each']
 
 #: environment switch: ``MMLINATTN_COMPILE=0`` keeps every op eager
 ENV_VAR = 'MMLINATTN_COMPILE'
@@ -113,3 +113,14 @@ class InferenceCompiled:
                           f'the rest of this process (slower, same result). Set '
                           f'{ENV_VAR}=0 to skip compiling.', RuntimeWarning)
             return self.fn(*args)
+
+
+@functools.lru_cache(maxsize=None)
+def compile_each(build: Callable, args: tuple, names: Tuple[str, ...]) -> tuple:
+    """The functions ``build(*args)`` returns, each as an :class:`InferenceCompiled` named
+    by ``names``; built once per ``(build, args)`` and process, so every later call with the
+    same settings reuses the compiled code."""
+    fns = build(*args)
+    if len(fns) != len(names):
+        raise ValueError(f'{len(fns)} functions but {len(names)} names')
+    return tuple(InferenceCompiled(fn, name) for fn, name in zip(fns, names))

@@ -23,7 +23,11 @@ positive diagonal, so E9 holds and Theorem 1 (global dependency) applies, for an
 The functions here take the already-normalised stencil and step (the module
 :class:`mmlinattn.models.layers.ldn_block.GridDiffusion` owns the parameters).  Kernels and
 steps are per *group* of channels: ``G`` groups, each of ``C / G`` consecutive channels.
-Everything runs in (at least) float32, also under autocast; the output dtype follows the input.
+Everything runs in a float32 island (:mod:`mmlinattn.ops.precision`), also under autocast;
+the output dtype follows the input.
+
+The ``*_reference`` functions build the same operators as dense T x T matrices (explicit
+loops over grid cells and offsets, Kronecker sums, dense inverses), for tests: O(T^2).
 """
 import math
 import re
@@ -32,9 +36,13 @@ from typing import List, Optional, Tuple
 import torch
 import torch.nn.functional as F
 
+from .precision import Float32Island
+
 __all__ = [
     'stencil_offsets', 'stencil_kernel', 'grid_diffusion', 'grid_diffusion_implicit_dct',
-    'dct_matrix'
+    'dct_matrix', 'diffusion_kernel_reference', 'explicit_step_matrix_reference',
+    'path_laplacian_reference', 'implicit_step_matrix_reference', 'grid_diffusion_reference',
+    'grid_diffusion_implicit_reference'
 ]
 
 #: The 4-neighbour stencil (up, down, left, right), as (row, col) offsets.
@@ -57,10 +65,6 @@ def stencil_offsets(taps: str) -> List[Tuple[int, int]]:
                          f'got {taps!r}')
     r = int(m.group(1)) // 2
     return [(i, j) for i in range(-r, r + 1) for j in range(-r, r + 1) if (i, j) != (0, 0)]
-
-
-def _compute_dtype(x: torch.Tensor) -> torch.dtype:
-    return torch.promote_types(x.dtype, torch.float32)
 
 
 def stencil_kernel(tap_probs: torch.Tensor, taps: str) -> torch.Tensor:
@@ -119,8 +123,8 @@ def grid_diffusion(x: torch.Tensor, kernel: torch.Tensor, step: torch.Tensor,
         raise ValueError(f'n_steps must be >= 1, got {n_steps}')
     c, h, w = x.shape[1:]
     k = kernel.shape[-1]
-    dtype = _compute_dtype(x)
-    with torch.autocast(device_type=x.device.type, enabled=False):
+    with Float32Island(x) as island:
+        dtype = island.dtype
         scaled = kernel.to(dtype) * step.to(dtype).view(-1, 1, 1)      # a·p, (G, k, k)
         # a·diag(K 1): the exact row sums, from one map per group, then spread to channels.
         ones = x.new_ones(1, scaled.shape[0], h, w, dtype=dtype)
@@ -144,7 +148,7 @@ def grid_diffusion(x: torch.Tensor, kernel: torch.Tensor, step: torch.Tensor,
             if valid is not None:
                 inc = inc * keep
             total = total + inc
-        return total.to(x.dtype)
+    return island.back(total)
 
 
 def dct_matrix(n: int, device=None, dtype=torch.float32) -> torch.Tensor:
@@ -185,8 +189,8 @@ def grid_diffusion_implicit_dct(x: torch.Tensor, kappa: torch.Tensor, step: torc
     if n_steps < 1:
         raise ValueError(f'n_steps must be >= 1, got {n_steps}')
     c, h, w = x.shape[1:]
-    dtype = _compute_dtype(x)
-    with torch.autocast(device_type=x.device.type, enabled=False):
+    with Float32Island(x) as island:
+        dtype = island.dtype
         dh = dct_matrix(h, x.device, dtype)
         dw = dct_matrix(w, x.device, dtype)
         lam_h = 1.0 - torch.cos(math.pi * torch.arange(h, device=x.device, dtype=dtype) / h)
@@ -198,4 +202,92 @@ def grid_diffusion_implicit_dct(x: torch.Tensor, kappa: torch.Tensor, step: torc
         x0 = x.to(dtype)
         spec = dh @ x0 @ dw.T
         y = dh.T @ (spec / (1.0 + lam).pow(n_steps)) @ dw
-        return (y - x0).to(x.dtype)
+    return island.back(y - x0)
+
+
+# ----------------------------------------------------------------------------- references
+def diffusion_kernel_reference(tap_probs: torch.Tensor, step, h: int, w: int,
+                               taps: str) -> torch.Tensor:
+    """``δt·K`` (T x T, T = h·w row-major tokens, float64) of one group by explicit loops:
+    ``δt K_{t, t+u} = a p_u`` for each offset ``u`` whose neighbour is inside the grid
+    (outside neighbours are missing, E4-E5 on the 2-D grid).
+
+    Args:
+        tap_probs: (n_offsets,) weights ``p_u`` of :func:`stencil_offsets` ``(taps)``.
+        step: the step ``a`` (a number or 0-d tensor).
+    """
+    a = torch.as_tensor(step).item()
+    k = torch.zeros(h * w, h * w, dtype=torch.float64)
+    for r in range(h):
+        for c in range(w):
+            for (i, j), p in zip(stencil_offsets(taps), tap_probs.tolist()):
+                if 0 <= r + i < h and 0 <= c + j < w:
+                    k[r * w + c, (r + i) * w + (c + j)] += a * p
+    return k
+
+
+def explicit_step_matrix_reference(tap_probs: torch.Tensor, step, h: int, w: int, taps: str,
+                                   n_steps: int = 1) -> torch.Tensor:
+    """``A^n`` with ``A = I + δt (K − diag(K 1))`` (E4, E8) from
+    :func:`diffusion_kernel_reference`: the dense step matrix of :func:`grid_diffusion`."""
+    k = diffusion_kernel_reference(tap_probs, step, h, w, taps)
+    a = torch.eye(h * w, dtype=torch.float64) + k - torch.diag(k.sum(1))
+    return torch.linalg.matrix_power(a, n_steps)
+
+
+def path_laplacian_reference(n: int) -> torch.Tensor:
+    """The n x n Laplacian of a path graph with missing-neighbour ends, edge by edge."""
+    lap = torch.zeros(n, n, dtype=torch.float64)
+    for i in range(n - 1):
+        lap[i, i] += 1
+        lap[i + 1, i + 1] += 1
+        lap[i, i + 1] -= 1
+        lap[i + 1, i] -= 1
+    return lap
+
+
+def implicit_step_matrix_reference(kappa: torch.Tensor, step, h: int, w: int,
+                                   n_steps: int = 1) -> torch.Tensor:
+    """``((I + a M)^{-1})^n`` for ``M = (κ_v / 2) L_H ⊕ (κ_h / 2) L_W`` as a dense Kronecker
+    sum and a dense inverse: the step matrix of :func:`grid_diffusion_implicit_dct` for one
+    group (``kappa`` (2,), ``step`` a number or 0-d tensor)."""
+    eye_h, eye_w = torch.eye(h, dtype=torch.float64), torch.eye(w, dtype=torch.float64)
+    m = (kappa[0] / 2 * torch.kron(path_laplacian_reference(h), eye_w)
+         + kappa[1] / 2 * torch.kron(eye_h, path_laplacian_reference(w)))
+    return torch.linalg.matrix_power(
+        torch.linalg.inv(torch.eye(h * w, dtype=torch.float64) + step * m), n_steps)
+
+
+def _increment_reference(x: torch.Tensor, step_matrices: torch.Tensor) -> torch.Tensor:
+    """``A_g x − x`` per channel group: x (B, C, H, W), step_matrices (G, T, T)."""
+    b, c, h, w = x.shape
+    xg = x.reshape(b, step_matrices.shape[0], -1, h * w)                 # (B, G, C/G, T)
+    return (xg @ step_matrices.transpose(-1, -2) - xg).view(b, c, h, w)
+
+
+def grid_diffusion_reference(x: torch.Tensor, tap_probs: torch.Tensor, step: torch.Tensor,
+                             taps: str, n_steps: int = 1) -> torch.Tensor:
+    """:func:`grid_diffusion`'s increment from the dense step matrices
+    (:func:`explicit_step_matrix_reference`), float64.
+
+    Args:
+        x: (B, C, H, W); tap_probs: (G, n_offsets); step: (G,).
+    """
+    h, w = x.shape[-2:]
+    mats = torch.stack([explicit_step_matrix_reference(p, a, h, w, taps, n_steps)
+                        for p, a in zip(tap_probs, step)])
+    return _increment_reference(x.double(), mats)
+
+
+def grid_diffusion_implicit_reference(x: torch.Tensor, kappa: torch.Tensor, step: torch.Tensor,
+                                      n_steps: int = 1) -> torch.Tensor:
+    """:func:`grid_diffusion_implicit_dct`'s increment from dense backward-Euler step
+    matrices (:func:`implicit_step_matrix_reference`), float64.
+
+    Args:
+        x: (B, C, H, W); kappa: (G, 2); step: (G,).
+    """
+    h, w = x.shape[-2:]
+    mats = torch.stack([implicit_step_matrix_reference(kp, a, h, w, n_steps)
+                        for kp, a in zip(kappa, step)])
+    return _increment_reference(x.double(), mats)

@@ -1,45 +1,35 @@
-"""Infinite Self-Attention (Roffo, arXiv:2603.00175): Pure InfSA and Linear-InfSA.
+"""Infinite Self-Attention: Pure InfSA and Linear-InfSA, each next to its dense reference.
+
+Paper: Roffo, "Infinite Self-Attention" (arXiv 2603.00175): Pure InfSA is Eq. 11-12
+(§3.2), Linear-InfSA Eq. 16-21 (§3.4), the depth discount γ^l of Eq. 23 (§3.5).
 
 Shapes: ``B`` batch, ``H`` heads, ``N`` tokens, ``d`` head dim, ``C = H * d`` channels.
-Every function takes an optional ``valid`` mask (B, N) of bool: tokens where it is False
-(padding) enter no norm, pool or sum, so the result on the valid tokens does not depend on
-how much padding there is.  Not in the paper (it never pads); dense inputs need it.
+Every fast function takes an optional ``valid`` mask (B, N) of bool: tokens where it is
+False (padding) enter no norm, pool or sum, so the result on the valid tokens does not
+depend on how much padding there is.  Not in the paper (it never pads); dense inputs need it.
 
 Numerics: all N-length reductions (Frobenius norm, norms, pools, matrix products over N) run
-in float32 (float64 inputs stay float64) with autocast disabled; results are returned in
-the input dtype.
+in a float32 island (:mod:`mmlinattn.ops.precision`; float64 inputs stay float64); results
+are returned in the input dtype.  The ``*_reference`` functions are the equations written
+per (sample, head) with explicit loops and the dense N x N matrix, for tests.
 
 ``gamma`` is the discount γ of Eq. 21 / 23, already raised to whatever power the caller
 wants (γ^l for Eq. 23, γ for a constant per-block factor): a Python number, a 0-d tensor or
 a per-head tensor of shape (H,) (e.g. a learned ``sigmoid(logit)``, kept in the graph).
 """
-from contextlib import contextmanager
 from typing import Optional, Tuple, Union
 
 import torch
 import torch.nn.functional as F
-import torch.utils.checkpoint as cp
 
-from ._grad import needs_grad
+from ._grad import recompute_in_backward
+from .precision import Float32Island
 
 Gamma = Union[float, torch.Tensor]
 
-__all__ = ['pure_infsa', 'infsa_attention_matrix', 'linear_infsa_weights', 'linear_infsa',
+__all__ = ['pure_infsa', 'pure_infsa_reference', 'infsa_attention_matrix',
+           'linear_infsa_weights', 'linear_infsa', 'linear_infsa_reference',
            'linear_infsa_pooled']
-
-
-@contextmanager
-def _no_autocast(device: torch.device):
-    with torch.autocast(device_type=device.type, enabled=False):
-        yield
-
-
-def _reduce_dtype(*tensors: torch.Tensor) -> torch.dtype:
-    """float32, or float64 when any input is float64."""
-    dtype = torch.float32
-    for t in tensors:
-        dtype = torch.promote_types(dtype, t.dtype)
-    return dtype
 
 
 def _head_gamma(gamma: Gamma, num_heads: int, ndim: int, like: torch.Tensor) -> Gamma:
@@ -113,30 +103,41 @@ def pure_infsa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, gamma: Gamma =
     """
     b, h, n, _ = q.shape
     valid = _check_valid(valid, b, n)
-    dtype = _reduce_dtype(q, k, v)
-    with _no_autocast(q.device):
-        qf, kf, vf = q.to(dtype), k.to(dtype), v.to(dtype)
+    if chunk_size is not None and chunk_size < 1:
+        raise ValueError(f'chunk_size must be a positive int, got {chunk_size}')
+    with Float32Island(q, k, v, out_dtype=v.dtype) as island:
+        qf, kf, vf = island.cast(q, k, v)
         if chunk_size is None or chunk_size >= n:
             num, sq = _pure_chunk(qf, kf, vf, valid, valid)
         else:
-            if chunk_size < 1:
-                raise ValueError(f'chunk_size must be a positive int, got {chunk_size}')
             nums, sq = [], 0
-            grad = needs_grad(qf, kf, vf)
             for start in range(0, n, chunk_size):
-                qb = qf[:, :, start:start + chunk_size]
-                vb = None if valid is None else valid[:, start:start + chunk_size]
-                if grad:
-                    num_b, sq_b = cp.checkpoint(_pure_chunk, qb, kf, vf, vb, valid,
-                                                use_reentrant=False)
-                else:
-                    num_b, sq_b = _pure_chunk(qb, kf, vf, vb, valid)
+                rows = slice(start, start + chunk_size)
+                num_b, sq_b = recompute_in_backward(
+                    _pure_chunk, qf[:, :, rows], kf, vf,
+                    None if valid is None else valid[:, rows], valid)
                 nums.append(num_b)
                 sq = sq + sq_b
             num = torch.cat(nums, dim=2)
-        z = num / (_frobenius(sq) + eps)
+        z = num / (_frobenius(sq) + eps)                                 # Eq. 11-12
         z = z * _head_gamma(gamma, h, 4, z)
-    return z.to(v.dtype)
+    return island.back(z)
+
+
+def pure_infsa_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                         gamma: Gamma = 1.0, eps: float = 1e-6) -> torch.Tensor:
+    """Eq. 11-12 per (sample, head) with the dense N x N matrix:
+    ``Â = [QKᵀ]₊ / (‖[QKᵀ]₊‖_F + ε)`` (``torch.linalg.matrix_norm``), ``Z = γ Â V``.
+    The loop counterpart of :func:`pure_infsa` (no mask), in the inputs' dtype."""
+    b, h, _, _ = q.shape
+    z = torch.empty_like(v)
+    for i in range(b):
+        for j in range(h):
+            s = (q[i, j] @ k[i, j].T).clamp_min(0)
+            a_hat = s / (torch.linalg.matrix_norm(s, 'fro') + eps)
+            g = gamma[j] if torch.is_tensor(gamma) and gamma.dim() else gamma
+            z[i, j] = g * a_hat @ v[i, j]
+    return z
 
 
 def infsa_attention_matrix(q: torch.Tensor, k: torch.Tensor,
@@ -146,9 +147,8 @@ def infsa_attention_matrix(q: torch.Tensor, k: torch.Tensor,
     analysis and tests on small N, never used by the forward pass."""
     b, _, n, _ = q.shape
     valid = _check_valid(valid, b, n)
-    dtype = _reduce_dtype(q, k)
-    with _no_autocast(q.device):
-        s = _relu_scores(q.to(dtype), k.to(dtype), valid, valid)
+    with Float32Island(q, k) as island:
+        s = _relu_scores(*island.cast(q, k), valid, valid)
         return s / (_frobenius(s.square().sum((-2, -1), keepdim=True)) + eps)
 
 
@@ -172,10 +172,9 @@ def linear_infsa_weights(q: torch.Tensor, k: Optional[torch.Tensor] = None,
     """
     b, _, n, _ = q.shape
     valid = _check_valid(valid, b, n)
-    dtype = _reduce_dtype(q) if k is None else _reduce_dtype(q, k)
-    with _no_autocast(q.device):
-        qf = q.to(dtype)
-        kf = qf if k is None else k.to(dtype)
+    with Float32Island(q, k) as island:
+        qf = island.cast(q)
+        kf = qf if k is None else island.cast(k)
         e = torch.linalg.vector_norm(qf, dim=-1)                        # (16)
         if valid is not None:
             e = e.masked_fill(~valid[:, None], 0)
@@ -201,11 +200,39 @@ def linear_infsa(q: torch.Tensor, v: torch.Tensor, gamma: Gamma = 1.0,
         h, (B, H, d) in ``v``'s dtype; the same vector is broadcast to every token.
     """
     a = linear_infsa_weights(q, k, valid, eps)
-    with _no_autocast(q.device):
-        vf = v.to(_reduce_dtype(v, a))
-        w = a.to(vf.dtype) * _head_gamma(gamma, q.shape[1], 3, vf)
-        h = torch.einsum('bhn,bhnd->bhd', w, vf)
-    return h.to(v.dtype)
+    with Float32Island(v, a) as island:
+        vf, w = island.cast(v, a)
+        w = w * _head_gamma(gamma, q.shape[1], 3, vf)
+        h = torch.einsum('bhn,bhnd->bhd', w, vf)                         # Eq. 21
+    return island.back(h)
+
+
+def linear_infsa_reference(q: torch.Tensor, v: torch.Tensor, gamma: Gamma = 1.0,
+                           k: Optional[torch.Tensor] = None,
+                           eps: float = 1e-6) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Eq. 16-21 with explicit loops over samples, heads and tokens (Python numbers);
+    the counterpart of :func:`linear_infsa_weights` and :func:`linear_infsa` (no mask).
+
+    Returns:
+        ``(a, h)``: the weights (B, H, N) and the context (B, H, d_v), float64.
+    """
+    f64 = dict(dtype=torch.float64)
+    k = q if k is None else k
+    b, nh, n, d = q.shape
+    a_all = torch.empty(b, nh, n, **f64)
+    h_all = torch.empty(b, nh, v.shape[-1], **f64)
+    for i in range(b):
+        for j in range(nh):
+            e = [float(torch.sqrt(sum(q[i, j, t, c] ** 2 for c in range(d))))   # (16)
+                 for t in range(n)]
+            alpha = [et / (sum(e) + eps) for et in e]                           # (17)
+            qbar = sum(alpha[t] * q[i, j, t] for t in range(n))                 # (18)
+            s = [max(float(qbar @ k[i, j, t]), 0.0) for t in range(n)]          # (19)
+            a = [st / (sum(s) + eps) for st in s]                               # (20)
+            g = float(gamma[j]) if torch.is_tensor(gamma) and gamma.dim() else gamma
+            a_all[i, j] = torch.tensor(a, **f64)
+            h_all[i, j] = sum(g * a[t] * v[i, j, t] for t in range(n))          # (21)
+    return a_all, h_all
 
 
 def linear_infsa_pooled(q: torch.Tensor, x: torch.Tensor, v_weight: torch.Tensor,
@@ -233,11 +260,11 @@ def linear_infsa_pooled(q: torch.Tensor, x: torch.Tensor, v_weight: torch.Tensor
         raise ValueError(f'shapes do not match: q {tuple(q.shape)}, x {tuple(x.shape)}, '
                          f'v_weight {tuple(v_weight.shape)}')
     a = linear_infsa_weights(q, k, valid, eps)
-    with _no_autocast(q.device):
-        dtype = _reduce_dtype(x, a)
-        w = a.to(dtype) * _head_gamma(gamma, nh, 3, a.to(dtype))          # (B, H, N)
-        pooled = torch.einsum('bhn,bnc->bhc', w, x.to(dtype))              # (B, H, C)
-        h = torch.einsum('bhc,hdc->bhd', pooled, v_weight.to(dtype).view(nh, d, -1))
+    with Float32Island(x, a) as island:
+        xf, w = island.cast(x, a)
+        w = w * _head_gamma(gamma, nh, 3, w)                               # (B, H, N)
+        pooled = torch.einsum('bhn,bnc->bhc', w, xf)                       # (B, H, C)
+        h = torch.einsum('bhc,hdc->bhd', pooled, island.cast(v_weight).view(nh, d, -1))
         if v_bias is not None:
-            h = h + v_bias.to(dtype).view(1, nh, d) * w.sum(-1, keepdim=True)
-    return h.to(x.dtype)
+            h = h + island.cast(v_bias).view(1, nh, d) * w.sum(-1, keepdim=True)
+    return island.back(h)

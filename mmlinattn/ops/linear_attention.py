@@ -1,6 +1,12 @@
-"""Normalised kernel linear attention (Katharopoulos et al. 2020), as used by LDN (E7).
+"""Normalised kernel linear attention, shared by LDN and NaLaFormer, next to its dense reference.
 
-LDN (Fein-Ashley, "Linear Diffusion Networks", §3.3, E6-E7) defines
+Papers: Katharopoulos et al., "Transformers are RNNs: Fast Autoregressive Transformers with
+Linear Attention" (ICML 2020, arXiv 2006.16236; the ELU + 1 feature map); Meng et al.,
+"NaLaFormer: Norm-Aware Linear Attention for Transformer Models" (arXiv 2506.21137),
+Eqs. 4-5 / 10-11; Fein-Ashley, "Linear Diffusion Networks: Harnessing Diffusion Processes
+for Global Interactions", §3.3 (E6-E7, labels defined in :mod:`mmlinattn.models.backbones.ldn`).
+
+LDN defines (§3.3, E6-E7)
 
     A_lin(H) = φ(Q) (φ(K)^T V) / (φ(Q) (φ(K)^T 1)),     Q, K, V = H W_Q, H W_K, H W_V,
 
@@ -13,6 +19,8 @@ Numerics: both reductions over N are taken as *means* (φ(K)^T V / N and mean_n 
 ratio is unchanged but the summaries stay O(1) instead of O(N), which matters for ~10^5
 tokens in half precision.  Everything runs in (at least) float32, also under autocast; the
 output dtype follows ``v``.  ``eps`` is added to the (mean) denominator.
+:func:`normalized_attention_reference` is the same normalisation on an explicit N x M
+similarity matrix, for tests.
 """
 from typing import Callable, Dict, Optional
 
@@ -20,9 +28,11 @@ import torch
 import torch.nn.functional as F
 
 from ._grad import needs_grad
+from .precision import Float32Island
 
 __all__ = [
-    'linear_attention', 'normalized_linear_attention', 'chunked_linear_attention', 'FEATURE_MAPS'
+    'linear_attention', 'linear_attention_reference', 'normalized_linear_attention',
+    'chunked_linear_attention', 'normalized_attention_reference', 'FEATURE_MAPS'
 ]
 
 #: elements of one (heads x tokens x features) chunk of :func:`chunked_linear_attention`:
@@ -130,6 +140,34 @@ def chunked_linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     return result
 
 
+def normalized_attention_reference(sim: torch.Tensor, v: torch.Tensor, eps: float = 0.0,
+                                   valid: Optional[torch.Tensor] = None,
+                                   den_sim: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """The dense counterpart of :func:`chunked_linear_attention` on explicit similarities:
+    ``(sum_j s_ij v_j / M) / (sum_j s'_ij / M + eps)`` over the valid keys ``j``.
+
+    Args:
+        sim: (..., N, M) numerator similarities ``s_ij = phi_q(q_i) . phi_k(k_j)``.
+        v: (..., M, D) values.
+        eps: added to the mean denominator.
+        valid: optional (B, M) bool mask of the keys to use, for (B, heads, N, M) ``sim``;
+            ``M`` is then each image's own valid-key count.
+        den_sim: the denominator's similarities ``s'`` if they differ from ``sim`` (a
+            numerator-only position encoding), default ``sim``.
+
+    Returns:
+        (..., N, D), in the dtype of ``sim``.  O(N M) memory.
+    """
+    den_sim = sim if den_sim is None else den_sim
+    if valid is None:
+        count = sim.shape[-1]
+    else:
+        keep = valid[:, None, None, :].to(sim.dtype)
+        sim, den_sim = sim * keep, den_sim * keep
+        count = keep.sum(-1, keepdim=True)
+    return (sim @ v / count) / (den_sim.sum(-1, keepdim=True) / count + eps)
+
+
 def linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                      feature_map: str = 'elu', eps: float = 1e-6,
                      valid: Optional[torch.Tensor] = None) -> torch.Tensor:
@@ -157,8 +195,15 @@ def linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     phi = FEATURE_MAPS[feature_map]
     if not needs_grad(q, k, v):
         phi = _NO_GRAD_FEATURE_MAPS.get(feature_map, phi)
-    dtype = torch.promote_types(v.dtype, torch.float32)
-    with torch.autocast(device_type=v.device.type, enabled=False):
-        out = chunked_linear_attention(q.to(dtype), k.to(dtype), v.to(dtype), phi, phi, eps,
-                                       valid)
-    return out.to(v.dtype)
+    with Float32Island(v) as island:
+        out = chunked_linear_attention(*island.cast(q, k, v), phi, phi, eps, valid)
+    return island.back(out)
+
+
+def linear_attention_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                               feature_map: str = 'elu', eps: float = 0.0,
+                               valid: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """:func:`linear_attention` with the N x M similarity matrix ``φ(Q) φ(K)^T`` formed
+    explicitly and row-normalised (LDN §3.3, E7), in the inputs' dtype.  O(N M) memory."""
+    phi = FEATURE_MAPS[feature_map]
+    return normalized_attention_reference(phi(q) @ phi(k).transpose(-1, -2), v, eps, valid)

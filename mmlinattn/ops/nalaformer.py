@@ -1,4 +1,7 @@
-"""Norm-aware linear attention (NaLa), NaLaFormer (Meng et al., arXiv 2506.21137), §3.2.
+"""Norm-aware linear attention (NaLa): feature maps, the O(N) attention and their references.
+
+Paper: Meng et al., "NaLaFormer: Norm-Aware Linear Attention for Transformer Models"
+(arXiv 2506.21137), §2.1 (Def. 1) and §3.2 (Eqs. 8-17).
 
 A query or key ``x`` (last axis = head dim ``d``) is split into its L2 norm and direction,
 ``x = ||x|| d(x)`` (Def. 1).  The feature maps of Eq. 16 are
@@ -24,9 +27,14 @@ Choices where the paper is silent:
 * the key-value product and the key sum are divided by ``N`` (authors' code) so magnitudes and
   the ``eps`` of the denominator do not drift with the resolution; it cancels otherwise;
 * without autograd the feature maps run as compiled fused loops (exact rewrites of Eq. 16,
-  :func:`_fused_feature_maps`); :func:`nala_feature_maps` is the reference;
-* the core runs in float32 (float64 stays float64) with autocast off, because ``|k|^3``
-  overflows half precision quickly.
+  :func:`_fused_feature_maps`; the compiling is :mod:`mmlinattn.ops.compiled`'s);
+* the core runs in a float32 island (:mod:`mmlinattn.ops.precision`; float64 stays
+  float64), because ``|k|^3`` overflows half precision quickly.
+
+References (for tests and visualisation, O(N M)): :func:`nala_feature_maps` (Eq. 16 as
+written), :func:`nala_similarity_reference` (Eq. 17 per dimension),
+:func:`nala_attention_matrix` and :func:`nala_attention_reference` (the explicit N x M
+attention).
 
 ``kernel='relu_split'`` is the authors' public-code kernel: ``phi_q = [relu(d(q))^p;
 relu(-d(q))^p]``, ``phi_k = [relu(k)^lam; relu(-k)^lam]`` (same-sign pairs only).
@@ -44,8 +52,9 @@ import torch
 import torch.nn.functional as F
 
 from ._grad import needs_grad
-from .compiled import InferenceCompiled, compiled_path_allowed
-from .linear_attention import chunked_linear_attention
+from .compiled import compile_each, compiled_path_allowed
+from .linear_attention import chunked_linear_attention, normalized_attention_reference
+from .precision import Float32Island
 from .rope import rotate_pairs
 
 KERNELS = ('cos_sin', 'relu_split', 'relu_split_rope')
@@ -65,11 +74,6 @@ def _check_args(kernel: str, lam: float, alpha: float, eps: float) -> None:
 def _feature_kernel(kernel: str) -> str:
     """The feature maps a kernel uses (``relu_split_rope`` rotates ``relu_split``'s)."""
     return 'relu_split' if kernel == 'relu_split_rope' else kernel
-
-
-def _core_dtype(x: torch.Tensor) -> torch.dtype:
-    """float32 for half / bfloat16 / float32 inputs, float64 for float64."""
-    return torch.promote_types(x.dtype, torch.float32)
 
 
 def nala_query_power(q_norm: torch.Tensor, lam: float = 3.0) -> torch.Tensor:
@@ -136,6 +140,21 @@ def nala_feature_maps(q: torch.Tensor, k: torch.Tensor, kernel: str = 'cos_sin',
     return phq, phk
 
 
+def nala_similarity_reference(q: torch.Tensor, k: torch.Tensor, lam: float = 3.0,
+                              alpha: float = 20.0) -> torch.Tensor:
+    """Eq. 17 written per dimension, without the feature maps: the (N, M) similarities
+    ``sum_i |d(q)_i|^p(||q||) |k_i|^lam cos(theta_q,i - theta_k,i)`` of ``q (N, d)`` and
+    ``k (M, d)`` (``kernel='cos_sin'``; O(N M d) memory)."""
+    qn = q.norm(dim=-1, keepdim=True)
+    dq, dk = q / qn, k / k.norm(dim=-1, keepdim=True)
+    p = lam * (0.5 + torch.tanh(qn))                    # Eq. 8
+    a = dq.abs() ** p                                   # (N, d)
+    b = k.abs() ** lam                                  # (M, d)
+    tq, tk = math.pi / 4 * torch.tanh(alpha * dq), math.pi / 4 * torch.tanh(alpha * dk)
+    cos = torch.cos(tq[:, None, :] - tk[None, :, :])    # (N, M, d)
+    return (a[:, None, :] * b[None, :, :] * cos).sum(-1)
+
+
 def _magnitude_cos_sin(x: torch.Tensor, angle_scale, magnitude: torch.Tensor,
                        inplace: bool) -> torch.Tensor:
     """``[m cos(theta); m sin(theta)]`` (..., 2d) with ``theta = (pi/4) tanh(angle_scale x)``:
@@ -193,37 +212,37 @@ def _fused_feature_maps(kernel: str, lam: float, alpha: float, eps: float):
       cosine positive (and the square root well conditioned: ``sin^2 <= 1/2``);
     * ``|d(q)|^p = exp(p log|d(q)|)`` (``log 0 = -inf`` gives ``0``, as ``0^p`` for ``p > 0``).
     """
-    if kernel == 'relu_split':
-        def phi_q(q):
-            qn = torch.linalg.vector_norm(q, dim=-1, keepdim=True).clamp_min(eps)
-            dq = q / qn
-            return F.relu(torch.cat([dq, -dq], dim=-1)).pow(nala_query_power(qn, lam))
+    if kernel == 'relu_split':  # already a short chain: the eager maps fuse as they are
+        return _fast_feature_maps(kernel, lam, alpha, eps, inplace=False)
 
-        def phi_k(k):
-            return F.relu(torch.cat([k, -k], dim=-1)).pow(lam)
-    else:
-        def cos_sin(magnitude, direction):
-            c = _QUARTER_PI[direction.dtype]
-            s = torch.sin((2 * c) * torch.sigmoid((2 * alpha) * direction) - c)
-            return torch.cat([magnitude * torch.sqrt(1 - s * s), magnitude * s], dim=-1)
+    def cos_sin(magnitude, direction):
+        c = _QUARTER_PI[direction.dtype]
+        s = torch.sin((2 * c) * torch.sigmoid((2 * alpha) * direction) - c)
+        return torch.cat([magnitude * torch.sqrt(1 - s * s), magnitude * s], dim=-1)
 
-        def phi_q(q):
-            qn = torch.linalg.vector_norm(q, dim=-1, keepdim=True).clamp_min(eps)
-            dq = q / qn
-            return cos_sin(torch.exp(torch.log(dq.abs()) * nala_query_power(qn, lam)), dq)
+    def phi_q(q):
+        qn, dq = norm_direction(q, eps)
+        return cos_sin(torch.exp(torch.log(dq.abs()) * nala_query_power(qn, lam)), dq)
 
-        def phi_k(k):
-            kn = torch.linalg.vector_norm(k, dim=-1, keepdim=True).clamp_min(eps)
-            return cos_sin(k.abs().pow(lam), k / kn)
+    def phi_k(k):
+        _, dk = norm_direction(k, eps)
+        return cos_sin(k.abs().pow(lam), dk)
     return phi_q, phi_k
 
 
-@functools.lru_cache(maxsize=None)
 def _compiled_feature_maps(kernel: str, lam: float, alpha: float, eps: float):
     """The compiled :func:`_fused_feature_maps`, one pair per setting (and process)."""
-    phi_q, phi_k = _fused_feature_maps(kernel, lam, alpha, eps)
-    return (InferenceCompiled(phi_q, f'NaLa query features ({kernel})'),
-            InferenceCompiled(phi_k, f'NaLa key features ({kernel})'))
+    return compile_each(_fused_feature_maps, (kernel, float(lam), float(alpha), float(eps)),
+                        (f'NaLa query features ({kernel})', f'NaLa key features ({kernel})'))
+
+
+def _feature_maps_for(kernel: str, lam: float, alpha: float, eps: float, fuse: bool,
+                      *tensors: torch.Tensor):
+    """The fastest ``(phi_q, phi_k)`` allowed for ``tensors``: compiled fused loops, else the
+    eager maps (in place when no gradient is needed)."""
+    if fuse and compiled_path_allowed(*tensors):
+        return _compiled_feature_maps(kernel, lam, alpha, eps)
+    return _fast_feature_maps(kernel, lam, alpha, eps, inplace=not needs_grad(*tensors))
 
 
 def _rope_linear_attention(phq: torch.Tensor, phk: torch.Tensor, v: torch.Tensor,
@@ -290,20 +309,14 @@ def nala_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kernel: st
         raise ValueError(f'rope_angles must be (N, d / 2) = ({k.shape[-2]}, '
                          f'{k.shape[-1] // 2}) for N queries = N keys, got '
                          f'{tuple(rope_angles.shape)} for q {tuple(q.shape)}')
-    dtype, out_dtype = _core_dtype(q), q.dtype
-    fmap = _feature_kernel(kernel)
-    if fuse and compiled_path_allowed(q, k, v):
-        phi_q, phi_k = _compiled_feature_maps(fmap, float(lam), float(alpha), float(eps))
-    else:
-        inplace = not needs_grad(q, k, v)
-        phi_q, phi_k = _fast_feature_maps(fmap, lam, alpha, eps, inplace)
-    with torch.autocast(device_type=q.device.type, enabled=False):
-        q, k, v = q.to(dtype), k.to(dtype), v.to(dtype)
+    phi_q, phi_k = _feature_maps_for(_feature_kernel(kernel), lam, alpha, eps, fuse, q, k, v)
+    with Float32Island(q) as island:
+        q, k, v = island.cast(q, k, v)
         if rope:
             out = _rope_linear_attention(phi_q(q), phi_k(k), v, rope_angles, eps, valid)
         else:
             out = chunked_linear_attention(q, k, v, phi_q, phi_k, eps, valid)
-    return out.to(out_dtype)
+    return island.back(out)
 
 
 def nala_attention_matrix(q: torch.Tensor, k: torch.Tensor, kernel: str = 'cos_sin',
@@ -319,3 +332,40 @@ def nala_attention_matrix(q: torch.Tensor, k: torch.Tensor, kernel: str = 'cos_s
     phq, phk = nala_feature_maps(q, k, kernel, lam, alpha)
     s = phq @ phk.transpose(-2, -1)
     return s / s.sum(dim=-1, keepdim=True)
+
+
+def _pair_rotations(angles: torch.Tensor) -> torch.Tensor:
+    """(N, 2h, 2h) block-diagonal matrices rotating channel pairs (2j, 2j+1) by
+    ``angles (N, h)``: ``[[cos, -sin], [sin, cos]]`` blocks."""
+    n, half = angles.shape
+    r = angles.new_zeros(n, 2 * half, 2 * half)
+    c, s = angles.cos(), angles.sin()
+    idx = torch.arange(half)
+    r[:, 2 * idx, 2 * idx], r[:, 2 * idx, 2 * idx + 1] = c, -s
+    r[:, 2 * idx + 1, 2 * idx], r[:, 2 * idx + 1, 2 * idx + 1] = s, c
+    return r
+
+
+def nala_attention_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                             kernel: str = 'cos_sin', lam: float = 3.0, alpha: float = 20.0,
+                             eps: float = 1e-6, valid: Optional[torch.Tensor] = None,
+                             rope_angles: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """:func:`nala_attention` with the N x M similarities formed explicitly (Eqs. 10-11 on
+    the reference maps of Eq. 16), means over the valid keys and ``eps`` as there.
+
+    For ``kernel='relu_split_rope'`` the numerator's similarities are those of the features
+    multiplied by explicit per-token rotation matrices (each ``d``-wide half rotated by
+    ``rope_angles (N, d / 2)``), the denominator's those of the unrotated features.
+    In the inputs' dtype; O(N M) memory.
+    """
+    _check_args(kernel, lam, alpha, eps)
+    if (kernel == 'relu_split_rope') != (rope_angles is not None):
+        raise ValueError("rope_angles must be given for kernel='relu_split_rope' and only "
+                         f'for it, got kernel={kernel!r}')
+    phq, phk = nala_feature_maps(q, k, kernel, lam, alpha, eps)
+    den = phq @ phk.transpose(-2, -1)
+    num = den
+    if rope_angles is not None:
+        rot = _pair_rotations(torch.cat([rope_angles, rope_angles], dim=-1).to(phq.dtype))
+        num = (rot @ phq[..., None])[..., 0] @ (rot @ phk[..., None])[..., 0].transpose(-2, -1)
+    return normalized_attention_reference(num, v, eps, valid, den_sim=den)

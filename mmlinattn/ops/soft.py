@@ -1,40 +1,33 @@
-"""SOFT / SOFT++ attention mathematics (Lu et al., "Softmax-free Linear Transformers", IJCV 2024).
+"""SOFT / SOFT++ attention: the Gaussian kernel, its Nystrom decomposition, the Newton-Schulz
+pseudo-inverse and SOFT++'s symmetric normalisation, each next to its dense reference.
 
-Equation numbers refer to the journal paper:
+Papers: Lu et al., "SOFT: Softmax-free Transformer with Linear Complexity" (NeurIPS 2021,
+arXiv 2110.11945), and its journal version with SOFT++, Lu et al., "Softmax-free Linear
+Transformers" (IJCV 2024, arXiv 2207.03341).  Equation numbers refer to the journal paper:
 
-* Eq. 4/5 -- the softmax-free Gaussian kernel ``S_ij = exp(-||q_i - k_j||^2 / (2 sqrt(d)))``
-  with ``K = Q`` (shared projection);
-* Eq. 7-9 / Alg. 1 -- the Nystrom decomposition ``S^ = exp(Q - K~) A^+ exp(Q~ - K)`` with the
-  bottleneck matrix ``A = exp(Q~ - K~)``;
-* Eq. 10 / Alg. 2 -- the Newton-Schulz (Newton-Raphson) iteration for the Moore-Penrose
-  inverse ``A_{k+1} = 2 A_k - A_k A A_k``, ``A_0 = alpha A``;
-* Eq. 12 -- its closed-form backward ``grad_A = -Y^T grad_Y Y^T`` with ``Y = A^{-1}``;
-* Eq. 17 -- SOFT++'s symmetric normalisation ``D^{-1/2} A^+ D^{-1/2}``, ``D = diag(A 1)``.
+* Eq. 4/5 (Sec. 3.1) -- the softmax-free Gaussian kernel
+  ``S_ij = exp(-||q_i - k_j||^2 / (2 sqrt(d)))`` with ``K = Q`` (shared projection);
+* Eq. 7-9 / Alg. 1 (Sec. 3.2) -- the Nystrom decomposition ``S^ = exp(Q - K~) A^+ exp(Q~ - K)``
+  with the bottleneck matrix ``A = exp(Q~ - K~)``;
+* Eq. 10 / Alg. 2 (Sec. 3.2) -- the Newton-Schulz (Newton-Raphson) iteration for the
+  Moore-Penrose inverse ``A_{k+1} = 2 A_k - A_k A A_k``, ``A_0 = alpha A``;
+* Eq. 12 (Sec. 3.2) -- its closed-form backward ``grad_A = -Y^T grad_Y Y^T``, ``Y = A^{-1}``;
+* Eq. 17 (Sec. 3.3) -- SOFT++'s symmetric normalisation ``D^{-1/2} A^+ D^{-1/2}``,
+  ``D = diag(A 1)``.
 
-All kernels, the pseudo-inverse and the normalisation run in float32 (or float64 if given)
-with autocast disabled; outputs are cast back to the input dtype.
+The ``*_reference`` functions are the same equations written the plain way (explicit
+difference tensors, ``torch.linalg.pinv``, the dense n x n matrix): O(n^2), for tests and
+analysis only.  All kernels, the pseudo-inverse and the normalisation run in a float32
+island (:mod:`mmlinattn.ops.precision`); outputs are cast back to the input dtype.
 """
-import contextlib
 import math
-from typing import Optional
+from typing import Optional, Union
 
 import torch
 
+from .precision import Float32Island
+
 NEWTON_INITS = ('safe', 'paper', 'scaled')
-
-
-def _compute_dtype(x: torch.Tensor) -> torch.dtype:
-    """float64 stays float64, everything else is computed in float32."""
-    return torch.float64 if x.dtype == torch.float64 else torch.float32
-
-
-def _autocast_off(device_type: str):
-    """Autocast disabled for ``device_type``; a no-op where autocast does not exist (e.g.
-    ``meta`` tensors used for shape inference)."""
-    available = getattr(torch.amp, 'is_autocast_available', None)
-    if available is not None and not available(device_type):
-        return contextlib.nullcontext()
-    return torch.autocast(device_type, enabled=False)
 
 
 def pairwise_sqdist(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -76,6 +69,16 @@ def gaussian_kernel(a: torch.Tensor, b: torch.Tensor,
     if not denom > 0:
         raise ValueError(f'gaussian_kernel: denom must be > 0, got {denom!r}')
     return torch.exp(pairwise_sqdist(a, b) / -denom)
+
+
+def gaussian_kernel_reference(a: torch.Tensor, b: torch.Tensor,
+                              denom: Optional[float] = None) -> torch.Tensor:
+    """Eq. 5 written out: ``exp(-||a_i - b_j||^2 / denom)`` from the explicit (..., p, q, d)
+    difference tensor (:func:`gaussian_kernel` expands the square instead).  ``denom``
+    defaults to ``2 sqrt(d)``."""
+    if denom is None:
+        denom = 2.0 * math.sqrt(a.shape[-1])
+    return torch.exp(-(a[..., :, None, :] - b[..., None, :, :]).square().sum(-1) / denom)
 
 
 def _matrix_one_norm(a: torch.Tensor) -> torch.Tensor:
@@ -173,9 +176,26 @@ def newton_schulz_pinv(a: torch.Tensor, num_iters: int = 20, init: str = 'safe',
         raise ValueError(f'init must be one of {NEWTON_INITS}, got {init!r}')
     if not ridge >= 0:
         raise ValueError(f'ridge must be >= 0, got {ridge!r}')
-    with _autocast_off(a.device.type):
-        out = NewtonSchulzPinv.apply(a.to(_compute_dtype(a)), num_iters, init, float(ridge))
-    return out.to(a.dtype)
+    with Float32Island(a) as island:
+        out = NewtonSchulzPinv.apply(island.cast(a), num_iters, init, float(ridge))
+    return island.back(out)
+
+
+def newton_schulz_reference(a: torch.Tensor, alpha: Union[float, torch.Tensor],
+                            num_iters: int = 20, ridge: float = 0.0) -> torch.Tensor:
+    """Eq. 10 / Alg. 2 as written: ``A_0 = alpha P``, ``A_{k+1} = 2 A_k - A_k P A_k`` with
+    ``P = A + ridge I``, in ``a``'s dtype and with autograd through every iterate.
+
+    Args:
+        a: (..., m, m) matrices.
+        alpha: the step, a number or one per matrix (shape (...)); see
+            :func:`newton_init_alpha` for the rules :func:`newton_schulz_pinv` uses.
+    """
+    p = a + ridge * torch.eye(a.shape[-1], dtype=a.dtype, device=a.device)
+    y = torch.as_tensor(alpha, dtype=a.dtype, device=a.device)[..., None, None] * p
+    for _ in range(num_iters):
+        y = 2 * y - y @ p @ y
+    return y
 
 
 def symmetric_normalize(a_pinv: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
@@ -234,19 +254,37 @@ def soft_attention(q: torch.Tensor, landmarks: torch.Tensor, v: torch.Tensor,
                          f'{v.shape[-2]}')
     if ridge < 0:
         raise ValueError(f'ridge must be >= 0, got {ridge!r}')
-    dtype = _compute_dtype(q)
-    with _autocast_off(q.device.type):
-        q32, lm32, v32 = q.to(dtype), landmarks.to(dtype), v.to(dtype)
+    with Float32Island(q) as island:
+        q32, lm32, v32 = island.cast(q, landmarks, v)
         p = gaussian_kernel(q32, lm32, denom=2.0)            # exp(Q - K~): (B, h, n, m)
         a = gaussian_kernel(lm32, lm32, denom=2.0)           # exp(Q~ - K~): (B, h, m, m)
         if landmark_valid is not None:
-            keep = landmark_valid[:, None].to(dtype)          # (B, 1, m)
+            keep = island.cast(landmark_valid[:, None])         # (B, 1, m)
             p = p * keep[..., None, :]
             a = a * (keep[..., :, None] * keep[..., None, :]) + torch.diag_embed(1 - keep)
         if valid is not None:
-            p = p * valid[:, None, :, None].to(dtype)
+            p = p * island.cast(valid[:, None, :, None])
         a_pinv = newton_schulz_pinv(a, num_iters, init, ridge)
         if sym_norm:
             a_pinv = symmetric_normalize(a_pinv, a)
         out = p @ (a_pinv @ (p.transpose(-1, -2) @ v32))
-    return out.to(q.dtype)
+    return island.back(out)
+
+
+def soft_attention_reference(q: torch.Tensor, landmarks: torch.Tensor, v: torch.Tensor,
+                             sym_norm: bool = True) -> torch.Tensor:
+    """``S^ V`` with the n x n matrix ``S^`` formed explicitly (Eq. 9; Eq. 17 when
+    ``sym_norm``) and ``A^+`` from ``torch.linalg.pinv`` (SVD): the dense counterpart of
+    :func:`soft_attention` without masks, in the inputs' dtype.  O(n^2) memory.
+
+    Args:
+        q, landmarks, v: as in :func:`soft_attention` (kernel space, bandwidth 2).
+    """
+    p = gaussian_kernel_reference(q, landmarks, denom=2.0)        # exp(Q - K~): (n, m)
+    a = gaussian_kernel_reference(landmarks, landmarks, denom=2.0)
+    middle = torch.linalg.pinv(a)
+    if sym_norm:
+        dinv = torch.diag_embed(a.sum(-1) ** -0.5)
+        middle = dinv @ middle @ dinv
+    s_hat = p @ middle @ p.transpose(-1, -2)                    # (n, n)
+    return s_hat @ v

@@ -1,50 +1,18 @@
 """Pure InfSA / Linear-InfSA ops against the equations of "Infinite Self-Attention"
-(Roffo, arXiv:2603.00175, §3).
+(Roffo, arXiv 2603.00175, §3.2 and §3.4).
 
-References are written independently of the implementation: explicit per-token loops
-(Linear-InfSA, Eq. 16-21) and the dense N x N matrix with ``torch.linalg.matrix_norm``
-(Pure InfSA, Eq. 11-12), in float64.
+The references, :func:`pure_infsa_reference` (the dense N x N matrix with
+``torch.linalg.matrix_norm``, Eq. 11-12) and :func:`linear_infsa_reference` (explicit
+per-token loops, Eq. 16-21), share no code with the fast paths; inputs are float64.
 """
 import pytest
 import torch
 
-from mmlinattn.ops import (infsa_attention_matrix, linear_infsa, linear_infsa_pooled,
-                           linear_infsa_weights, pure_infsa)
+from mmlinattn.ops.infsa import (infsa_attention_matrix, linear_infsa, linear_infsa_pooled,
+                                 linear_infsa_reference, linear_infsa_weights, pure_infsa,
+                                 pure_infsa_reference)
 
 D64 = dict(dtype=torch.float64)
-
-
-# ------------------------------------------------------------------------------ references
-def ref_pure(q, k, v, gamma, eps=1e-6):
-    """Eq. 11-12 per (sample, head): Â = [QKᵀ]₊ / (‖·‖_F + ε), Z = γ Â V."""
-    b, h, n, _ = q.shape
-    z = torch.empty_like(v)
-    for i in range(b):
-        for j in range(h):
-            s = (q[i, j] @ k[i, j].T).clamp_min(0)
-            a_hat = s / (torch.linalg.matrix_norm(s, 'fro') + eps)
-            g = gamma[j] if torch.is_tensor(gamma) and gamma.dim() else gamma
-            z[i, j] = g * a_hat @ v[i, j]
-    return z
-
-
-def ref_linear(q, v, gamma, k=None, eps=1e-6):
-    """Eq. 16-21 with explicit loops over tokens; returns (a, h)."""
-    k = q if k is None else k
-    b, h, n, d = q.shape
-    a_all = torch.empty(b, h, n, **D64)
-    h_all = torch.empty(b, h, v.shape[-1], **D64)
-    for i in range(b):
-        for j in range(h):
-            e = [float(torch.sqrt(sum(q[i, j, t, c] ** 2 for c in range(d)))) for t in range(n)]
-            alpha = [et / (sum(e) + eps) for et in e]                           # (17)
-            qbar = sum(alpha[t] * q[i, j, t] for t in range(n))                 # (18)
-            s = [max(float(qbar @ k[i, j, t]), 0.0) for t in range(n)]          # (19)
-            a = [st / (sum(s) + eps) for st in s]                               # (20)
-            g = float(gamma[j]) if torch.is_tensor(gamma) and gamma.dim() else gamma
-            a_all[i, j] = torch.tensor(a, **D64)
-            h_all[i, j] = sum(g * a[t] * v[i, j, t] for t in range(n))          # (21)
-    return a_all, h_all
 
 
 def heads(t, num_heads):
@@ -56,7 +24,7 @@ def heads(t, num_heads):
 @pytest.mark.parametrize('gamma', [1.0, 0.49, torch.tensor([0.7, 0.3, 0.9], **D64)])
 def test_pure_matches_dense_equations(gamma):
     q, k, v = (torch.randn(2, 3, 13, 5, **D64) for _ in range(3))
-    torch.testing.assert_close(pure_infsa(q, k, v, gamma), ref_pure(q, k, v, gamma))
+    torch.testing.assert_close(pure_infsa(q, k, v, gamma), pure_infsa_reference(q, k, v, gamma))
 
 
 def test_pure_attention_matrix_is_frobenius_normalised():
@@ -142,7 +110,7 @@ def test_pure_autocast_bf16_reduces_in_float32():
     with torch.autocast('cpu', dtype=torch.bfloat16):
         z = pure_infsa(q, k, v, 0.7, chunk_size=128)
     assert z.dtype == torch.bfloat16
-    ref = ref_pure(*(t.double() for t in (q, k, v)), 0.7)
+    ref = pure_infsa_reference(*(t.double() for t in (q, k, v)), 0.7)
     torch.testing.assert_close(z.double(), ref, rtol=1e-2, atol=1e-4)
 
 
@@ -157,7 +125,7 @@ def test_linear_matches_equations(gamma, tied):
     q = heads(x @ wq.T + bq, nh)
     k = None if tied else heads(x @ wk.T + bk, nh)
     v = heads(x @ wv.T + bv, nh)
-    a_ref, h_ref = ref_linear(q, v, gamma, k)
+    a_ref, h_ref = linear_infsa_reference(q, v, gamma, k)
     torch.testing.assert_close(linear_infsa_weights(q, k), a_ref)
     torch.testing.assert_close(linear_infsa(q, v, gamma, k), h_ref)
     # the pool-then-project rewrite is exact

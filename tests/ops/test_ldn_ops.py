@@ -3,34 +3,23 @@ of the diffusion step (§3.3), the stability condition and its convex combinatio
 Global Dependency Theorem as an exact light-cone (§4.2), the linear attention (§3.3) and the
 linear cost of a layer (§3.5).
 
-References are built independently of the implementation: dense T x T kernels by explicit
-loops over grid cells and offsets, explicit row-normalised attention, dense linear solves.
+The references (``*_reference`` in mmlinattn.ops.diffusion and .linear_attention) share no
+code with the fast paths: dense T x T kernels by explicit loops over grid cells and offsets,
+explicit row-normalised attention, dense inverses.
 """
-import itertools
-
 import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from mmlinattn.models.layers import GridDiffusion, LDNBlock, LinearAttention
-from mmlinattn.ops import (grid_diffusion, grid_diffusion_implicit_dct, linear_attention,
-                           stencil_kernel, stencil_offsets)
+from mmlinattn.models.layers import GridDiffusion, LDNBlock, LinearAttention, TokenGrid
+from mmlinattn.ops.diffusion import (grid_diffusion, grid_diffusion_implicit_dct,
+                                     grid_diffusion_implicit_reference, grid_diffusion_reference,
+                                     implicit_step_matrix_reference, stencil_kernel,
+                                     stencil_offsets)
+from mmlinattn.ops.linear_attention import linear_attention, linear_attention_reference
 
 
-# ------------------------------------------------------------------------------ references
-def dense_kernel(probs, step, h, w, offsets):
-    """δt·K (N x N, row-major tokens) from taps p and step a: δt K_{t, t+u} = a p_u,
-    neighbours outside the grid are missing."""
-    n = h * w
-    k = torch.zeros(n, n, dtype=torch.float64)
-    for r, c in itertools.product(range(h), range(w)):
-        for (i, j), p in zip(offsets, probs.tolist()):
-            rr, cc = r + i, c + j
-            if 0 <= rr < h and 0 <= cc < w:
-                k[r * w + c, rr * w + cc] += step * p
-    return k
-
-
+# ------------------------------------------------------------------------- test utilities
 def dense_step_matrix(module, h, w):
     """The implementation's own step matrix A (N x N): column j = A e_j."""
     n = h * w
@@ -66,15 +55,9 @@ def test_stencil_increment_equals_dense_form(taps, n_steps):
     m = random_diffusion(taps, n_steps=n_steps, groups=groups)
     x = torch.randn(2, 4, h, w, dtype=torch.float64)
     got = m(x)
-    probs, steps = m.tap_probs().double(), m.step().double()
-    expected = torch.empty_like(x)
-    for g in range(groups):
-        k = dense_kernel(probs[g], steps[g].item(), h, w, stencil_offsets(taps))
-        # E4: one step H + δt (K H − diag(K 1) H), repeated n_steps times.
-        a = torch.eye(h * w, dtype=torch.float64) + k - torch.diag(k.sum(1))
-        a_n = torch.linalg.matrix_power(a, n_steps)
-        hg = x[:, 2 * g:2 * g + 2].reshape(2, 2, h * w)
-        expected[:, 2 * g:2 * g + 2] = (hg @ a_n.T - hg).view(2, 2, h, w)
+    # E4: one step H + δt (K H − diag(K 1) H), repeated n_steps times, as dense matrices.
+    expected = grid_diffusion_reference(x, m.tap_probs().double(), m.step().double(), taps,
+                                        n_steps)
     torch.testing.assert_close(got, expected, rtol=0, atol=1e-12)
 
 
@@ -166,7 +149,7 @@ def stacked_pure_diffusion(depth, taps='cross4'):
 def stack_jacobian(blocks, h, w):
     def f(t):
         for blk in blocks:
-            t = blk(t, (h, w))
+            t = blk(t, TokenGrid((h, w)))
         return t.flatten()
     x = torch.randn(1, h * w, 1, dtype=torch.float64)
     return torch.autograd.functional.jacobian(f, x).view(h * w, h * w)
@@ -203,16 +186,6 @@ def test_sub_steps_widen_the_cone():
 
 
 # --------------------------------------------------------------------- implicit DCT integrator
-def path_laplacian(n):
-    lap = torch.zeros(n, n, dtype=torch.float64)
-    for i in range(n - 1):
-        lap[i, i] += 1
-        lap[i + 1, i + 1] += 1
-        lap[i, i + 1] -= 1
-        lap[i + 1, i] -= 1
-    return lap
-
-
 @pytest.mark.parametrize('hw', [(1, 1), (5, 7), (6, 3)])
 @pytest.mark.parametrize('n_steps', [1, 2])
 def test_implicit_dct_matches_dense_backward_euler(hw, n_steps):
@@ -222,15 +195,11 @@ def test_implicit_dct_matches_dense_backward_euler(hw, n_steps):
     x = torch.randn(2, 4, h, w, dtype=torch.float64)
     got = grid_diffusion_implicit_dct(x, kappa, step, n_steps)
     for g in range(2):
-        lap = (kappa[g, 0] / 2 * torch.kron(path_laplacian(h), torch.eye(w, dtype=torch.float64))
-               + kappa[g, 1] / 2 * torch.kron(torch.eye(h, dtype=torch.float64), path_laplacian(w)))
-        a = torch.linalg.matrix_power(
-            torch.linalg.inv(torch.eye(h * w, dtype=torch.float64) + step[g] * lap), n_steps)
+        a = implicit_step_matrix_reference(kappa[g], step[g], h, w, n_steps)
         assert (a > 0).all()                                   # global in one step
         torch.testing.assert_close(a.sum(1), torch.ones(h * w, dtype=torch.float64))
-        xg = x[:, 2 * g:2 * g + 2].reshape(2, 2, h * w)
-        torch.testing.assert_close(got[:, 2 * g:2 * g + 2].reshape(2, 2, h * w),
-                                   xg @ a.T - xg, rtol=0, atol=1e-12)
+    torch.testing.assert_close(got, grid_diffusion_implicit_reference(x, kappa, step, n_steps),
+                               rtol=0, atol=1e-12)
 
 
 def test_implicit_module_agrees_with_explicit_to_second_order():
@@ -283,11 +252,9 @@ def test_linear_attention_equals_explicit_row_normalised_form(feature_map):
     q, k = torch.randn(2, 3, 11, 4, dtype=torch.float64), torch.randn(2, 3, 13, 4,
                                                                      dtype=torch.float64)
     v = torch.randn(2, 3, 13, 5, dtype=torch.float64)
-    phi = {'elu': lambda t: torch.nn.functional.elu(t) + 1, 'relu': torch.relu}[feature_map]
     if feature_map == 'relu':
         q, k = q.abs() + 0.1, k.abs() + 0.1      # keep every denominator well away from 0
-    sim = phi(q) @ phi(k).transpose(-1, -2)                       # (B, h, N, M)
-    expected = torch.diag_embed(1 / sim.sum(-1)) @ sim @ v
+    expected = linear_attention_reference(q, k, v, feature_map)   # (B, h, N, M) similarities
     got = linear_attention(q, k, v, feature_map=feature_map, eps=0.0)
     torch.testing.assert_close(got, expected, rtol=1e-10, atol=1e-10)
     got_eps = linear_attention(q, k, v, feature_map=feature_map)
@@ -340,7 +307,7 @@ def test_block_flops_scale_linearly_with_tokens():
 
     def run(hw):
         with torch.no_grad():
-            blk(torch.randn(1, hw[0] * hw[1], 32), hw)
+            blk(torch.randn(1, hw[0] * hw[1], 32), TokenGrid(hw))
     ratio = count_flops(lambda: run(large)) / count_flops(lambda: run(small))
     assert abs(ratio - 4.0) / 4.0 < 0.02, ratio
 

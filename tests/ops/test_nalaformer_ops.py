@@ -1,4 +1,5 @@
-"""NaLa feature maps and attention (NaLaFormer Eqs. 8-17) against explicit references."""
+"""NaLa feature maps and attention (NaLaFormer, arXiv 2506.21137, Eqs. 8-17) against the
+explicit references next to them in mmlinattn.ops.nalaformer / .linear_attention."""
 import math
 
 import pytest
@@ -6,10 +7,12 @@ import torch
 import torch.nn.functional as F
 from scipy.stats import spearmanr
 
-from mmlinattn.ops import nala_attention, nala_attention_matrix, nala_feature_maps
 from mmlinattn.ops import compiled
+from mmlinattn.ops.linear_attention import normalized_attention_reference
 from mmlinattn.ops.nalaformer import (_compiled_feature_maps, _fast_feature_maps,
-                                      _fused_feature_maps, inhibit_angle)
+                                      _fused_feature_maps, inhibit_angle, nala_attention,
+                                      nala_attention_matrix, nala_attention_reference,
+                                      nala_feature_maps, nala_similarity_reference)
 
 KERNELS = ['cos_sin', 'relu_split']
 f64 = torch.float64
@@ -22,19 +25,6 @@ def _qkv(b=2, h=3, n=37, m=None, d=16, dv=8, dtype=f64):
     k = torch.randn(b, h, m, d, dtype=dtype) * torch.logspace(-1, 0.7, m, dtype=dtype)[:, None]
     v = torch.randn(b, h, m, dv, dtype=dtype)
     return q, k, v
-
-
-def _eq17_similarity(q, k, lam=3.0, alpha=20.0):
-    """Eq. 17 written per dimension, independent of the feature maps:
-    S(q, k) = sum_i |d(q)_i|^p(||q||) |k_i|^lam cos(theta_q,i - theta_k,i)."""
-    qn = q.norm(dim=-1, keepdim=True)
-    dq, dk = q / qn, k / k.norm(dim=-1, keepdim=True)
-    p = lam * (0.5 + torch.tanh(qn))
-    a = dq.abs() ** p                                   # (N, d)
-    b = k.abs() ** lam                                  # (M, d)
-    tq, tk = math.pi / 4 * torch.tanh(alpha * dq), math.pi / 4 * torch.tanh(alpha * dk)
-    cos = torch.cos(tq[:, None, :] - tk[None, :, :])    # (N, M, d)
-    return (a[:, None, :] * b[None, :, :] * cos).sum(-1)
 
 
 def _entropy(a):
@@ -51,12 +41,16 @@ def test_linear_form_equals_materialised_attention(kernel, m):
     # the default eps (1e-6 on the 1/N-scaled normaliser) is a negligible perturbation
     torch.testing.assert_close(nala_attention(q, k, v, kernel=kernel), ref, rtol=1e-4,
                                atol=1e-5)
+    # with the same eps (norm clamp and normaliser term) the dense form is exact
+    torch.testing.assert_close(nala_attention(q, k, v, kernel=kernel),
+                               nala_attention_reference(q, k, v, kernel), rtol=1e-10,
+                               atol=1e-12)
 
 
 def test_cos_sin_similarity_is_eq17():
     q, k, _ = _qkv(b=1, h=1)
     phq, phk = nala_feature_maps(q[0, 0], k[0, 0])
-    torch.testing.assert_close(phq @ phk.T, _eq17_similarity(q[0, 0], k[0, 0]))
+    torch.testing.assert_close(phq @ phk.T, nala_similarity_reference(q[0, 0], k[0, 0]))
 
 
 @pytest.mark.parametrize('kernel', KERNELS)
@@ -84,10 +78,8 @@ def test_chunked_attention_equals_dense(kernel, chunk):
     phi_q, phi_k = _fast_feature_maps(kernel, 3.0, 20.0, 1e-6, True)
     for mask in (None, valid):
         # dense N x M similarities, padded keys zeroed, means over each image's valid keys
-        keep = torch.ones(2, 29, dtype=f64) if mask is None else mask.to(f64)
-        s = (phi_q(q) @ phi_k(k).transpose(-2, -1)) * keep[:, None, None, :]
-        count = keep.sum(-1)[:, None, None, None]
-        ref = (s @ v / count) / (s.sum(-1, keepdim=True) / count + 1e-6)
+        ref = normalized_attention_reference(phi_q(q) @ phi_k(k).transpose(-2, -1), v, 1e-6,
+                                             mask)
         got = chunked_linear_attention(q, k, v, phi_q, phi_k, 1e-6, mask, chunk=chunk)
         torch.testing.assert_close(got, ref, rtol=1e-12, atol=1e-12)
     # without autograd the (B, h, N, D) output is stored tokens-major: merging the heads
@@ -387,17 +379,6 @@ def test_compile_failure_falls_back_to_eager_with_one_warning(monkeypatch):
     assert len(calls) == 1
 
 
-def _rotation_matrix(angles):
-    """(N, d, d) block-diagonal 2x2 rotations of channel pairs (2j, 2j+1) by angles (N, d/2)."""
-    n, half = angles.shape
-    r = torch.zeros(n, 2 * half, 2 * half, dtype=angles.dtype)
-    c, s = angles.cos(), angles.sin()
-    idx = torch.arange(half)
-    r[:, 2 * idx, 2 * idx], r[:, 2 * idx, 2 * idx + 1] = c, -s
-    r[:, 2 * idx + 1, 2 * idx], r[:, 2 * idx + 1, 2 * idx + 1] = s, c
-    return r
-
-
 @pytest.mark.parametrize('masked', [False, True])
 def test_relu_split_rope_equals_dense_numerator_only_rope(masked):
     """O(N) relu_split_rope = an explicit N x N computation: numerator similarities between
@@ -412,19 +393,8 @@ def test_relu_split_rope_equals_dense_numerator_only_rope(masked):
         valid[0, 20:] = False
     out = nala_attention(q, k, v, kernel='relu_split_rope', eps=1e-6, rope_angles=angles,
                          valid=valid, fuse=False)
-
-    qn = q.norm(dim=-1, keepdim=True)
-    p = 3 * (0.5 + torch.tanh(qn))
-    halves_q = [(F.relu(q) / qn) ** p, (F.relu(-q) / qn) ** p]
-    halves_k = [F.relu(k) ** 3, F.relu(-k) ** 3]
-    rot = _rotation_matrix(angles)                                    # (N, d, d)
-    num = sum((rot @ a.unsqueeze(-1)).squeeze(-1) @ (rot @ b.unsqueeze(-1)).squeeze(-1)
-              .transpose(-2, -1) for a, b in zip(halves_q, halves_k))  # (B, h, N, N)
-    den = sum(a @ b.transpose(-2, -1) for a, b in zip(halves_q, halves_k))
-    keep = torch.ones(q.shape[0], h * w, dtype=f64) if valid is None else valid.to(f64)
-    keep = keep[:, None, None, :]
-    count = keep.sum(-1, keepdim=True)
-    ref = ((num * keep) @ v / count) / ((den * keep).sum(-1, keepdim=True) / count + 1e-6)
+    ref = nala_attention_reference(q, k, v, 'relu_split_rope', eps=1e-6, valid=valid,
+                                   rope_angles=angles)
     torch.testing.assert_close(out, ref, rtol=1e-12, atol=1e-12)
     # the rotation matters: without it the numerator is the denominator's own weights
     plain = nala_attention(q, k, v, kernel='relu_split', eps=1e-6, valid=valid, fuse=False)

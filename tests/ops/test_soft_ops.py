@@ -1,11 +1,13 @@
-"""SOFT / SOFT++ ops (mmlinattn.ops.soft) against dense float64 references."""
+"""SOFT / SOFT++ ops (mmlinattn.ops.soft) against the dense float64 references next to them
+("Softmax-free Linear Transformers", arXiv 2207.03341: Eq. 5, 9, 10, 12, 17)."""
 import pytest
 import torch
 from torch.autograd import gradcheck
 from torch.overrides import TorchFunctionMode
 
-from mmlinattn.ops.soft import (gaussian_kernel, newton_init_alpha, newton_schulz_pinv,
-                                pairwise_sqdist, soft_attention, symmetric_normalize)
+from mmlinattn.ops.soft import (gaussian_kernel, gaussian_kernel_reference, newton_init_alpha,
+                                newton_schulz_pinv, newton_schulz_reference, pairwise_sqdist,
+                                soft_attention, soft_attention_reference, symmetric_normalize)
 
 
 def spd(m, cond=10.0, batch=(), seed=0):
@@ -20,17 +22,16 @@ def kernel_matrix(m, d=8, scale=1.0, batch=(), seed=0):
     """A Gaussian-kernel bottleneck matrix exp(-||x_i - x_j||^2 / 2) (diag 1), float64."""
     g = torch.Generator().manual_seed(seed)
     x = scale * torch.randn(*batch, m, d, generator=g, dtype=torch.float64)
-    d2 = (x[..., :, None, :] - x[..., None, :, :]).square().sum(-1)
-    return torch.exp(-d2 / 2)
+    return gaussian_kernel_reference(x, x, denom=2.0)
 
 
 # --------------------------------------------------------------------- kernel
 def test_gaussian_kernel_matches_eq5():
     a = torch.randn(2, 3, 7, 16, dtype=torch.float64)
     b = torch.randn(2, 3, 5, 16, dtype=torch.float64)
-    ref = torch.exp(-(a[..., :, None, :] - b[..., None, :, :]).square().sum(-1)
-                    / (2 * 16 ** 0.5))
-    torch.testing.assert_close(gaussian_kernel(a, b), ref)
+    # the default bandwidth is Eq. 5's 2 sqrt(d_e)
+    torch.testing.assert_close(gaussian_kernel(a, b),
+                               gaussian_kernel_reference(a, b, denom=2 * 16 ** 0.5))
     torch.testing.assert_close(gaussian_kernel(a, b, denom=2.0),
                                torch.exp(-pairwise_sqdist(a, b) / 2))
 
@@ -193,19 +194,6 @@ class _RecordShapes(TorchFunctionMode):
         return out
 
 
-def _dense_reference(q, lm, v, sym_norm):
-    """S^ V with S^ = exp(Q - K~) N(pinv(A)) exp(Q~ - K) formed explicitly (n x n)."""
-    p = torch.exp(-(q[..., :, None, :] - lm[..., None, :, :]).square().sum(-1) / 2)
-    a = torch.exp(-(lm[..., :, None, :] - lm[..., None, :, :]).square().sum(-1) / 2)
-    mid = torch.linalg.pinv(a)
-    if sym_norm:
-        dinv = torch.diag_embed(a.sum(-1) ** -0.5)
-        mid = dinv @ mid @ dinv
-    s = p @ mid @ p.transpose(-1, -2)
-    assert s.shape[-2:] == (q.shape[-2], q.shape[-2])
-    return s @ v
-
-
 @pytest.mark.parametrize('sym_norm', [True, False])
 def test_soft_attention_matches_dense_nystrom(sym_norm):
     torch.manual_seed(0)
@@ -214,7 +202,7 @@ def test_soft_attention_matches_dense_nystrom(sym_norm):
     lm = torch.randn(b, h, m, d, dtype=torch.float64) * 0.6
     v = torch.randn(b, h, hh * ww, 4, dtype=torch.float64)
     out = soft_attention(q, lm, v, sym_norm=sym_norm)
-    torch.testing.assert_close(out, _dense_reference(q, lm, v, sym_norm), rtol=1e-8,
+    torch.testing.assert_close(out, soft_attention_reference(q, lm, v, sym_norm), rtol=1e-8,
                                atol=1e-8)
 
 
@@ -225,6 +213,9 @@ def test_soft_attention_never_forms_n_by_n():
         soft_attention(q, lm, v)
     assert rec.shapes and all(not (s[-1] >= n and s[-2] >= n) for s in rec.shapes
                               if len(s) >= 2), rec.shapes
+    with _RecordShapes() as rec:  # positive control: the dense reference does form it
+        soft_attention_reference(q, lm, v)
+    assert (1, 2, n, n) in rec.shapes
 
 
 def test_soft_attention_float32_under_autocast():
@@ -272,10 +263,7 @@ def test_scaled_init_with_ridge_is_the_plain_soft_iteration():
     a = torch.stack([kernel_matrix(9, scale=0.5, seed=s) for s in range(3)])
     torch.testing.assert_close(newton_init_alpha(a, 'scaled'),
                                1.8 / a.sum(-1).max(-1).values ** 2, rtol=1e-15, atol=0)
-    p = a + 0.01 * torch.eye(9, dtype=a.dtype)
-    v = (1.8 / a.sum(-1).max(-1).values ** 2)[:, None, None] * p
-    for _ in range(20):
-        v = 2 * v - v @ p @ v
+    v = newton_schulz_reference(a, 1.8 / a.sum(-1).max(-1).values ** 2, 20, ridge=0.01)
     y = newton_schulz_pinv(a, 20, init='scaled', ridge=0.01)
     torch.testing.assert_close(y, v, rtol=1e-12, atol=1e-12)
     # Eq. 12 with the ridge: the gradient w.r.t. A is that w.r.t. A + ridge I
