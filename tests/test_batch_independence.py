@@ -14,8 +14,9 @@ from reliability_helpers import (FAMILIES, alone_and_batched, build, max_valid_d
                                  round_up)
 
 from mmlinattn.engine import ValidRegionHook
+from mmlinattn.engine.valid_region_hook import enable_valid_region
 from mmlinattn.models.backbones.soft import SOFT
-from mmlinattn.models.layers.valid_region import attached_valid_hw, enable_valid_region
+from mmlinattn.models.layers.token_grid import IMAGE_SIZES_ATTR
 
 SMALL, BIG = (72, 88), (128, 160)
 
@@ -128,9 +129,9 @@ def test_mmseg_preprocessor_attaches_img_shape():
                 data_samples=samples)
     out = holder.data_preprocessor(data, training=True)
     assert tuple(out['inputs'].shape[-2:]) == (96, 96)
-    assert attached_valid_hw(out['inputs']) == tuple(shapes)
+    assert getattr(out['inputs'], IMAGE_SIZES_ATTR) == tuple(shapes)
     # mmseg tests one image at a time, padded to the size divisor: that padding is masked too
     one = dict(inputs=data['inputs'][:1], data_samples=samples[:1])
     out = holder.data_preprocessor(one, training=False)
     assert tuple(out['inputs'].shape[-2:]) == (64, 96)
-    assert attached_valid_hw(out['inputs']) == (shapes[0], )
+    assert getattr(out['inputs'], IMAGE_SIZES_ATTR) == (shapes[0], )

@@ -7,7 +7,7 @@ import sys
 import pytest
 import torch
 
-import mmlinattn  # noqa: F401  (installs the safe loader)
+import mmlinattn.engine  # noqa: F401  (installs the safe loader)
 from mmlinattn.utils.checkpoint import UnsafeCheckpointError, safe_load_checkpoint
 
 

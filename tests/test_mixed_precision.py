@@ -11,7 +11,8 @@ import pytest
 import torch
 from reliability_helpers import build
 
-from mmlinattn.models.layers import LayerNorm2d, LinearAttention, NaLaAttention, SoftAttention
+from mmlinattn.models.layers import (LayerNorm2d, LinearAttention, NaLaAttention, SoftAttention,
+                                     TokenGrid)
 from mmlinattn.models.layers.infsa_attention import LinearInfSA, PureInfSA
 from mmlinattn.ops import linear_attention
 from mmlinattn.ops.diffusion import grid_diffusion, stencil_kernel
@@ -133,7 +134,7 @@ def test_mixers_large_activations_under_autocast(make):
     torch.manual_seed(0)
     mixer = make().eval()
     x = _bf16(2, 12 * 10, 64)
-    hw = (12, 10)
+    hw = TokenGrid((12, 10))
     call = (lambda m, t: m(t)) if isinstance(mixer, LinearAttention) else \
         (lambda m, t: m(t, hw))
     with torch.no_grad():

@@ -137,16 +137,20 @@ def capture_mixer_inputs(model: nn.Module, x: torch.Tensor,
                          method: str = 'forward') -> List[dict]:
     """Run ``model(x)`` (no grad) and return, in call order, one record per call of
     ``method`` of a mixer of ``types`` (default: InfSA): ``name``, ``module``, its input
-    ``x`` (tokens (B, N, C) or a map), ``hw`` and ``valid`` (None when not passed)."""
+    ``x`` (tokens (B, N, C) or a map), its ``grid`` (a
+    :class:`~mmlinattn.models.layers.token_grid.TokenGrid`), the grid's ``hw`` and, for
+    tokens, their (B, N) ``valid`` mask (None when not passed or nothing is padded)."""
     records, patched = [], []
     names = {m: n for n, m in model.named_modules()}
 
     def recorder(module, call):
         def wrapped(*args, **kwargs):
-            hw = args[1] if len(args) > 1 else kwargs.get('hw')
-            valid = args[2] if len(args) > 2 else kwargs.get('valid')
-            records.append(dict(name=names[module], module=module, x=args[0].detach(),
-                                hw=hw, valid=valid))
+            x = args[0].detach()
+            grid = args[1] if len(args) > 1 else kwargs.get('grid')
+            hw = None if grid is None else grid.hw
+            valid = None if grid is None or x.dim() != 3 else grid.valid_tokens(x)
+            records.append(dict(name=names[module], module=module, x=x, grid=grid, hw=hw,
+                                valid=valid))
             return call(*args, **kwargs)
         return wrapped
 

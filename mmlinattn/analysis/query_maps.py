@@ -23,7 +23,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ..models.layers import GridDiffusion, NaLaAttention, SoftAttention
+from ..models.layers import GridDiffusion, NaLaAttention, SoftAttention, TokenGrid
 from ..models.layers.infsa_attention import LinearInfSA, PureInfSA
 from .infsa import _to_hwc, attention_maps, capture_mixer_inputs
 
@@ -81,13 +81,14 @@ def _identity_values(q: torch.Tensor) -> torch.Tensor:
     return torch.eye(q.shape[-2], dtype=q.dtype, device=q.device).expand(*q.shape[:2], -1, -1)
 
 
-def _soft_row(mod: SoftAttention, x: torch.Tensor, hw: Key, idx: int) -> torch.Tensor:
-    q, landmarks, landmark_valid = mod.kernel_tokens(x, hw)
-    return mod.attend(q, landmarks, _identity_values(q), None, landmark_valid)[:, :, idx]
+def _soft_row(mod: SoftAttention, x: torch.Tensor, grid: TokenGrid, idx: int) -> torch.Tensor:
+    q, landmarks, landmark_valid = mod.kernel_tokens(x, grid)
+    return mod.attend(q, landmarks, _identity_values(q), grid.valid_tokens(x),
+                      landmark_valid)[:, :, idx]
 
 
-def _nala_row(mod: NaLaAttention, x: torch.Tensor, hw: Key, idx: int) -> torch.Tensor:
-    return mod.attention_weights(x, hw)[:, :, idx]
+def _nala_row(mod: NaLaAttention, x: torch.Tensor, grid: TokenGrid, idx: int) -> torch.Tensor:
+    return mod.attention_weights(x, grid)[:, :, idx]
 
 
 def _diffusion_rows(records, image_hw, query) -> Dict[Key, torch.Tensor]:
@@ -130,7 +131,7 @@ def query_attention_maps(model: nn.Module, x: torch.Tensor, query: Sequence[floa
         for rec in records:
             key, hw = block_key(rec['name']), tuple(rec['hw'])
             with torch.no_grad():
-                rows[key] = row_fn(rec['module'], rec['x'], hw,
+                rows[key] = row_fn(rec['module'], rec['x'], rec['grid'],
                                    query_token(query, image_hw, hw)).mean(1)
             grids[key] = hw
     return {k: rows[k][0].float().reshape(*grids[k]) for k in rows}

@@ -251,9 +251,9 @@ class LinAttnClassifier(PyramidFeaturesMixin, nn.Module):
         last block's output norm: (B, 1 + h*w, C)."""
         bb = self.backbone
         bb.check_input(x)
-        tokens, hw = bb.patch_embeds[0](x)
+        tokens, grid = bb.patch_embeds[0](x, bb.input_grid(x))
         for stage in bb.stages:
-            tokens = maybe_checkpoint(stage, tokens, hw, enabled=bb.with_cp)
+            tokens = maybe_checkpoint(stage, tokens, grid, enabled=bb.with_cp)
         return bb.out_norms[str(bb.num_stages - 1)](tokens)
 
     def forward_features(self, x: torch.Tensor) -> torch.Tensor:

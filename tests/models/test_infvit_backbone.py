@@ -7,7 +7,7 @@ import mmlinattn.models  # noqa: F401
 from backbone_checks import (check_all_params_get_grad, check_bf16_autocast,
                              check_frozen_stages, check_output_shapes, check_strict_reload)
 from mmlinattn.models.backbones.infvit import InfSABlock, InfViT, InfViTPlain
-from mmlinattn.models.layers import InfSAGamma, LinearInfSA, PureInfSA
+from mmlinattn.models.layers import InfSAGamma, LinearInfSA, PureInfSA, TokenGrid
 from mmlinattn.registry import MODELS
 
 TINY_PYR = dict(embed_dims=(16, 32, 48, 64), depths=(1, 2, 1, 1), mlp_ratios=(2, 2, 2, 2))
@@ -48,8 +48,8 @@ def test_mixer_padding_does_not_change_valid_tokens(cls):
     attn = cls(16, 2).double().eval()
     x = torch.randn(2, 12, 16, dtype=torch.float64)
     xp = torch.cat([x, torch.randn(2, 7, 16, dtype=torch.float64)], 1)
-    valid = torch.arange(19)[None].expand(2, -1) < 12
-    torch.testing.assert_close(attn(xp, valid=valid)[:, :12], attn(x))
+    valid = TokenGrid((1, 19), [(1, 12)] * 2)   # the first 12 of 19 tokens
+    torch.testing.assert_close(attn(xp, valid)[:, :12], attn(x))
 
 
 def test_gamma_modes_and_learnable_gamma_in_graph():

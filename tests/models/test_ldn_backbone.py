@@ -8,7 +8,7 @@ from mmengine.registry import MODELS as ROOT_MODELS
 from torch.utils.flop_counter import FlopCounterMode
 
 from mmlinattn.models.backbones import LDN
-from mmlinattn.models.layers import LDNBlock
+from mmlinattn.models.layers import LDNBlock, TokenGrid
 from mmlinattn.registry import MODELS
 
 # A narrow arch with every stage present keeps the contract checks fast on 2 CPU cores.
@@ -120,7 +120,7 @@ def test_block_is_the_sum_of_its_branches_from_the_same_state():
         blk = LDNBlock(16, 2, layer_scale_init_value=0.5, **flags).double().eval()
         blk.load_state_dict({k: v for k, v in sd.items() if k in blk.state_dict()})
         parts.append(blk)
-    x, hw = torch.randn(2, 5 * 7, 16, dtype=torch.float64), (5, 7)
+    x, hw = torch.randn(2, 5 * 7, 16, dtype=torch.float64), TokenGrid((5, 7))
     total = sum(p(x, hw) - x for p in parts)
     torch.testing.assert_close(full(x, hw) - x, total, rtol=0, atol=1e-12)
     assert all((p(x, hw) - x).abs().max() > 1e-3 for p in parts)
@@ -172,6 +172,6 @@ def test_one_layer_of_the_full_block_is_global():
     blk = LDNBlock(8, 2, layer_scale_init_value=1.0).double()
     h, w = 4, 6
     x = torch.randn(1, h * w, 8, dtype=torch.float64)
-    jac = torch.autograd.functional.jacobian(lambda t: blk(t, (h, w))[0], x,
+    jac = torch.autograd.functional.jacobian(lambda t: blk(t, TokenGrid((h, w)))[0], x,
                                                vectorize=True)[:, :, 0]
     assert (jac.abs().amax(dim=(1, 3)) > 0).all()

@@ -8,7 +8,8 @@ from backbone_checks import (check_all_params_get_grad, check_bf16_autocast,
                              check_frozen_stages, check_output_shapes, check_strict_reload)
 
 from mmlinattn.models.backbones import NaLaFormer
-from mmlinattn.models.layers import NaLaAttention, NaLaBlock, apply_rope, rope_2d_angles
+from mmlinattn.models.layers import (NaLaAttention, NaLaBlock, TokenGrid, apply_rope,
+                                     rope_2d_angles)
 from mmlinattn.registry import MODELS
 
 # a small arch with every structural feature (head dim 16, several heads, 2-block stage)
@@ -126,7 +127,7 @@ def test_arch_hyperparameters():
 @pytest.mark.parametrize('attn_type', ['nala', 'softmax'])
 def test_attention_permutation_equivariant_without_positional_terms(attn_type):
     attn = NaLaAttention(32, 2, attn_type=attn_type, lepe=False, rope=False).double()
-    hw = (5, 6)
+    hw = TokenGrid((5, 6))
     x = torch.randn(2, 30, 32, dtype=torch.float64)
     perm = torch.randperm(30)
     torch.testing.assert_close(attn(x[:, perm], hw), attn(x, hw)[:, perm])
@@ -146,7 +147,7 @@ def test_softmax_branch_is_rope_softmax_attention():
     o = torch.softmax(qr @ kr.transpose(-2, -1) / 4.0, dim=-1) @ heads[2]
     o = o.transpose(1, 2).reshape(1, h * w, 32)
     ref = attn.proj(attn.norm(o) * F.silu(g))
-    torch.testing.assert_close(attn(x, (h, w)), ref)
+    torch.testing.assert_close(attn(x, TokenGrid((h, w))), ref)
 
 
 def test_rope_is_relative_and_norm_preserving():
@@ -170,9 +171,9 @@ def test_block_runs_on_non_square_grid_and_gamma_none():
     blk = NaLaBlock(32, 2, mlp_ratio=2.0, layer_scale_init_value=None).eval()
     assert blk.gamma1 is None
     x = torch.randn(2, 3 * 11, 32)
-    assert blk(x, (3, 11)).shape == x.shape
+    assert blk(x, TokenGrid((3, 11))).shape == x.shape
     with pytest.raises(ValueError, match='grid'):
-        blk(x, (4, 8))
+        blk(x, TokenGrid((4, 8)))
 
 
 def _plain_block(blk, x, hw):
@@ -214,7 +215,7 @@ def test_block_equals_its_plain_formulation(grad):
         p.data.add_(0.05 * torch.randn_like(p))
     x = torch.randn(2, 5 * 7, 32, dtype=torch.float64, requires_grad=grad)
     with torch.set_grad_enabled(grad):
-        got = blk(x, (5, 7))
+        got = blk(x, TokenGrid((5, 7)))
         ref = _plain_block(blk, x, (5, 7))
     torch.testing.assert_close(got, ref, rtol=1e-10, atol=1e-12)
 
@@ -249,22 +250,23 @@ def test_residual_linear_under_autocast_is_the_autocast_two_step_form():
 
 def test_conv_tokens_folds_the_identity_only_without_padding():
     from mmlinattn.models.layers.channels_last import conv_tokens
-    from mmlinattn.models.layers.valid_region import ValidRegion, use_valid_region, zero_padding
+    from mmlinattn.models.layers.token_grid import TokenGrid
     conv = torch.nn.Conv2d(6, 6, 3, padding=1, groups=6).double()
     x = torch.randn(2, 4 * 5, 6, dtype=torch.float64)
+    full = TokenGrid((4, 5))
 
-    def plain():
+    def plain(grid):
         m = x.transpose(1, 2).reshape(2, 6, 4, 5)
-        return x + conv(zero_padding(m)).flatten(2).transpose(1, 2)
-    torch.testing.assert_close(conv_tokens(conv, x, (4, 5), residual=True), plain())
+        return x + conv(grid.zero_padding(m)).flatten(2).transpose(1, 2)
+    torch.testing.assert_close(conv_tokens(conv, x, full, residual=True), plain(full))
     # a padded batch: the second image is 2 x 3 of the 4 x 5 grid; the conv reads zeros
     # outside it, while the residual keeps the input (as x + conv(zero_padding(x)))
-    with use_valid_region(ValidRegion([(4, 5), (2, 3)], (4, 5))):
-        got = conv_tokens(conv, x, (4, 5), residual=True)
-        torch.testing.assert_close(got, plain())
-    assert not torch.allclose(got, conv_tokens(conv, x, (4, 5), residual=True))
+    padded = TokenGrid((4, 5), [(4, 5), (2, 3)])
+    got = conv_tokens(conv, x, padded, residual=True)
+    torch.testing.assert_close(got, plain(padded))
+    assert not torch.allclose(got, conv_tokens(conv, x, full, residual=True))
     strided = torch.nn.Conv2d(6, 6, 3, stride=2, padding=1, groups=6).double()
-    assert conv_tokens(strided, x, (4, 5)).shape == (2, 2 * 3, 6)
+    assert conv_tokens(strided, x, full).shape == (2, 2 * 3, 6)
 
 
 def test_fused_backbone_equals_eager(monkeypatch):

@@ -11,6 +11,7 @@ from backbone_checks import (SIZES, check_all_params_get_grad, check_bf16_autoca
 
 from mmlinattn.models.backbones.soft import SOFT, SOFTBlock, SoftmaxBlock
 from mmlinattn.models.layers.soft_attention import LandmarkSampler, SoftAttention, capped_grid
+from mmlinattn.models.layers.token_grid import TokenGrid
 from mmlinattn.registry import MODELS
 
 # Reduced archs (d_h = 16 or 32, one block per stage) for the training-mode checks.
@@ -267,7 +268,7 @@ def test_soft_attention_module_matches_dense_reference():
     dm = torch.diag_embed(a.sum(-1) ** -0.5)
     s_hat = k1 @ dm @ torch.linalg.pinv(a) @ dm @ k1.transpose(-1, -2)
     ref = (s_hat @ v).transpose(1, 2).reshape(2, h * w, dim) @ att.proj.weight.T + att.proj.bias
-    torch.testing.assert_close(att(x, (h, w)), ref, rtol=1e-7, atol=1e-7)
+    torch.testing.assert_close(att(x, TokenGrid((h, w))), ref, rtol=1e-7, atol=1e-7)
 
 
 def test_v_conv_is_per_head_depthwise():
@@ -275,7 +276,7 @@ def test_v_conv_is_per_head_depthwise():
     att = SoftAttention(12, 3, sr_ratio=1, v_conv_size=3).double()
     assert att.v_conv.weight.shape == (3, 1, 3, 3)
     v = torch.randn(2, 3, 5 * 4, 4, dtype=torch.float64)
-    out = att._conv_v(v, (5, 4))
+    out = att._conv_v(v, TokenGrid((5, 4)))
     for b in range(2):
         for head in range(3):
             for c in range(4):
@@ -441,7 +442,8 @@ def test_converted_blocks_compute_the_authors_functions():
     blk = model.stages[1].blocks[0]
     assert isinstance(blk, SOFTBlock) and blk.post_norm
     x = torch.randn(2, 8 * 8, 64, dtype=torch.float64)
-    torch.testing.assert_close(blk(x, (8, 8)), _authors_soft_block(theirs, p, x, (8, 8), 2, 4),
+    torch.testing.assert_close(blk(x, TokenGrid((8, 8))),
+                               _authors_soft_block(theirs, p, x, (8, 8), 2, 4),
                                rtol=1e-6, atol=1e-6)
 
     blk4 = model.stages[3].blocks[0]
@@ -462,4 +464,4 @@ def test_converted_blocks_compute_the_authors_functions():
     x1 = x + lin('attn.proj', att.transpose(1, 2).reshape(2, 10, 64))
     y = F.layer_norm(x1, (64, ), theirs[s + 'norm2.weight'], theirs[s + 'norm2.bias'], 1e-6)
     ref = x1 + lin('mlp.fc2', F.gelu(lin('mlp.fc1', y)))
-    torch.testing.assert_close(blk4(x, (3, 3)), ref, rtol=1e-9, atol=1e-9)
+    torch.testing.assert_close(blk4(x, TokenGrid((3, 3))), ref, rtol=1e-9, atol=1e-9)

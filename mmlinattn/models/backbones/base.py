@@ -4,9 +4,14 @@ A family subclasses :class:`PyramidBackbone`, declares ``arch_settings`` / ``arc
 calls ``super().__init__`` with the common arguments, then builds two ``nn.ModuleList``s of
 equal length:
 
-* ``self.patch_embeds[i]``: NCHW -> NCHW, the stem for ``i == 0`` and the stride-2
-  down-sampler before stage ``i`` otherwise;
-* ``self.stages[i]``: NCHW -> NCHW at constant resolution (token mixing happens inside).
+* ``self.patch_embeds[i]``: ``(map, grid) -> (map, grid)`` (NCHW maps with their
+  :class:`~mmlinattn.models.layers.token_grid.TokenGrid`), the stem for ``i == 0`` and the
+  stride-2 down-sampler before stage ``i`` otherwise;
+* ``self.stages[i]``: ``(map, grid) -> map``, NCHW at constant resolution (token mixing
+  happens inside).
+
+The input's grid (with each image's valid size in a padded batch) is resolved once, at the
+start of :meth:`PyramidBackbone.forward`, and handed down as an argument.
 
 The scaffold owns everything else: arch resolution and argument validation, input checks,
 drop-path schedule, per-output norms (only for returned stages, so DDP needs no
@@ -27,7 +32,7 @@ from torch.nn.modules.batchnorm import _BatchNorm
 from ...utils.checkpoint import load_pretrained_backbone
 from ..layers import LayerNorm2d, maybe_checkpoint
 from ..layers.channels_last import map_as_tokens, tokens_as_map
-from ..layers.valid_region import resolve_valid_hw, use_valid_region, zero_padding
+from ..layers.token_grid import IMAGE_SIZES_ATTR, TokenGrid, grid_of_map
 
 
 def _autocast_on(x: torch.Tensor) -> bool:
@@ -251,28 +256,35 @@ class PyramidBackbone(BaseModule, metaclass=_FreezeAfterInit):
                 then ignore the padding, so each image's features inside its ``h x w`` do
                 not depend on the other images of the batch (``docs/batch_independence.md``).
                 Without it, sizes attached to ``x`` by the data preprocessor hook of
-                :func:`mmlinattn.models.layers.valid_region.enable_valid_region` are used.
+                :func:`mmlinattn.engine.valid_region_hook.enable_valid_region` are used.
         """
         self.check_input(x)
         if x.shape[0] == 0:
             return tuple(x.new_zeros(0, *s) for s in self.output_shapes(*x.shape[-2:]))
-        region = resolve_valid_hw(x, valid_hw, type(self).__name__, self.strides)
-        with use_valid_region(region):
-            # the padding of a returned map is zero, so necks / heads read no padding features
-            return tuple(zero_padding(o) for o in self.forward_pyramid(x))
+        return self.forward_pyramid(x, self.input_grid(x, valid_hw))
 
-    def forward_pyramid(self, x: torch.Tensor) -> Tuple[torch.Tensor, ...]:
-        """The stage loop on a checked input (the valid region, if any, is current)."""
+    def input_grid(self, x: torch.Tensor,
+                   valid_hw: Optional[Sequence[Tuple[int, int]]] = None) -> TokenGrid:
+        """The :class:`TokenGrid` of the input ``x``: its (H, W) and the per-image sizes of
+        ``valid_hw``, or else of the sizes the data preprocessor attached to ``x``.  The one
+        place that reads that attribute: everything below gets the grid as an argument."""
+        if valid_hw is None:
+            valid_hw = getattr(x, IMAGE_SIZES_ATTR, None)
+        return TokenGrid.of_input(x, valid_hw, type(self).__name__)
+
+    def forward_pyramid(self, x: torch.Tensor, grid: TokenGrid) -> Tuple[torch.Tensor, ...]:
+        """The stage loop on a checked input on ``grid``; the returned maps are zero in the
+        padding, so necks / heads read no padding features."""
         outs = {}
         last = max(self.out_indices)
         # channels-last from the start: oneDNN / cuDNN convs run faster on it, and the stages
         # take and give channels-last maps without a copy
         x = x.contiguous(memory_format=torch.channels_last)
         for i in range(last + 1):
-            x = self.patch_embeds[i](x)
-            x = self.stages[i](x)
+            x, grid = self.patch_embeds[i](x, grid)
+            x = self.stages[i](x, grid)
             if str(i) in self.out_norms:
-                outs[i] = self.out_norms[str(i)](x)
+                outs[i] = grid.zero_padding(self.out_norms[str(i)](x))
         return tuple(outs[i] for i in self.out_indices)
 
     # ----------------------------------------------------------------- training state
@@ -344,8 +356,9 @@ class PyramidBackbone(BaseModule, metaclass=_FreezeAfterInit):
 class BlockStage(nn.Module):
     """One stage of token-mixing blocks at constant resolution, NCHW in and out.
 
-    Every block is called as ``block(tokens, (H, W))`` on (B, H*W, C) tokens.  An optional
-    ``pre`` module (e.g. a position embedding) is applied to the NCHW map first.
+    Every block is called as ``block(tokens, grid)`` on (B, H*W, C) tokens with the stage's
+    :class:`TokenGrid`.  An optional ``pre`` module (e.g. a position embedding) is applied to
+    the NCHW map first.
     """
 
     def __init__(self, blocks: Sequence[nn.Module], pre: Optional[nn.Module] = None,
@@ -355,12 +368,13 @@ class BlockStage(nn.Module):
         self.blocks = nn.ModuleList(blocks)
         self.with_cp = with_cp
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, grid: Optional[TokenGrid] = None) -> torch.Tensor:
+        """NCHW map on ``grid`` (None: the map's own size, nothing padded) -> NCHW map."""
         x = self.pre(x)
-        hw = tuple(x.shape[-2:])
+        grid = grid_of_map(x, grid)
         # channels-last views both ways: no copy for a channels-last map (what the previous
         # stage and its down-sampling conv hand over), contiguous tokens for every block
         t = map_as_tokens(x)
         for blk in self.blocks:
-            t = maybe_checkpoint(blk, t, hw, enabled=self.with_cp)
-        return tokens_as_map(t, hw)
+            t = maybe_checkpoint(blk, t, grid, enabled=self.with_cp)
+        return tokens_as_map(t, grid.hw)

@@ -15,10 +15,9 @@ import torch.nn as nn
 from timm.layers import DropPath, Mlp, trunc_normal_
 
 from ...registry import MODELS
-from ..layers import (ConvFFN, InterpolatedPosEmbed, PatchConv, map_to_tokens,
+from ..layers import (ConvFFN, InterpolatedPosEmbed, PatchConv, TokenGrid, map_to_tokens,
                       maybe_checkpoint, resize_pos_embed, tokens_to_map)
 from ..layers.infsa_attention import LinearInfSA, PureInfSA
-from ..layers.valid_region import token_mask
 from .base import BlockStage, PyramidBackbone
 
 MIXERS = ('linear', 'pure')
@@ -65,16 +64,13 @@ class InfSABlock(nn.Module):
         self.ffn = ConvFFN(dim, hidden) if dwconv else Mlp(dim, hidden)
         self.drop_path = DropPath(drop_path) if drop_path > 0 else nn.Identity()
 
-    def forward(self, x: torch.Tensor, hw: Tuple[int, int],
-                valid: Optional[torch.Tensor] = None) -> torch.Tensor:
-        """x: (B, N, C) tokens on the ``hw`` grid (after any prefix tokens such as a class
-        token); valid: (B, N) bool padding mask for the mixer's norms and pools, by default
-        the current valid region's (prefix tokens count as valid)."""
-        if valid is None:
-            valid = token_mask(hw, x.shape[0], x.device, x.shape[1] - hw[0] * hw[1])
-        x = x + self.drop_path(self.attn(self.norm1(x), hw, valid))
+    def forward(self, x: torch.Tensor, grid: TokenGrid) -> torch.Tensor:
+        """x: (B, N, C) tokens, the last H*W on ``grid`` (any before are prefix tokens such
+        as a class token, always valid); the grid's padding stays out of the mixer's norms
+        and pools."""
+        x = x + self.drop_path(self.attn(self.norm1(x), grid))
         y = self.norm2(x)
-        y = self.ffn(y, hw) if self.dwconv else self.ffn(y)
+        y = self.ffn(y, grid) if self.dwconv else self.ffn(y)
         return x + self.drop_path(y)
 
 
@@ -181,7 +177,8 @@ class PlainEmbed(nn.Module):
     """ViT input: non-overlapping patchify, a learned position embedding stored at
     ``pos_grid`` and resized (bicubic) to the current grid, and a prepended class token.
 
-    Returns ``(tokens (B, [1 +] h*w, C), (h, w))`` with ``h = ceil(H / patch_size)``.
+    Returns ``(tokens (B, [1 +] h*w, C), grid)`` with the grid's ``h = ceil(H /
+    patch_size)``.
     """
 
     def __init__(self, in_channels: int, dim: int, patch_size: int, pos_grid: Tuple[int, int],
@@ -193,12 +190,13 @@ class PlainEmbed(nn.Module):
         if self.cls_token is not None:
             trunc_normal_(self.cls_token, std=0.02)
 
-    def forward(self, x: torch.Tensor) -> Tuple[torch.Tensor, Tuple[int, int]]:
-        tokens, hw = map_to_tokens(self.pos_embed(self.proj(x)))
+    def forward(self, x: torch.Tensor, grid: TokenGrid) -> Tuple[torch.Tensor, TokenGrid]:
+        x, grid = self.proj(x, grid)
+        tokens, _ = map_to_tokens(self.pos_embed(x, grid))
         if self.cls_token is not None:
             cls = self.cls_token.to(tokens.dtype).expand(tokens.shape[0], -1, -1)
             tokens = torch.cat([cls, tokens], dim=1)
-        return tokens, hw
+        return tokens, grid
 
 
 @MODELS.register_module()
@@ -313,14 +311,15 @@ class InfViTPlain(PyramidBackbone):
         # Applied to the (B, N, C) tokens before they are laid out as a map.
         return nn.LayerNorm(dim, eps=1e-6)
 
-    def forward_pyramid(self, x: torch.Tensor) -> Tuple[torch.Tensor, ...]:
-        tokens, hw = self.patch_embeds[0](x)
-        num_extra = tokens.shape[1] - hw[0] * hw[1]
+    def forward_pyramid(self, x: torch.Tensor, grid: TokenGrid) -> Tuple[torch.Tensor, ...]:
+        tokens, grid = self.patch_embeds[0](x, grid)
+        num_extra = tokens.shape[1] - grid.num_tokens
         outs = {}
         for i in range(max(self.out_indices) + 1):
-            tokens = maybe_checkpoint(self.stages[i], tokens, hw, enabled=self.with_cp)
+            tokens = maybe_checkpoint(self.stages[i], tokens, grid, enabled=self.with_cp)
             if str(i) in self.out_norms:
-                outs[i] = tokens_to_map(self.out_norms[str(i)](tokens[:, num_extra:]), hw)
+                patches = self.out_norms[str(i)](tokens[:, num_extra:])
+                outs[i] = grid.zero_padding(tokens_to_map(patches, grid.hw))
         return tuple(outs[i] for i in self.out_indices)
 
     def adapt_state_dict(self, state_dict: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:

@@ -7,7 +7,7 @@ architectures of the authors' released ImageNet models (github.com/fudan-zvg/SOF
 ``convert_weights=True`` and one of the :data:`OFFICIAL_PRESETS`.
 """
 from functools import partial
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import Dict, List, Optional, Sequence, Union
 
 import torch
 import torch.nn as nn
@@ -18,10 +18,10 @@ from timm.models.vision_transformer import Block as TimmBlock
 from ...ops.soft import NEWTON_INITS
 from ...registry import MODELS
 from ..converters.soft import checkpoint_depths, convert_soft_checkpoint
-from ..layers import (InterpolatedPosEmbed, LayerNorm2d, PatchConv, SoftAttention,
-                      map_to_tokens, maybe_checkpoint, resize_pos_embed)
+from ..layers import (ConvStem, InterpolatedPosEmbed, LayerNorm2d, PatchConv, SoftAttention,
+                      TokenGrid, map_to_tokens, maybe_checkpoint, resize_pos_embed)
 from ..layers.channels_last import tokens_as_map
-from ..layers.valid_region import token_mask
+from ..layers.token_grid import grid_of_map
 from .base import PyramidBackbone
 
 ATTN_TYPES = ('soft', 'softmax')
@@ -60,20 +60,20 @@ class SOFTBlock(nn.Module):
         self.mlp = Mlp(dim, int(dim * mlp_ratio), act_layer=mlp_act)
         self.drop_path = DropPath(drop_path) if drop_path > 0 else nn.Identity()
 
-    def forward(self, x: torch.Tensor, hw: Tuple[int, int]) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, grid: TokenGrid) -> torch.Tensor:
         if self.post_norm:
-            x = self.norm1(x + self.drop_path(self.attn(x, hw)))
+            x = self.norm1(x + self.drop_path(self.attn(x, grid)))
             return self.norm2(x + self.drop_path(self.mlp(x)))
-        x = x + self.drop_path(self.attn(self.norm1(x), hw))
+        x = x + self.drop_path(self.attn(self.norm1(x), grid))
         return x + self.drop_path(self.mlp(self.norm2(x)))
 
 
 class SoftmaxBlock(TimmBlock):
-    """Pre-LN softmax ViT block (the authors' stage 4), called as ``block(x, hw)``."""
+    """Pre-LN softmax ViT block (the authors' stage 4), called as ``block(x, grid)``."""
 
-    def forward(self, x: torch.Tensor, hw: Tuple[int, int]) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, grid: TokenGrid) -> torch.Tensor:
         # batch padding is never a key; prefix tokens (the class token) always are
-        mask = token_mask(hw, x.shape[0], x.device, x.shape[1] - hw[0] * hw[1])
+        mask = grid.valid_tokens(x)
         return super().forward(x, attn_mask=None if mask is None else mask[:, None, None])
 
 
@@ -82,7 +82,7 @@ class SOFTStage(nn.Module):
 
     Args:
         pos_embed: added to the map before the blocks.
-        blocks: called as ``block(tokens, (H, W))``.
+        blocks: called as ``block(tokens, grid)``.
         dim: channels (for the class token).
         cls_token: prepend a learned class token for the blocks and drop it afterwards
             (the authors' stage 4; its position embedding is folded into it).
@@ -99,22 +99,24 @@ class SOFTStage(nn.Module):
         self.blocks = nn.ModuleList(blocks)
         self.with_cp = with_cp
 
-    def forward_tokens(self, x: torch.Tensor) -> Tuple[torch.Tensor, Tuple[int, int]]:
-        """(B, C, H, W) -> the tokens after the blocks, class token first if any, and (H, W)."""
-        t, hw = map_to_tokens(self.pos_embed(x))
+    def forward_tokens(self, x: torch.Tensor, grid: TokenGrid) -> torch.Tensor:
+        """(B, C, H, W) on ``grid`` -> the tokens after the blocks, class token first if any."""
+        t, _ = map_to_tokens(self.pos_embed(x, grid))
         t = t.contiguous()  # one copy, then every block works on contiguous tokens
         if self.cls_token is not None:
             t = torch.cat([self.cls_token.expand(t.shape[0], -1, -1).to(t.dtype), t], dim=1)
         for blk in self.blocks:
-            t = maybe_checkpoint(blk, t, hw, enabled=self.with_cp)
-        return t, hw
+            t = maybe_checkpoint(blk, t, grid, enabled=self.with_cp)
+        return t
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        t, hw = self.forward_tokens(x)
+    def forward(self, x: torch.Tensor, grid: Optional[TokenGrid] = None) -> torch.Tensor:
+        """NCHW map on ``grid`` (None: the map's own size, nothing padded) -> NCHW map."""
+        grid = grid_of_map(x, grid)
+        t = self.forward_tokens(x, grid)
         if self.cls_token is not None:
             t = t[:, 1:]
         # a channels-last view (no copy); the next conv keeps that layout
-        return tokens_as_map(t.contiguous(), hw)
+        return tokens_as_map(t.contiguous(), grid.hw)
 
 
 _PAPER = dict(sr_ratios=(8, 4, 2, 1), mlp_ratios=(4, 4, 4, 4), attn_types=('soft', ) * 4,
@@ -188,6 +190,9 @@ class SOFT(PyramidBackbone):
             ``0.9 * 2 / ||A||_inf^2``), see :func:`mmlinattn.ops.soft.newton_init_alpha`.
         newton_ridge: invert ``A + newton_ridge I`` (0 = paper; 0.01 in the authors' plain
             SOFT).
+        pinv: how ``A^+`` is applied: ``'newton'`` (Eq. 10, default, the paper) or
+            ``'cholesky'`` (a ridged Cholesky solve, m^3 / 3 instead of 40 m^3 flops per head
+            and layer, for large inputs), see :func:`mmlinattn.ops.soft.soft_attention`.
         sym_norm: SOFT++ normalisation (Eq. 17); ``False`` = plain SOFT (ablations only: the
             paper reports it does not converge on dense tasks).
         landmark_ln_gelu: LayerNorm + GELU on sampled landmarks (authors' code; default on).
@@ -233,6 +238,7 @@ class SOFT(PyramidBackbone):
                  newton_iters: int = 20,
                  newton_init: str = 'safe',
                  newton_ridge: float = 0.0,
+                 pinv: str = 'newton',
                  sym_norm: bool = True,
                  landmark_ln_gelu: bool = True,
                  max_landmarks: Optional[int] = None,
@@ -259,17 +265,15 @@ class SOFT(PyramidBackbone):
         a, dims = self.arch, self.embed_dims
         bias, relu = a['conv_bias'], nn.ReLU
         hid = a['stem_hidden']
-        stem = nn.Sequential(
-            PatchConv(in_channels, hid, 3, 2, norm='bn', act=relu, bias=bias),
-            PatchConv(hid, hid, 3, 1, norm='bn', act=relu, bias=bias),
-            PatchConv(hid, dims[0], 3, 2, norm='bn', act=relu, bias=bias))
+        stem = ConvStem(in_channels, (hid, hid, dims[0]), (2, 1, 2), (relu, relu, relu),
+                        norm='bn', bias=bias)
         self.patch_embeds = nn.ModuleList(
             [stem] + [PatchConv(dims[i - 1], dims[i], 3, 2, norm='bn', act=relu, bias=bias)
                       for i in range(1, self.num_stages)])
 
         soft_kwargs = dict(num_iters=newton_iters, newton_init=newton_init, sym_norm=sym_norm,
                            landmark_ln_gelu=landmark_ln_gelu, max_landmarks=max_landmarks,
-                           ridge=newton_ridge, landmark_grid=landmark_grid)
+                           ridge=newton_ridge, landmark_grid=landmark_grid, pinv=pinv)
         self.stages = nn.ModuleList()
         size = pretrain_img_size
         for i, dprs in enumerate(self.stage_drop_path_rates()):
@@ -358,9 +362,11 @@ class SOFT(PyramidBackbone):
                              f'stage in out_indices, got arch {self.arch!r}, out_indices '
                              f'{self.out_indices}')
         self.check_input(x)
+        grid = self.input_grid(x)
         x = x.contiguous(memory_format=torch.channels_last)
         for i in range(last):
-            x = self.stages[i](self.patch_embeds[i](x))
-        t, _ = self.stages[last].forward_tokens(self.patch_embeds[last](x))
+            x, grid = self.patch_embeds[i](x, grid)
+            x = self.stages[i](x, grid)
+        t = self.stages[last].forward_tokens(*self.patch_embeds[last](x, grid))
         norm = self.out_norms[str(last)]
         return F.layer_norm(t, norm.normalized_shape, norm.weight, norm.bias, norm.eps)

@@ -1,5 +1,6 @@
 from .embed import ConvStem, PatchConv, pad_to_multiple
 from .ffn import ConvFFN
+from .token_grid import TokenGrid
 from .norm import LayerNorm2d
 from .pos_embed import InterpolatedPosEmbed, resize_pos_embed, sincos_2d
 from .utils import map_to_tokens, maybe_checkpoint, tokens_to_map
@@ -9,7 +10,6 @@ from .soft_attention import LandmarkSampler, SoftAttention, capped_grid
 from .ldn_block import GridDiffusion, LDNBlock, LinearAttention
 from .sincos_embed import SinCosPosEmbed2d
 from .infsa_attention import InfSAGamma, LinearInfSA, PureInfSA
-from .valid_region import ValidRegion, enable_valid_region, use_valid_region
 
 __all__ = [
     'ConvStem', 'PatchConv', 'pad_to_multiple', 'ConvFFN', 'LayerNorm2d',
@@ -17,5 +17,5 @@ __all__ = [
     'maybe_checkpoint', 'tokens_to_map', 'apply_rope', 'rope_2d_angles', 'NaLaAttention',
     'NaLaBlock', 'LandmarkSampler', 'SoftAttention', 'capped_grid', 'GridDiffusion', 'LDNBlock',
     'LinearAttention', 'SinCosPosEmbed2d', 'InfSAGamma', 'LinearInfSA', 'PureInfSA',
-    'ValidRegion', 'enable_valid_region', 'use_valid_region'
+    'TokenGrid'
 ]

@@ -17,7 +17,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .valid_region import zero_padding
+from .token_grid import TokenGrid
 
 
 def tokens_as_map(x: torch.Tensor, hw: Tuple[int, int]) -> torch.Tensor:
@@ -38,19 +38,19 @@ def map_as_tokens(x: torch.Tensor) -> torch.Tensor:
     return x.permute(0, 2, 3, 1).reshape(b, h * w, c)
 
 
-def conv_tokens(conv: nn.Conv2d, x: torch.Tensor, hw: Tuple[int, int],
+def conv_tokens(conv: nn.Conv2d, x: torch.Tensor, grid: TokenGrid,
                 residual: bool = False) -> torch.Tensor:
-    """A 'same'-size conv of (B, N, C) tokens on their H x W grid, (B, N, C) out;
+    """A 'same'-size conv of (B, N, C) tokens on their H x W ``grid``, (B, N, C) out;
     ``residual=True`` gives ``x + conv(x)``.
 
     Goes through the channels-last views (no layout copies for contiguous tokens) and
-    zeroes the padding of the current valid region first (:func:`.valid_region.zero_padding`).
+    zeroes the grid's batch padding first (:meth:`.token_grid.TokenGrid.zero_padding`).
     A depthwise residual conv without padding to zero adds the identity to its kernel centre
     instead: ``conv_w(x) + x = conv_{w + delta}(x)``, one pass over the tokens instead of two
     (the same sum, rounded once less).
     """
-    m = tokens_as_map(x, hw)
-    masked = zero_padding(m)
+    m = tokens_as_map(x, grid.hw)
+    masked = grid.zero_padding(m)
     if residual and masked is m and _is_depthwise_same(conv):
         kh, kw = conv.kernel_size
         weight = conv.weight.clone()

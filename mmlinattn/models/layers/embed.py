@@ -3,16 +3,17 @@
 Every embedding maps an NCHW map of size (H, W) to ``(ceil(H / s), ceil(W / s))`` for its
 stride ``s``: overlapping convolutions get padding ``k // 2`` (which gives the ceiling for odd
 ``k``), non-overlapping ones (``k == s``) pad the right/bottom border up to a multiple of ``s``
-so no pixel is cropped.
+so no pixel is cropped.  Each takes the input's :class:`.token_grid.TokenGrid` and returns its
+output together with the output's grid.
 """
-from typing import Optional, Sequence
+from typing import Optional, Sequence, Tuple
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 from .norm import LayerNorm2d
-from .valid_region import zero_padding
+from .token_grid import TokenGrid
 
 
 def pad_to_multiple(x: torch.Tensor, multiple: int) -> torch.Tensor:
@@ -56,11 +57,12 @@ class PatchConv(nn.Module):
             self.norm = nn.Identity()
         self.act = act() if act is not None else nn.Identity()
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = zero_padding(x)  # batch padding reads as zeros, like the conv's own padding
+    def forward(self, x: torch.Tensor, grid: TokenGrid) -> Tuple[torch.Tensor, TokenGrid]:
+        """NCHW map on ``grid`` -> (output map, its grid)."""
+        x = grid.zero_padding(x)  # batch padding reads as zeros, like the conv's own padding
         if self.non_overlapping:
             x = pad_to_multiple(x, self.stride)
-        return self.act(self.norm(self.conv(x)))
+        return self.act(self.norm(self.conv(x))), grid.downsample(self.stride)
 
 
 class ConvStem(nn.Sequential):
@@ -70,14 +72,21 @@ class ConvStem(nn.Sequential):
         channels: output channels of each unit; the first unit reads ``in_channels``.
         strides: stride of each unit.
         acts: activation class per unit (``None`` for none).
+        kernel_size, norm, bias: of every unit (see :class:`PatchConv`).
     """
 
     def __init__(self, in_channels: int, channels: Sequence[int], strides: Sequence[int],
-                 acts: Sequence[Optional[type]], kernel_size: int = 3, norm: str = 'bn'):
+                 acts: Sequence[Optional[type]], kernel_size: int = 3, norm: str = 'bn',
+                 bias: Optional[bool] = None):
         if not len(channels) == len(strides) == len(acts):
             raise ValueError('channels, strides and acts must have the same length')
         units, c_in = [], in_channels
         for c, s, a in zip(channels, strides, acts):
-            units.append(PatchConv(c_in, c, kernel_size, s, norm=norm, act=a))
+            units.append(PatchConv(c_in, c, kernel_size, s, norm=norm, act=a, bias=bias))
             c_in = c
         super().__init__(*units)
+
+    def forward(self, x: torch.Tensor, grid: TokenGrid) -> Tuple[torch.Tensor, TokenGrid]:
+        for unit in self:
+            x, grid = unit(x, grid)
+        return x, grid

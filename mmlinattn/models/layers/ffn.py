@@ -1,10 +1,9 @@
-"""Feed-forward blocks on token sequences (B, N, C) with the grid size passed explicitly."""
-from typing import Tuple
-
+"""Feed-forward blocks on token sequences (B, N, C) with the token grid passed explicitly."""
 import torch
 import torch.nn as nn
 
 from .channels_last import conv_tokens
+from .token_grid import TokenGrid
 
 
 class ConvFFN(nn.Module):
@@ -34,17 +33,17 @@ class ConvFFN(nn.Module):
         self.dw_residual = dw_residual
         self.act_before_dw = act_before_dw
 
-    def forward(self, x: torch.Tensor, hw: Tuple[int, int]) -> torch.Tensor:
-        return self.drop(self.fc2(self.hidden(x, hw)))
+    def forward(self, x: torch.Tensor, grid: TokenGrid) -> torch.Tensor:
+        return self.drop(self.fc2(self.hidden(x, grid)))
 
-    def hidden(self, x: torch.Tensor, hw: Tuple[int, int]) -> torch.Tensor:
+    def hidden(self, x: torch.Tensor, grid: TokenGrid) -> torch.Tensor:
         """Everything before ``fc2`` (its input, after the first dropout)."""
         x = self.fc1(x)
         if self.act_before_dw:
             x = self.act(x)
         # channels-last views: oneDNN keeps that layout, so no copy either way (a transposed
         # view with a batch stride of C instead makes it fall back to NCHW: ~5x slower at 1024²)
-        x = conv_tokens(self.dwconv, x, hw, residual=self.dw_residual)
+        x = conv_tokens(self.dwconv, x, grid, residual=self.dw_residual)
         if not self.act_before_dw:
             x = self.act(x)
         return self.drop(x)

@@ -11,6 +11,7 @@ import torch.nn as nn
 
 from ...ops.infsa import (infsa_attention_matrix, linear_infsa, linear_infsa_pooled,
                           linear_infsa_weights, pure_infsa)
+from .token_grid import TokenGrid, valid_tokens_or_none
 
 GAMMA_MODES = ('power', 'const')
 
@@ -106,13 +107,13 @@ class PureInfSA(nn.Module):
         qkv = self.qkv(x).view(b, n, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
         return qkv.unbind(0)
 
-    def forward(self, x: torch.Tensor, hw: Optional[Tuple[int, int]] = None,
-                valid: Optional[torch.Tensor] = None) -> torch.Tensor:
-        """x: (B, N, C); hw: unused (global mixer); valid: (B, N) bool or None."""
+    def forward(self, x: torch.Tensor, grid: Optional[TokenGrid] = None) -> torch.Tensor:
+        """x: (B, N, C), the last H*W tokens on ``grid`` (any before are prefix tokens);
+        a padded grid leaves its padding out of the norm and the keys (None: no padding)."""
         b, n, c = x.shape
         q, k, v = self.qkv_heads(x)
-        z = pure_infsa(q, k, v, gamma=self.gamma(), valid=valid, eps=self.eps,
-                       chunk_size=self.chunk_size)
+        z = pure_infsa(q, k, v, gamma=self.gamma(), valid=valid_tokens_or_none(grid, x),
+                       eps=self.eps, chunk_size=self.chunk_size)
         return self.proj_drop(self.proj(z.transpose(1, 2).reshape(b, n, c)))
 
     @torch.no_grad()
@@ -171,13 +172,14 @@ class LinearInfSA(nn.Module):
         q = self._heads(self.q(x))
         return q, None if self.k is None else self._heads(self.k(x))
 
-    def forward(self, x: torch.Tensor, hw: Optional[Tuple[int, int]] = None,
-                valid: Optional[torch.Tensor] = None) -> torch.Tensor:
-        """x: (B, N, C); hw: unused (global mixer); valid: (B, N) bool or None.
+    def forward(self, x: torch.Tensor, grid: Optional[TokenGrid] = None) -> torch.Tensor:
+        """x: (B, N, C), the last H*W tokens on ``grid`` (any before are prefix tokens);
+        a padded grid leaves its padding out of the pools (None: no padding).
         Returns (B, N, C): one vector per image, expanded over the tokens."""
         b, n, c = x.shape
         q, k = self.queries(x)
         gamma = self.gamma()
+        valid = valid_tokens_or_none(grid, x)
         if self.pool_then_project:
             h = linear_infsa_pooled(q, x, self.v.weight, self.v.bias, gamma, k, valid,
                                     self.eps)

@@ -7,7 +7,7 @@ is 1-D only), :class:`LinearAttention` the third (E6-E7), and :class:`LDNBlock` 
 Equation labels E1-E9 are defined in :mod:`mmlinattn.models.backbones.ldn`.
 """
 import math
-from typing import Optional, Tuple
+from typing import Optional
 
 import torch
 import torch.nn as nn
@@ -16,7 +16,7 @@ from timm.layers import DropPath, LayerScale, Mlp
 from ...ops import (grid_diffusion, grid_diffusion_implicit_dct, linear_attention,
                     stencil_kernel, stencil_offsets)
 from .channels_last import map_as_tokens, tokens_as_map
-from .valid_region import map_mask, token_mask
+from .token_grid import TokenGrid, valid_tokens_or_none
 
 __all__ = ['GridDiffusion', 'LinearAttention', 'LDNBlock']
 
@@ -106,12 +106,13 @@ class GridDiffusion(nn.Module):
             return self.step_max * torch.sigmoid(_at_least_fp32(self.step_logit))
         return nn.functional.softplus(_at_least_fp32(self.step_logit))
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """(B, C, H, W) state -> (B, C, H, W) diffusion increment (not the new state)."""
+    def forward(self, x: torch.Tensor, grid: Optional[TokenGrid] = None) -> torch.Tensor:
+        """(B, C, H, W) state on ``grid`` (None: nothing padded) -> (B, C, H, W) diffusion
+        increment (not the new state)."""
         p = self.tap_probs()
         if self.integrator == 'euler':
             # in a padded batch, each image diffuses on its own valid region only
-            valid = map_mask(x.shape[-2:], x.shape[0], x.device, torch.float32)
+            valid = None if grid is None else grid.map_mask(x.device, torch.float32)
             return grid_diffusion(x, stencil_kernel(p, self.taps), self.step(), self.n_steps,
                                   valid)
         kappa = torch.stack([p[:, 0] + p[:, 1], p[:, 2] + p[:, 3]], dim=1)
@@ -152,13 +153,13 @@ class LinearAttention(nn.Module):
         self.proj = nn.Linear(dim, dim)
         self.proj_drop = nn.Dropout(proj_drop)
 
-    def forward(self, x: torch.Tensor, hw: Optional[Tuple[int, int]] = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, grid: Optional[TokenGrid] = None) -> torch.Tensor:
         """(B, N, C) -> (B, N, C); every output token depends on every input token (of its
-        image's valid region when ``hw`` is given and the batch is padded)."""
+        image's valid region when ``grid`` is a padded grid)."""
         b, n, c = x.shape
         qkv = self.qkv(x).reshape(b, n, 3, self.num_heads, c // self.num_heads)
         q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)                 # (B, heads, N, d)
-        valid = None if hw is None else token_mask(hw, b, x.device)
+        valid = valid_tokens_or_none(grid, x)
         out = linear_attention(q, k, v, self.feature_map, self.eps, valid)
         return self.proj_drop(self.proj(out.transpose(1, 2).reshape(b, n, c)))
 
@@ -217,14 +218,14 @@ class LDNBlock(nn.Module):
     def _layer_scale(dim: int, init_value: Optional[float]) -> nn.Module:
         return LayerScale(dim, init_value) if init_value else nn.Identity()
 
-    def forward(self, x: torch.Tensor, hw: Tuple[int, int]) -> torch.Tensor:
-        """(B, H*W, C) tokens of an H x W grid (row-major) -> same shape."""
+    def forward(self, x: torch.Tensor, grid: TokenGrid) -> torch.Tensor:
+        """(B, H*W, C) tokens of an H x W ``grid`` (row-major) -> same shape."""
         out = x
         if self.use_diffusion:
             # channels-last view: the stencil conv reads the tokens in place, no copies
-            out = out + map_as_tokens(self.diffusion(tokens_as_map(x, hw)))
+            out = out + map_as_tokens(self.diffusion(tokens_as_map(x, grid.hw), grid))
         if self.use_local:
             out = out + self.drop_path(self.ls1(self.local(self.norm1(x))))
         if self.use_attn:
-            out = out + self.drop_path(self.ls2(self.attn(self.norm2(x), hw)))
+            out = out + self.drop_path(self.ls2(self.attn(self.norm2(x), grid)))
         return out

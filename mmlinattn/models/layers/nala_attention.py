@@ -12,7 +12,7 @@ from .channels_last import conv_tokens
 from .ffn import ConvFFN
 from .fused import residual_linear
 from .rope import apply_rope, rope_2d_angles
-from .valid_region import token_mask
+from .token_grid import TokenGrid
 
 ATTN_TYPES = ('nala', 'softmax')
 
@@ -76,19 +76,19 @@ class NaLaAttention(nn.Module):
         dtype = torch.promote_types(x.dtype, torch.float32)
         return rope_2d_angles(hw[0], hw[1], self.head_dim, device=x.device, dtype=dtype)
 
-    def forward(self, x: torch.Tensor, hw: Tuple[int, int]) -> torch.Tensor:
-        """(B, N, C) tokens on an H x W grid -> (B, N, C)."""
-        return self.proj(self.mix(x, hw))
+    def forward(self, x: torch.Tensor, grid: TokenGrid) -> torch.Tensor:
+        """(B, N, C) tokens on an H x W ``grid`` -> (B, N, C)."""
+        return self.proj(self.mix(x, grid))
 
-    def mix(self, x: torch.Tensor, hw: Tuple[int, int]) -> torch.Tensor:
+    def mix(self, x: torch.Tensor, grid: TokenGrid) -> torch.Tensor:
         """Everything before the output projection: ``LayerNorm(o) * SiLU(g)``."""
         b, n, c = x.shape
         heads, v, g = self._projections(x)
-        valid = token_mask(hw, b, x.device)  # batch padding: not a key (None: no padding)
-        o = self._attend(heads, hw, valid)
+        valid = grid.valid_tokens(x)  # batch padding: not a key (None: no padding)
+        o = self._attend(heads, grid.hw, valid)
         o = o.transpose(1, 2).reshape(b, n, c)
         if self.lepe is not None:
-            o = o + conv_tokens(self.lepe, v, hw)
+            o = o + conv_tokens(self.lepe, v, grid)
         return self.norm(o) * self.act(g)
 
     def _projections(self, x: torch.Tensor):
@@ -104,12 +104,13 @@ class NaLaAttention(nn.Module):
         return heads, v, g
 
     @torch.no_grad()
-    def attention_weights(self, x: torch.Tensor, hw: Tuple[int, int]) -> torch.Tensor:
+    def attention_weights(self, x: torch.Tensor, grid: TokenGrid) -> torch.Tensor:
         """The (B, h, N, N) attention weights of :meth:`forward` (without the LePE term),
         from the forward's own path with identity values (analysis; O(N^2))."""
         (q, k, _), _, _ = self._projections(x)
         eye = torch.eye(q.shape[-2], dtype=q.dtype, device=q.device)
-        return self._attend([q, k, eye.expand(*q.shape[:2], -1, -1)], hw, None)
+        return self._attend([q, k, eye.expand(*q.shape[:2], -1, -1)], grid.hw,
+                            grid.valid_tokens(x))
 
     def _attend(self, heads, hw: Tuple[int, int], valid: Optional[torch.Tensor]):
         """Attention output (B, h, N, d_v) of ``heads = [q, k, v]``."""
@@ -177,13 +178,14 @@ class NaLaBlock(nn.Module):
         y = self.drop_path(y)
         return x + y if gamma is None else torch.addcmul(x, gamma, y)
 
-    def forward(self, x: torch.Tensor, hw: Tuple[int, int]) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, grid: TokenGrid) -> torch.Tensor:
+        """(B, N, C) tokens on an H x W ``grid`` -> (B, N, C)."""
         # the channels-last conv views need contiguous tokens (a no-op for a stage's tokens)
         x = x.contiguous()
         if self.cpe1 is not None:
-            x = conv_tokens(self.cpe1, x, hw, residual=True)
-        x = self._residual(x, self.gamma1, self.attn.proj, self.attn.mix(self.norm1(x), hw))
+            x = conv_tokens(self.cpe1, x, grid, residual=True)
+        x = self._residual(x, self.gamma1, self.attn.proj, self.attn.mix(self.norm1(x), grid))
         if self.cpe2 is not None:
-            x = conv_tokens(self.cpe2, x, hw, residual=True)
-        return self._residual(x, self.gamma2, self.ffn.fc2, self.ffn.hidden(self.norm2(x), hw),
-                              self.ffn.drop)
+            x = conv_tokens(self.cpe2, x, grid, residual=True)
+        return self._residual(x, self.gamma2, self.ffn.fc2,
+                              self.ffn.hidden(self.norm2(x), grid), self.ffn.drop)

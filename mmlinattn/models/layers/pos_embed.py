@@ -1,11 +1,12 @@
 """Position encodings that follow the current grid size."""
 import math
+from typing import Optional
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .valid_region import current_valid_region
+from .token_grid import TokenGrid
 
 
 def sincos_2d(dim: int, h: int, w: int, temperature: float = 10000.0,
@@ -49,18 +50,18 @@ class InterpolatedPosEmbed(nn.Module):
         """The (1, C, h, w) embedding at grid ``size`` (``self.mode`` interpolation)."""
         return resize_pos_embed(self.weight, size, self.mode)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Add the embedding, resized to ``x``'s (H, W), to the NCHW map ``x``.
+    def forward(self, x: torch.Tensor, grid: Optional[TokenGrid] = None) -> torch.Tensor:
+        """Add the embedding, resized to ``x``'s (H, W), to the NCHW map ``x`` on ``grid``.
 
-        In a padded batch (a current :class:`~.valid_region.ValidRegion`) each image gets
-        the embedding resized to its own valid grid, zero in the padding, so its position
-        code does not depend on the batch."""
-        h, w = x.shape[-2:]
-        region = current_valid_region()
-        if region is None or region.batch_size != x.shape[0] or region.full((h, w)):
-            return x + self.resized((h, w)).to(x.dtype)
-        sizes = region.sizes_at((h, w))
-        pe = x.new_zeros(x.shape[0], x.shape[1], h, w)
+        In a padded batch (a padded ``grid``) each image gets the embedding resized to its
+        own valid size, zero in the padding, so its position code does not depend on the
+        batch."""
+        if grid is None or not grid.padded:
+            return x + self.resized(x.shape[-2:]).to(x.dtype)
+        sizes = grid.valid_hw
+        if len(sizes) != x.shape[0] or tuple(x.shape[-2:]) != grid.hw:
+            raise ValueError(f'{grid!r}: a map of shape {tuple(x.shape)} is not on the grid')
+        pe = x.new_zeros(x.shape[0], x.shape[1], *x.shape[-2:])
         for size in set(sizes):
             items = [i for i, s in enumerate(sizes) if s == size]
             pe[items, :, :size[0], :size[1]] = self.resized(size).to(x.dtype)

@@ -10,11 +10,11 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ...ops.soft import NEWTON_INITS, soft_attention
+from ...ops.soft import NEWTON_INITS, PINV_SOLVERS, soft_attention
 
 LANDMARK_GRIDS = ('pad', 'crop')
 from .embed import pad_to_multiple
-from .valid_region import current_valid_region, sizes_mask, token_mask, zero_padding
+from .token_grid import TokenGrid
 
 
 def capped_grid(h: int, w: int, max_tokens: int) -> Tuple[int, int]:
@@ -73,7 +73,7 @@ class LandmarkSampler(nn.Module):
         self.act = nn.GELU() if ln_gelu else nn.Identity()
 
     def forward(self, q: torch.Tensor, hw: Tuple[int, int]) -> torch.Tensor:
-        """(B, h, H*W, d_h) tokens -> (B, h, m, d_h) landmarks."""
+        """(B, h, H*W, d_h) tokens on an ``hw`` grid -> (B, h, m, d_h) landmarks."""
         b, nh, n, d = q.shape
         h, w = hw
         x = q.reshape(b * nh, h, w, d).permute(0, 3, 1, 2)
@@ -84,9 +84,9 @@ class LandmarkSampler(nn.Module):
                              f'{self.ratio} x {self.ratio}, got {h} x {w}')
         x = self.conv(x)
         if self.max_landmarks is not None:
-            grid = capped_grid(x.shape[-2], x.shape[-1], self.max_landmarks)
-            if grid != tuple(x.shape[-2:]):
-                x = F.adaptive_avg_pool2d(x, grid)
+            pooled = capped_grid(x.shape[-2], x.shape[-1], self.max_landmarks)
+            if pooled != tuple(x.shape[-2:]):
+                x = F.adaptive_avg_pool2d(x, pooled)
         x = self.act(self.norm(x.flatten(2).transpose(1, 2)))
         return x.reshape(b, nh, -1, d)
 
@@ -96,21 +96,18 @@ class LandmarkSampler(nn.Module):
             return hw[0] // self.ratio, hw[1] // self.ratio
         return math.ceil(hw[0] / self.ratio), math.ceil(hw[1] / self.ratio)
 
-    def valid_landmarks(self, hw: Tuple[int, int], batch: int,
-                        device) -> Optional[torch.Tensor]:
+    def valid_landmarks(self, grid: TokenGrid, device) -> Optional[torch.Tensor]:
         """(B, m) bool mask of the landmarks whose window holds a real token, for a padded
-        batch (the current valid region); None when nothing is padded.  With
-        ``max_landmarks`` pooling a landmark mixes windows, so no mask is made (the
-        padding then reaches the pooled landmarks; see docs/batch_independence.md)."""
-        region = current_valid_region()
-        if region is None or region.batch_size != batch or region.full(hw):
+        ``grid``; None when nothing is padded.  With ``max_landmarks`` pooling a landmark
+        mixes windows, so no mask is made (the padding then reaches the pooled landmarks;
+        see docs/batch_independence.md)."""
+        if not grid.padded:
             return None
-        grid = self.landmark_grid(hw)
-        if self.max_landmarks is not None and capped_grid(*grid, self.max_landmarks) != grid:
+        landmarks = grid.downsample(self.ratio, crop=self.grid == 'crop')
+        if (self.max_landmarks is not None
+                and capped_grid(*landmarks.hw, self.max_landmarks) != landmarks.hw):
             return None
-        sizes = [(min(math.ceil(h / self.ratio), grid[0]), min(math.ceil(w / self.ratio), grid[1]))
-                 for h, w in region.sizes_at(hw)]
-        return sizes_mask(sizes, grid, device).flatten(1)
+        return landmarks.token_mask(device)
 
 
 class SoftAttention(nn.Module):
@@ -132,17 +129,22 @@ class SoftAttention(nn.Module):
         v_conv_size: kernel of the authors' per-head depthwise conv on V added to the
             attention output (their "SOFT-Norm" models: 9/5/3); 0 = none (paper).
         ridge: invert ``A + ridge I`` (0 = paper; 0.01 in the authors' plain-SOFT code).
+        pinv: ``'newton'`` (Eq. 10, default) or ``'cholesky'`` (a ridged Cholesky solve,
+            m^3 / 3 flops instead of 40 m^3), see :func:`mmlinattn.ops.soft.soft_attention`.
     """
 
     def __init__(self, dim: int, num_heads: int, sr_ratio: int, qkv_bias: bool = True,
                  num_iters: int = 20, newton_init: str = 'safe', sym_norm: bool = True,
                  landmark_ln_gelu: bool = True, max_landmarks: Optional[int] = None,
-                 v_conv_size: int = 0, ridge: float = 0.0, landmark_grid: str = 'pad'):
+                 v_conv_size: int = 0, ridge: float = 0.0, landmark_grid: str = 'pad',
+                 pinv: str = 'newton'):
         super().__init__()
         if num_heads < 1 or dim % num_heads:
             raise ValueError(f'dim ({dim}) must be divisible by num_heads ({num_heads})')
         if newton_init not in NEWTON_INITS:
             raise ValueError(f'newton_init must be one of {NEWTON_INITS}, got {newton_init!r}')
+        if pinv not in PINV_SOLVERS:
+            raise ValueError(f'pinv must be one of {PINV_SOLVERS}, got {pinv!r}')
         if not isinstance(num_iters, int) or num_iters < 0:
             raise ValueError(f'num_iters must be a non-negative int, got {num_iters!r}')
         if v_conv_size < 0 or (v_conv_size and v_conv_size % 2 == 0):
@@ -154,6 +156,7 @@ class SoftAttention(nn.Module):
         self.newton_init = newton_init
         self.sym_norm = sym_norm
         self.ridge = ridge
+        self.pinv = pinv
         self.qk = nn.Linear(dim, dim, bias=qkv_bias)
         self.v = nn.Linear(dim, dim, bias=qkv_bias)
         self.sampler = LandmarkSampler(self.head_dim, sr_ratio, landmark_ln_gelu, max_landmarks,
@@ -162,39 +165,39 @@ class SoftAttention(nn.Module):
                                  groups=num_heads, bias=False) if v_conv_size else None)
         self.proj = nn.Linear(dim, dim)
 
-    def forward(self, x: torch.Tensor, hw: Tuple[int, int]) -> torch.Tensor:
-        """(B, H*W, C) tokens on an H x W grid -> (B, H*W, C)."""
+    def forward(self, x: torch.Tensor, grid: TokenGrid) -> torch.Tensor:
+        """(B, H*W, C) tokens on an H x W ``grid`` -> (B, H*W, C)."""
         b, n, c = x.shape
-        valid = token_mask(hw, b, x.device)
-        q, landmarks, landmark_valid = self.kernel_tokens(x, hw, valid)
+        q, landmarks, landmark_valid = self.kernel_tokens(x, grid)
         v = self.v(x).view(b, n, self.num_heads, self.head_dim).transpose(1, 2)
-        out = self.attend(q, landmarks, v, valid, landmark_valid)
+        out = self.attend(q, landmarks, v, grid.valid_tokens(x), landmark_valid)
         if self.v_conv is not None:
-            out = out + self._conv_v(v, hw)
+            out = out + self._conv_v(v, grid)
         return self.proj(out.transpose(1, 2).reshape(b, n, c))
 
-    def kernel_tokens(self, x: torch.Tensor, hw: Tuple[int, int],
-                      valid: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, ...]:
+    def kernel_tokens(self, x: torch.Tensor, grid: TokenGrid) -> Tuple[torch.Tensor, ...]:
         """Queries (= keys) in kernel space (B, h, n, d), their landmarks (B, h, m, d) and
         the landmarks' (B, m) mask (or None)."""
         b, n, _ = x.shape
         q = self.qk(x).view(b, n, self.num_heads, self.head_dim).transpose(1, 2)
         q = q * self.head_dim ** -0.25
         # a padded batch: padded queries neither feed the landmarks nor P^T V
+        valid = grid.valid_tokens(x)
         if valid is not None:
             q = q * valid[:, None, :, None].to(q.dtype)
-        return q, self.sampler(q, hw), self.sampler.valid_landmarks(hw, b, x.device)
+        return q, self.sampler(q, grid.hw), self.sampler.valid_landmarks(grid, x.device)
 
     def attend(self, q: torch.Tensor, landmarks: torch.Tensor, v: torch.Tensor,
                valid: Optional[torch.Tensor] = None,
                landmark_valid: Optional[torch.Tensor] = None) -> torch.Tensor:
         """``S^ V`` with this block's Newton-Schulz and normalisation settings."""
         return soft_attention(q, landmarks, v, self.num_iters, self.newton_init, self.sym_norm,
-                              self.ridge, valid, landmark_valid)
+                              self.ridge, valid, landmark_valid, self.pinv)
 
-    def _conv_v(self, v: torch.Tensor, hw: Tuple[int, int]) -> torch.Tensor:
+    def _conv_v(self, v: torch.Tensor, grid: TokenGrid) -> torch.Tensor:
         """The authors' depthwise conv: one k x k filter per head, shared by its channels."""
         b, nh, n, d = v.shape
+        hw = grid.hw
         y = v.transpose(2, 3).reshape(b, nh, d, hw[0], hw[1]).transpose(1, 2)
-        y = self.v_conv(zero_padding(y.reshape(b * d, nh, hw[0], hw[1])))
+        y = self.v_conv(grid.zero_padding(y.reshape(b * d, nh, hw[0], hw[1])))
         return y.reshape(b, d, nh, n).permute(0, 2, 3, 1)

@@ -4,8 +4,6 @@ from typing import Tuple
 import torch
 import torch.utils.checkpoint as cp
 
-from .valid_region import valid_region_context_fn
-
 
 def map_to_tokens(x: torch.Tensor) -> Tuple[torch.Tensor, Tuple[int, int]]:
     """(B, C, H, W) -> ((B, H*W, C), (H, W))."""
@@ -22,9 +20,8 @@ def tokens_to_map(x: torch.Tensor, hw: Tuple[int, int]) -> torch.Tensor:
 
 def maybe_checkpoint(module, *args, enabled: bool = False):
     """Run ``module(*args)``, through activation checkpointing when ``enabled`` and any
-    input requires grad (``with_cp`` in mmdet backbones)."""
+    input requires grad (``with_cp`` in mmdet backbones).  Non-tensor arguments (a
+    :class:`.token_grid.TokenGrid`) reach the recomputation in the backward pass as they are."""
     if enabled and any(torch.is_tensor(a) and a.requires_grad for a in args):
-        # the recomputation in backward runs under the forward's padding mask
-        return cp.checkpoint(module, *args, use_reentrant=False,
-                             context_fn=valid_region_context_fn())
+        return cp.checkpoint(module, *args, use_reentrant=False)
     return module(*args)
