@@ -71,7 +71,8 @@ def check_frozen_stages(build, frozen=1):
     model = build(frozen_stages=frozen)
     model.train()
     for i in range(frozen + 1):
-        mods = [model.patch_embeds[i], model.stages[i]]
+        # an isotropic backbone has one patch embedding (frozen with block 0)
+        mods = [model.patch_embeds[min(i, len(model.patch_embeds) - 1)], model.stages[i]]
         for m in mods:
             assert not m.training
             assert all(not p.requires_grad for p in m.parameters())

@@ -1,6 +1,7 @@
 """Per-family query attention maps (mmlinattn.analysis.query_maps), the figure and the
 tools/analysis_tools/attention_map.py CLI, on tiny models."""
 import os.path as osp
+import subprocess
 import sys
 
 import numpy as np
@@ -13,7 +14,7 @@ from mmlinattn.models.backbones import LDN, SOFT, InfViT, NaLaFormer
 from mmlinattn.ops.nalaformer import nala_attention_matrix
 from mmlinattn.ops.soft import gaussian_kernel
 
-sys.path.insert(0, osp.join(osp.dirname(osp.dirname(__file__)), 'tools', 'analysis_tools'))
+ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 
 DEPTHS = dict(depths=(1, 2, 1, 1))
 TINY = {
@@ -59,8 +60,7 @@ def test_maps_every_block_on_its_grid(family):
 def capture(model, x, family):
     from mmlinattn.analysis.infsa import capture_mixer_inputs
     from mmlinattn.analysis.query_maps import _MIXERS
-    return capture_mixer_inputs(model, x, _MIXERS[family], 'mix' if family == 'nala' else
-                                'forward')
+    return capture_mixer_inputs(model, x, _MIXERS[family], 'forward')
 
 
 def test_nala_row_is_row_of_dense_reference():
@@ -87,7 +87,7 @@ def test_soft_row_is_row_of_dense_nystrom():
     maps = query_attention_maps(model, x, query)
     rec = capture(model, x, 'soft')[0]
     mod, hw = rec['module'], rec['hw']
-    q, lm, lm_valid = mod.kernel_tokens(rec['x'], hw)
+    q, lm, lm_valid = mod.kernel_tokens(rec['x'], rec['grid'])
     assert lm_valid is None
     # dense S^ = P D^-1/2 A^+ D^-1/2 P^T (Eq. 9, 17) with an exact pseudo-inverse
     p, a = gaussian_kernel(q, lm, denom=2.0), gaussian_kernel(lm, lm, denom=2.0)
@@ -149,19 +149,39 @@ def test_figure_layout_titles_colorbar_caption(family):
 
 @pytest.mark.parametrize('family', ['SOFT', 'LDN'])
 def test_cli_writes_png_grid(tmp_path, family):
-    import attention_map
+    """The tool's PNG, read back: the figure's size, one panel per block, and in every panel
+    the block's map over the image (on a grey photo, the colours left after removing the
+    grey at the figure's opacity 0.6 are viridis colours) peaking at 1 and not constant."""
     from PIL import Image
+    from png_checks import heat_under_overlay, panels, read_rgb
+    grey = tmp_path / 'grey.png'
+    Image.fromarray(np.full((64, 64, 3), 128, np.uint8)).save(grey)
     out = tmp_path / 'map.png'
-    attention_map.main([family, '--arch', 'tiny', '--size', '64', '--query', '10', '50',
-                        '--dpi', '60', '--out', str(out)])
-    with Image.open(out) as png:
-        w, h = png.size
-        pixels = np.asarray(png.convert('RGB')).astype(int)
-    # tiny archs: depths (2, 2, 6|8, 2) -> 4 rows, >= 6 columns, so wider than tall
-    assert w > h > 200
+    proc = subprocess.run(
+        [sys.executable, 'tools/analysis_tools/attention_map.py', family, '--arch', 'tiny',
+         '--size', '64', '--image', str(grey), '--query', '10', '50', '--dpi', '60', '--out',
+         str(out)], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    blocks = int(proc.stdout.split('(')[-1].split()[0])
+    pixels = read_rgb(out)
+    h, w = pixels.shape[:2]
+    # figsize (2 * columns + 1.2, 2 * 4 stages + 1.4) inches at 60 dpi
+    assert h == round((2 * 4 + 1.4) * 60)
+    columns = (w / 60 - 1.2) / 2
+    assert columns == int(columns) and 4 * columns >= blocks and columns >= 5
+    found = [p for p in panels(pixels) if p[3] - p[2] > 60]
+    assert len(found) == blocks
+    for y0, y1, x0, x1 in found:
+        assert abs((y1 - y0) - (x1 - x0)) <= 2     # a square image per panel
+        panel = pixels[y0:y1, x0:x1]
+        value, dist = heat_under_overlay(panel, np.full(3, 128.0), 0.6)
+        assert np.percentile(dist, 90) < 25       # the red query mark aside: viridis
+        assert value.max() > 0.95 and value.std() > 0.01
+        high = value > 0.9
+        assert np.abs(panel[high] - 128).sum(-1).mean() > 100   # yellow where it peaks
     # the colour bar: in the right-hand part, a column with a long run of saturated pixels
     # growing darker downwards (viridis: yellow at 1 on top, purple at 0 below)
-    assert longest_colour_bar_run(pixels[:, int(w * 0.8):]) > h // 4
+    assert longest_colour_bar_run(pixels[:, int(w * 0.8):].astype(int)) > h // 4
 
 
 def longest_colour_bar_run(pixels: np.ndarray) -> int:

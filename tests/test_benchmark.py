@@ -1,5 +1,6 @@
-"""tools/benchmark.py: spec parsing, FLOP counting, the JSON / CSV / PNG outputs and that
-out-of-memory cases come back as results ("oom"), not crashes.
+"""tools/analysis_tools/benchmark.py and :mod:`mmlinattn.benchmark`: spec parsing, FLOP
+counting, the JSON / CSV / PNG outputs and that out-of-memory cases come back as results
+("oom"), not crashes.
 
 Tiny arch dicts and sizes, one timed repeat: the numbers are not benchmarks, only the
 plumbing is checked.
@@ -8,11 +9,17 @@ import csv
 import json
 import math
 import os
+import subprocess
+import sys
+from dataclasses import asdict
 
 import pytest
 import torch
 
-import benchmark as B
+import mmlinattn.benchmark as B
+from mmlinattn.benchmark.specs import INTERLEAVE_ROUNDS
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 TINY = {
     'SOFT': "SOFT:{'embed_dims': (32, 32, 32, 32), 'num_heads': (1, 1, 1, 1), "
@@ -25,6 +32,17 @@ TINY = {
            "'num_heads': (1, 1, 1, 1)}",
     'Swin-T': 'Swin-T:embed_dims=24:depths=(1, 1, 1, 1):num_heads=(1, 1, 1, 1)',
 }
+
+
+def bench(tmp_path, *args) -> dict:
+    """Run the benchmark tool; the JSON it writes (meta, records, summary)."""
+    out = tmp_path / f'bench{len(list(tmp_path.glob("bench*.json")))}.json'
+    proc = subprocess.run([sys.executable, 'tools/analysis_tools/benchmark.py', *args,
+                           '--json', str(out)], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(out.read_text())
+
+
 REQUIRED = ('model', 'arch', 'height', 'width', 'batch', 'mode', 'params_m', 'gflops',
             'latency_ms_median', 'latency_ms_min', 'latency_ms_max', 'peak_mem_mb', 'status')
 
@@ -56,9 +74,9 @@ def test_fit_exponent_and_ratio():
     assert B.fit_exponent(xs, [x**2 for x in xs]) == pytest.approx(2.0)
     assert B.fit_exponent([1e3], [1.0]) is None
     ok = dict(status='ok', latency_ms_median=2.0)
-    assert B._ratio(ok, dict(status='ok', latency_ms_median=4.0), 'latency_ms_median') == 0.5
-    assert B._ratio(ok, dict(status='oom', latency_ms_median=None), 'latency_ms_median') == 0
-    assert math.isinf(B._ratio(dict(status='timeout', latency_ms_median=None), ok,
+    assert B.ratio(ok, dict(status='ok', latency_ms_median=4.0), 'latency_ms_median') == 0.5
+    assert B.ratio(ok, dict(status='oom', latency_ms_median=None), 'latency_ms_median') == 0
+    assert math.isinf(B.ratio(dict(status='timeout', latency_ms_median=None), ok,
                                'latency_ms_median'))
 
 
@@ -103,13 +121,11 @@ def test_newton_schulz_flops_counted_separately_and_in_total():
 
 
 def test_quick_style_run_writes_json_csv_png(tmp_path):
-    out = tmp_path / 'out.json'
     models = list(TINY.values())
-    res = B.main(['--models', *models, '--sizes', '64', '96', '--repeats', '1', '--warmup',
-                  '1', '--timeout', '120', '--matmul-size', '256', '--threads', '1',
-                  '--json', str(out), '--csv', str(tmp_path / 'out.csv'),
-                  '--plot', str(tmp_path / 'out.png'), '--quiet'])
-    data = json.loads(out.read_text())
+    data = res = bench(tmp_path, '--models', *models, '--sizes', '64', '96', '--repeats', '1',
+                       '--warmup', '1', '--timeout', '120', '--matmul-size', '256',
+                       '--threads', '1', '--csv', str(tmp_path / 'out.csv'),
+                       '--plot', str(tmp_path / 'out.png'), '--quiet')
     assert data['meta']['matmul']['before']['gflops_per_s'] > 0
     assert data['meta']['cpu_malloc'] == 'reuse'
     recs = data['records']
@@ -124,7 +140,7 @@ def test_quick_style_run_writes_json_csv_png(tmp_path):
         assert r['latency_ms_min'] <= r['latency_ms_median'] <= r['latency_ms_max']
         assert r['cpu_ms_median'] > 0 and r['threads'] == 1
         # a full CPU run times the models of each size interleaved, each in its own process
-        assert r['latency_method'] == 'interleaved' and r['repeats'] == B.INTERLEAVE_ROUNDS
+        assert r['latency_method'] == 'interleaved' and r['repeats'] == INTERLEAVE_ROUNDS
         assert r['isolated_latency_ms_min'] <= r['isolated_latency_ms_max']
         assert r['cpu_malloc'] in ('reuse', 'system')   # 'system' only off glibc
         assert r['tokens'] == math.ceil(r['height'] / 4) * math.ceil(r['width'] / 4)
@@ -148,7 +164,7 @@ def test_interleaved_rounds_step_every_model_once_and_respect_the_budget(tmp_pat
     models = [TINY['LDN'], TINY['Swin-T'], TINY['NaLaFormer']]
     common = ['--models', *models, '--sizes', '64', '--flops', 'none', '--matmul-size', '128',
               '--threads', '1', '--quiet']
-    res = B.main(common + ['--interleave', '3', '--repeats', '1'])
+    res = bench(tmp_path, *common, '--interleave', '3', '--repeats', '1')
     (group, ) = res['meta']['interleave']['groups']
     assert group['status'] == 'ok' and group['size'] == '64x64'
     assert len(group['orders']) == 3
@@ -157,7 +173,7 @@ def test_interleaved_rounds_step_every_model_once_and_respect_the_budget(tmp_pat
     for r in res['records']:
         assert r['latency_method'] == 'interleaved' and r['repeats'] == 3
     # a budget shorter than 3 steps of any model: every model keeps its isolated times
-    res = B.main(common + ['--interleave', '3', '--repeats', '1', '--budget', '1e-6'])
+    res = bench(tmp_path, *common, '--interleave', '3', '--repeats', '1', '--budget', '1e-6')
     assert res['meta']['interleave']['groups'] == []
     for r in res['records']:
         assert r['latency_method'] == 'isolated' and r['isolated_latency_ms_median'] is None
@@ -166,35 +182,34 @@ def test_interleaved_rounds_step_every_model_once_and_respect_the_budget(tmp_pat
     res = B.run_interleaved(cases, 1, 0, [60, 60], [1e12, 1e12])
     assert res['status'] == 'skipped' and 'MiB available' in res['note']
     # --interleave 0: isolated only
-    res = B.main(common + ['--interleave', '0'])
+    res = bench(tmp_path, *common, '--interleave', '0')
     assert {r['latency_method'] for r in res['records']} == {'isolated'}
     assert {r['repeats'] for r in res['records']} == {5}
 
 
 def _case(spec: str, size: int, cap_mb, **kw) -> B.Case:
-    return B.Case(spec=B.asdict(B.parse_model_spec(spec)), height=size, width=size,
+    return B.Case(spec=asdict(B.parse_model_spec(spec)), height=size, width=size,
                   warmup=1, repeats=1, mem_cap_mb=cap_mb, flops='none', threads=1, **kw)
 
 
 def test_tiny_memory_cap_is_an_oom_result_not_a_crash():
     # the 1024^2 input alone (12 MiB) exceeds an 8 MiB cap
-    res = B.run_isolated(B._child_main, (_case(TINY['LDN'], 1024, 8), ), 120)
+    res = B.run_isolated(B.case_child, (_case(TINY['LDN'], 1024, 8), ), 120)
     assert res['status'] == 'oom', res
     # and the same case without the cap runs
-    res = B.run_isolated(B._child_main, (_case(TINY['LDN'], 64, None), ), 120)
+    res = B.run_isolated(B.case_child, (_case(TINY['LDN'], 64, None), ), 120)
     assert res['status'] == 'ok', res
 
 
 def test_timeout_is_a_result():
-    res = B.run_isolated(B._child_main, (_case(TINY['LDN'], 512, None, ), ), 0.05)
+    res = B.run_isolated(B.case_child, (_case(TINY['LDN'], 512, None, ), ), 0.05)
     assert res['status'] == 'timeout', res
 
 
 def test_failed_sizes_are_recorded_and_larger_ones_skipped(tmp_path):
-    res = B.main(['--models', TINY['LDN'], '--sizes', '64', '2048', '4096', '--repeats', '1',
-                  '--mem-cap-mb', '40', '--flops', 'none', '--matmul-size', '128', '--quiet',
-                  '--threads', '1',
-                  '--json', str(tmp_path / 'o.json')])
+    res = bench(tmp_path, '--models', TINY['LDN'], '--sizes', '64', '2048', '4096',
+                '--repeats', '1', '--mem-cap-mb', '40', '--flops', 'none', '--matmul-size',
+                '128', '--quiet', '--threads', '1')
     status = {r['height']: r['status'] for r in res['records']}
     assert status == {64: 'ok', 2048: 'oom', 4096: 'skipped'}
     assert 'oom at 2048x2048' in res['summary'][f"{TINY['LDN']}|infer"]['failures']
@@ -208,10 +223,11 @@ def test_replot_shows_sizes_and_marks_peers(tmp_path):
     from unittest import mock
 
     from PIL import Image
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    src = os.path.join(root, 'docs', 'benchmark_cpu.json')
+    src = os.path.join(ROOT, 'docs', 'benchmark_cpu.json')
     png = tmp_path / 'replot.png'
-    B.main(['--replot', src, '--plot', str(png)])
+    proc = subprocess.run([sys.executable, 'tools/analysis_tools/benchmark.py', '--replot', src,
+                           '--plot', str(png)], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
     assert Image.open(png).size == (1650, 770)  # figsize (15, 7) at 110 dpi
     captured = {}
     orig = plt.Figure.savefig
@@ -220,7 +236,7 @@ def test_replot_shows_sizes_and_marks_peers(tmp_path):
         captured['fig'] = fig
         return orig(fig, *a, **k)
     with mock.patch.object(plt.Figure, 'savefig', grab):
-        B.main(['--replot', src, '--plot', str(tmp_path / 'again.png')])
+        B.replot(src, str(tmp_path / 'again.png'))
     ax = captured['fig'].axes[0]
     sizes = [t.get_text().split('\n')[0] for t in ax.get_xticklabels()]
     assert sizes == ['512²', '1024²', '2048²']

@@ -14,7 +14,7 @@ import torch
 from mmengine.logging import MMLogger
 from reliability_helpers import FAMILIES, build
 
-import mmlinattn  # noqa: F401  (installs the safe loader)
+import mmlinattn.engine  # noqa: F401  (installs the safe loader)
 from mmlinattn.utils import checkpoint as ckpt_utils
 from mmlinattn.utils.checkpoint import UnsafeCheckpointError
 

@@ -14,7 +14,7 @@ import torch
 from mmengine.runner import checkpoint as mmengine_ckpt
 from mmengine.runner.checkpoint import CheckpointLoader
 
-import mmlinattn  # noqa: F401  (installs the safe loaders)
+import mmlinattn.engine  # noqa: F401  (installs the safe loaders)
 from mmlinattn.utils.checkpoint import UnsafeCheckpointError
 from mmlinattn.utils.checkpoint_schemes import SCHEMES
 

@@ -1,7 +1,9 @@
 """Every config in ``configs/`` (found by listing the directory, so a new config is tested
 automatically): it loads, its pipelines and demo variant build, its model builds with the
 real mmdet / mmseg registries, trains one step (loss + backward) and predicts on a tiny CPU
-input, and every neck / head ``in_channels`` equals the real channels feeding it.
+input, and every neck / head ``in_channels`` equals the real channels feeding it.  Each is a
+short leaf over ``configs/_base_/`` that states its recipe; a longer schedule inherits the
+shorter one of the same model and changes only the schedule.
 
 Inputs are shrunk (one 64x64 image for detectors, two 64x64 crops for segmentors, with the
 segmentor's pad size and sliding window set to 64), never the models.  The model run
@@ -41,16 +43,8 @@ def load(name: str) -> Config:
 
 
 def test_config_listing_covers_the_matrix():
-    from generate_configs import render_all
-    generated = render_all()
-    assert sorted(generated) == CONFIGS, (
-        'configs/ and tools/generate_configs.py disagree: add hand-written configs to the '
-        f'table; missing: {sorted(set(generated) - set(CONFIGS))}, not generated: '
-        f'{sorted(set(CONFIGS) - set(generated))}')
-    stale = [n for n, text in generated.items()
-             if open(osp.join(CONFIG_DIR, n)).read() != text]
-    assert not stale, f'edited by hand or stale, rerun tools/generate_configs.py: {stale}'
-    # The required (family, size, dataset) matrix, stated independently of the generator's table.
+    """The required (family, size, dataset) matrix: every config in it exists, and every
+    config is in it (add a new config here)."""
     sizes = dict(soft=('tiny', 'small', 'medium', 'large'),
                  nalaformer=('tiny', 'small', 'base'), infvit=('tiny', 'small'),
                  ldn=('tiny', 'small'))
@@ -67,14 +61,165 @@ def test_config_listing_covers_the_matrix():
                          f'upernet_{family}_{size}_cityscapes_80k.py',
                          f'semfpn_{family}_{size}_cityscapes_80k.py'}
     expected |= {'retinanet_infvitplain_l4_1x.py', 'upernet_infvitplain_l4_ade20k_160k.py'}
-    assert expected <= set(CONFIGS), sorted(expected - set(CONFIGS))
+    assert expected == set(CONFIGS), (f'missing: {sorted(expected - set(CONFIGS))}, '
+                                      f'not in the matrix: {sorted(set(CONFIGS) - expected)}')
 
 
 def test_model_zoo_page_lists_every_config():
     with open(osp.join(ROOT, 'docs', 'model_zoo.md')) as f:
         text = f.read()
     missing = [n for n in CONFIGS if f'](../configs/{n})' not in text]
-    assert not missing, f'rerun tools/model_zoo.py; docs/model_zoo.md lacks {missing}'
+    assert not missing, (f'rerun tools/analysis_tools/model_zoo.py; docs/model_zoo.md lacks '
+                         f'{missing}')
+
+
+# A longer schedule inherits the config of the same model with the shorter one.
+LONGER = {'3x': '1x', '80k': '40k'}
+SCHEDULE_KEYS = {'param_scheduler', 'train_cfg', 'default_hooks', 'train_pipeline',
+                 'train_dataloader'}
+
+
+def shorter_leaf(name: str):
+    stem, schedule = name[:-len('.py')].rsplit('_', 1)
+    shorter = f'{stem}_{LONGER[schedule]}.py' if schedule in LONGER else None
+    return shorter if shorter in CONFIGS else None
+
+
+def plain(x):
+    """``x`` without mmengine's ``_scope_`` markers (where a dict was inherited from)."""
+    if isinstance(x, dict):
+        return {k: plain(v) for k, v in x.items() if k != '_scope_'}
+    if isinstance(x, (list, tuple)):
+        return type(x)(plain(v) for v in x)
+    return x
+
+
+@pytest.mark.parametrize('name', CONFIGS)
+def test_config_is_a_short_leaf_stating_its_recipe(name):
+    """A config is a short leaf over configs/_base_/ that states what a reader compares with
+    a paper; a longer schedule inherits the shorter one of the same model and states only its
+    schedule (the recipe comment, LR schedule and length)."""
+    text = open(osp.join(CONFIG_DIR, name)).read()
+    assert len(text.splitlines()) < 30, 'move what configs share into configs/_base_/'
+    parent = shorter_leaf(name)
+    if parent:
+        assert text.startswith(f"_base_ = './{parent}'\n")
+        stated = ('# Recipe: ', 'param_scheduler = [', 'train_cfg = dict(')
+    else:
+        assert text.startswith('_base_ = [') and "'./_base_/runtime.py'" in text
+        stated = ('# Recipe: ', 'batch_size=', "type='AdamW'", 'lr=', 'weight_decay=',
+                  'param_scheduler = [', 'train_cfg = dict(')
+    missing = [s for s in stated if s not in text]
+    assert not missing, f'{name} does not state {missing}'
+
+
+@pytest.mark.parametrize('name', [n for n in CONFIGS if shorter_leaf(n)])
+def test_longer_schedule_changes_only_the_schedule(name):
+    long, short = load(name).to_dict(), load(shorter_leaf(name)).to_dict()
+    changed = {k for k in set(long) | set(short) if long.get(k) != short.get(k)}
+    assert changed <= SCHEDULE_KEYS, changed - SCHEDULE_KEYS
+    assert {'param_scheduler', 'train_cfg'} <= changed
+    loader, short_loader = long['train_dataloader'], short['train_dataloader']
+    assert {k for k in loader if loader[k] != short_loader[k]} <= {'dataset'}
+    assert {k for k, v in loader['dataset'].items()
+            if v != short_loader['dataset'][k]} <= {'pipeline'}
+    assert plain(loader['dataset']['pipeline']) == plain(long['train_pipeline'])
+    if name.endswith('_3x.py'):  # mmdet's multi-scale 3x: only the Resize step differs
+        ms = dict(type='RandomChoiceResize', keep_ratio=True,
+                  scales=[(1333, s) for s in (480, 512, 544, 576, 608, 640, 672, 704, 736,
+                                              768, 800)])
+        assert long['train_pipeline'] == [
+            ms if t['type'] == 'Resize' else t for t in short['train_pipeline']]
+        assert long['train_cfg']['max_epochs'] == 36
+    else:
+        assert long['train_pipeline'] == short['train_pipeline']
+
+
+# Resolved values of a few configs, one per detector, written out in full: the backbone
+# carries nothing of the mmdet / mmseg model it replaces (`_delete_`), and the optimizer
+# nothing of their SGD.
+KEY_FACTS = {
+    'retinanet_soft_small_3x.py': dict(
+        backbone=dict(type='mmlinattn.SOFT', arch='small', out_indices=(1, 2, 3),
+                      drop_path_rate=0.1, init_cfg=None),
+        neck=dict(type='FPN', in_channels=[192, 384, 768], out_channels=256, start_level=0,
+                  add_extra_convs='on_input', num_outs=5),
+        optim_wrapper=dict(
+            type='OptimWrapper',
+            optimizer=dict(type='AdamW', lr=1e-4, betas=(0.9, 0.999), weight_decay=0.01),
+            paramwise_cfg=dict(norm_decay_mult=0.0,
+                               custom_keys={'pos_embed': dict(decay_mult=0.0)})),
+        param_scheduler=[
+            dict(type='LinearLR', start_factor=0.001, by_epoch=False, begin=0, end=500),
+            dict(type='MultiStepLR', begin=0, end=36, by_epoch=True, milestones=[27, 33],
+                 gamma=0.1)],
+        batch_size=2, train_cfg=dict(type='EpochBasedTrainLoop', max_epochs=36, val_interval=1)),
+    'maskrcnn_nalaformer_base_1x.py': dict(
+        backbone=dict(type='mmlinattn.NaLaFormer', arch='base', out_indices=(0, 1, 2, 3),
+                      drop_path_rate=0.4, init_cfg=None),
+        optim_wrapper=dict(
+            type='OptimWrapper',
+            optimizer=dict(type='AdamW', lr=1e-4, betas=(0.9, 0.999), weight_decay=1e-4),
+            paramwise_cfg=dict(norm_decay_mult=0.0)),
+        batch_size=2, train_cfg=dict(type='EpochBasedTrainLoop', max_epochs=12, val_interval=1)),
+    'upernet_soft_small_cityscapes_80k.py': dict(
+        backbone=dict(type='mmlinattn.SOFT', arch='small', out_indices=(0, 1, 2, 3),
+                      drop_path_rate=0.1, init_cfg=None),
+        test_cfg=dict(mode='slide', crop_size=(768, 768), stride=(512, 512)),
+        crop=(768, 768),
+        optim_wrapper=dict(
+            type='OptimWrapper',
+            optimizer=dict(type='AdamW', lr=6e-4, betas=(0.9, 0.999), weight_decay=0.01),
+            paramwise_cfg=dict(norm_decay_mult=0.0,
+                               custom_keys={'pos_embed': dict(decay_mult=0.0)})),
+        param_scheduler=[
+            dict(type='LinearLR', start_factor=1e-6, by_epoch=False, begin=0, end=1500),
+            dict(type='PolyLR', eta_min=0.0, power=1.0, begin=1500, end=80000,
+                 by_epoch=False)],
+        batch_size=2, checkpoint_interval=8000,
+        train_cfg=dict(type='IterBasedTrainLoop', max_iters=80000, val_interval=8000)),
+    'semfpn_ldn_tiny_ade20k_40k.py': dict(
+        backbone=dict(type='mmlinattn.LDN', arch='tiny', out_indices=(0, 1, 2, 3),
+                      drop_path_rate=0.1, init_cfg=None),
+        neck=dict(type='FPN', in_channels=[64, 128, 320, 512], out_channels=256, num_outs=4),
+        crop=(512, 512),
+        optim_wrapper=dict(
+            type='OptimWrapper',
+            optimizer=dict(type='AdamW', lr=1e-4, betas=(0.9, 0.999), weight_decay=1e-4),
+            paramwise_cfg=dict(norm_decay_mult=0.0, custom_keys={
+                'tap_logits': dict(decay_mult=0.0), 'step_logit': dict(decay_mult=0.0)})),
+        param_scheduler=[dict(type='PolyLR', eta_min=0.0, power=0.9, begin=0, end=40000,
+                              by_epoch=False)],
+        batch_size=4, checkpoint_interval=4000,
+        train_cfg=dict(type='IterBasedTrainLoop', max_iters=40000, val_interval=4000)),
+    'upernet_infvitplain_l4_ade20k_160k.py': dict(
+        backbone=dict(type='mmlinattn.InfViTPlain', arch='l4', out_indices=(0, 1, 2, 3),
+                      drop_path_rate=0.1, init_cfg=None),
+        neck=dict(type='mmlinattn.SimpleFeaturePyramid', in_channels=768,
+                  scale_factors=(4.0, 2.0, 1.0, 0.5), in_index=None),
+        crop=(512, 512), batch_size=2, checkpoint_interval=16000),
+}
+
+
+@pytest.mark.parametrize('name', sorted(KEY_FACTS))
+def test_resolved_config_key_facts(name):
+    cfg = plain(load(name).to_dict())
+    facts = dict(KEY_FACTS[name])
+    for key in ('backbone', 'neck', 'test_cfg'):
+        if key in facts:
+            assert cfg['model'][key] == facts.pop(key), key
+    for key in ('optim_wrapper', 'param_scheduler', 'train_cfg'):
+        if key in facts:
+            assert cfg[key] == facts.pop(key), key
+    assert cfg['train_dataloader']['batch_size'] == facts.pop('batch_size')
+    if 'checkpoint_interval' in facts:
+        assert cfg['default_hooks']['checkpoint']['interval'] == facts.pop('checkpoint_interval')
+    if 'crop' in facts:
+        crop = facts.pop('crop')
+        assert cfg['model']['data_preprocessor']['size'] == crop
+        assert [t['crop_size'] for t in cfg['train_dataloader']['dataset']['pipeline']
+                if t['type'] == 'RandomCrop'] == [crop]
+    assert not facts
 
 
 @pytest.mark.parametrize('name', CONFIGS)
@@ -100,13 +245,18 @@ def test_config_loads_with_explicit_recipe(name):
         # nothing may download: the base's ImageNet URL is removed
         assert cfg.model.get('pretrained') is None
         assert cfg.train_cfg.max_iters == int(name.rsplit('_', 1)[1][:-4]) * 1000
+        # the inherited schedule's checkpoint interval follows the config's length
+        assert cfg.default_hooks.checkpoint.interval == cfg.train_cfg.val_interval
     else:
         assert cfg.train_cfg.max_epochs == {'1x': 12, '3x': 36}[name.rsplit('_', 1)[1][:-3]]
+    # the backbone replaces the base's ResNet / Swin entirely (`_delete_` took effect)
+    assert set(bb) <= {'type', 'arch', 'out_indices', 'drop_path_rate', 'init_cfg'}, set(bb)
+    assert '_delete_' not in json.dumps(cfg.to_dict(), default=str)
 
 
 @pytest.mark.parametrize('name', CONFIGS)
 def test_config_pipelines_and_demo_variant_build(name):
-    from demo_overrides import demo_config
+    from mmlinattn.datasets.demo_overrides import demo_config
     cfg = load(name)
     scope = cfg.default_scope
     if scope == 'mmdet':

@@ -5,7 +5,7 @@ import subprocess
 import sys
 import textwrap
 
-from mmlinattn.utils import GLIBC_TUNABLES_REUSE, reuse_freed_cpu_memory
+from mmlinattn.benchmark.memory import GLIBC_TUNABLES_REUSE, reuse_freed_cpu_memory
 
 # a 64 MiB input and two 64 MiB temporaries per step, the pattern of a backbone at 2048².
 # The fewest faults of 8 steps: with reuse, glibc takes a few steps to settle where the two
@@ -13,7 +13,7 @@ from mmlinattn.utils import GLIBC_TUNABLES_REUSE, reuse_freed_cpu_memory
 # step faults in both (32770).
 SCRIPT = textwrap.dedent("""
     import resource, sys, torch
-    from mmlinattn.utils import GLIBC_TUNABLES_REUSE, reuse_freed_cpu_memory
+    from mmlinattn.benchmark.memory import GLIBC_TUNABLES_REUSE, reuse_freed_cpu_memory
     applied = reuse_freed_cpu_memory() if sys.argv[1] == 'reuse' else False
     faults = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     x = torch.ones(64 << 18)

@@ -1,5 +1,5 @@
 """The configs in ``configs/demo/`` run as they are on the demo data, with exactly the
-settings ``tools/demo_overrides.py CONFIG --iters 400`` gives, and a missing dataset names
+settings ``tools/misc/demo_overrides.py CONFIG --iters 400`` gives, and a missing dataset names
 the command that works for the config at hand."""
 import os
 import os.path as osp
@@ -7,10 +7,10 @@ import os.path as osp
 import pytest
 from mmengine.config import Config
 
-from demo_overrides import demo_config, demo_options
 from mmlinattn.datasets.demo import DEMO_CLASSES
+from mmlinattn.datasets.demo_overrides import demo_config, demo_options
 from mmlinattn.utils.data_check import check_datasets
-from runner_utils import check_config_datasets
+from mmlinattn.utils.runner import check_config_datasets
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 DEMO_DIR = osp.join(ROOT, 'configs', 'demo')
@@ -38,12 +38,13 @@ def test_missing_dataset_names_the_working_command(tmp_path):
         check_config_datasets(cfg, ('train_dataloader', ), 'configs/x.py',
                               'python tools/train.py configs/x.py')
     assert ('python tools/train.py configs/x.py --cfg-options '
-            '$(python tools/demo_overrides.py configs/x.py)') in str(err.value)
+            '$(python tools/misc/demo_overrides.py configs/x.py)') in str(err.value)
 
 
 def test_missing_demo_data_says_how_to_make_it(tmp_path, monkeypatch):
     cfg = Config.fromfile(osp.join(DEMO_DIR, DEMO_CONFIGS[0]))
     monkeypatch.chdir(tmp_path)  # no data/ here
     problems = check_datasets(cfg, ('train_dataloader', ), 'unused')
-    assert problems and 'make it with `python tools/make_demo_data.py`' in problems[0]
+    assert problems and ('make it with `python tools/dataset_converters/make_demo_data.py`'
+                         in problems[0])
     assert 'demo_overrides' not in problems[0]

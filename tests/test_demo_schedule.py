@@ -1,4 +1,4 @@
-"""Short demo runs learn: the LR schedule that ``tools/demo_overrides.py`` shrinks still
+"""Short demo runs learn: the LR schedule that ``tools/misc/demo_overrides.py`` shrinks still
 reaches the base learning rate, checked by stepping mmengine's real schedulers as
 ``ParamSchedulerHook`` does in an iteration-based run."""
 import logging
@@ -11,7 +11,7 @@ import torch
 from mmengine.config import Config
 from mmengine.registry import PARAM_SCHEDULERS
 
-from demo_overrides import _rescale_schedule, demo_config
+from mmlinattn.datasets.demo_overrides import demo_config, rescale_schedule
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 UPERNET = sorted(f for f in os.listdir(osp.join(ROOT, 'configs')) if f.startswith('upernet_'))
@@ -37,7 +37,7 @@ def lr_per_iter(schedulers, iters: int, base_lr: float = 1.0):
 
 def test_swin_schedule_shrunk_to_20_iters_reaches_base_lr():
     scheds = [dict(s) for s in SWIN_SCHEDULE]
-    _rescale_schedule(scheds, 160000, 20, by_epoch_loop=False)
+    rescale_schedule(scheds, 160000, 20, by_epoch_loop=False)
     lrs = lr_per_iter(scheds, 20)
     assert max(lrs) == pytest.approx(1.0, rel=1e-6)
     assert lrs[-1] < 0.2  # and PolyLR still decays it
@@ -59,7 +59,7 @@ def test_warmup_and_decay_stay_chained(iters):
     """The decay starts where the warm-up ends, at every run length, and mmengine accepts
     the schedulers (it refuses end <= begin, which a 2-iteration run once produced)."""
     scheds = [dict(s) for s in SWIN_SCHEDULE]
-    _rescale_schedule(scheds, 160000, iters, by_epoch_loop=False)
+    rescale_schedule(scheds, 160000, iters, by_epoch_loop=False)
     assert scheds[0]['end'] - scheds[0]['begin'] >= 2
     assert scheds[1]['begin'] == scheds[0]['end']
     assert len(lr_per_iter(scheds, iters)) == iters
@@ -77,7 +77,7 @@ class _Records(logging.Handler):
 
 def test_train_tool_warns_about_a_one_step_warmup():
     from mmengine.logging import MMLogger
-    from runner_utils import warn_stuck_warmup
+    from mmlinattn.utils.runner import warn_stuck_warmup
     logger = MMLogger.get_instance('test_demo_schedule')  # becomes the current logger
     records = _Records()
     logger.addHandler(records)

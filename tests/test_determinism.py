@@ -9,7 +9,7 @@ import math
 
 import pytest
 import torch
-from demo_overrides import demo_config
+from mmlinattn.datasets.demo_overrides import demo_config
 from mmengine.config import Config
 from mmengine.hooks import Hook
 

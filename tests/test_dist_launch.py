@@ -61,12 +61,12 @@ def test_falls_back_to_path_without_venv(repo):
 def test_launcher_sets_collective_timeout(dist_cfg, expected, monkeypatch):
     import torch.distributed as dist
 
-    import runner_utils
+    from mmlinattn.utils import runner
     calls = []
     monkeypatch.setattr(torch.cuda, 'is_available', lambda: False)
     monkeypatch.setattr(dist, 'is_initialized', lambda: False)
     monkeypatch.setattr(dist, 'init_process_group', lambda **kw: calls.append(kw))
     cfg = Config(dict(model=dict(type='X'), env_cfg=dict(dist_cfg=dist_cfg)))
-    runner_utils.setup_launcher(cfg, 'pytorch')
+    runner.setup_launcher(cfg, 'pytorch')
     assert cfg.env_cfg.dist_cfg.timeout == expected        # what mmengine's init_dist reads
     assert calls == [dict(backend='gloo', timeout=timedelta(seconds=expected))]

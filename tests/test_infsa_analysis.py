@@ -1,7 +1,11 @@
 """InfSA diagnostics: Neumann / Katz identities (§3.1-3.3), eigenvector alignment (§4.5),
 attention maps and the PNG overlay, and the attention-map command-line tool."""
-import pytest
+import os.path as osp
+import subprocess
+import sys
+
 import numpy as np
+import pytest
 import torch
 
 from mmlinattn.analysis import (attention_maps, eigenvector_alignment, katz_centrality,
@@ -12,6 +16,7 @@ from mmlinattn.models.layers.infsa_attention import LinearInfSA
 from mmlinattn.ops import infsa_attention_matrix
 
 D64 = dict(dtype=torch.float64)
+ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 
 
 def small_a_hat(n=64, d=8, seed=0):
@@ -165,10 +170,31 @@ def test_overlay_png(tmp_path):
     assert np.flatnonzero(near(bar, yellow)).mean() < np.flatnonzero(near(bar, purple)).mean()
 
 
-def test_attention_map_tool(tmp_path, capsys):
-    import infsa_attention_map
+def test_attention_map_tool(tmp_path):
+    """The tool's PNG, read back: the grid's size (4 columns, image + 8 maps -> 3 rows, 2.6 in
+    each, at 120 dpi), and in every panel after the first (the plain image) the map over the
+    image: removing the image at opacity 0.5 leaves viridis colours, peaking at 1, not
+    constant, far from the plain image where the map is high."""
+    from png_checks import heat_under_overlay, panels, read_rgb
     out = tmp_path / 'demo.png'
-    infsa_attention_map.main(['--demo', '--size', '64', '--out', str(out), '--alignment'])
-    assert out.stat().st_size > 0
-    text = capsys.readouterr().out
+    proc = subprocess.run([sys.executable, 'tools/analysis_tools/infsa_attention_map.py',
+                           '--demo', '--size', '64', '--out', str(out), '--alignment'],
+                          cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    text = proc.stdout
     assert 'cos(1,v)' in text and 'cos(alpha,v)' in text and '\nall ' in text
+    maps = int(text.split('(')[1].split()[0])
+    pixels = read_rgb(out)
+    rows = -(-(maps + 1) // 4)
+    assert pixels.shape[:2] == (round((2.6 * rows + 0.9) * 120), round((2.6 * 4 + 1.0) * 120))
+    image, *overlays = [p for p in panels(pixels) if p[3] - p[2] > 100]
+    assert len(overlays) == maps
+    plain = pixels[image[0]:image[1], image[2]:image[3]]
+    for y0, y1, x0, x1 in overlays:
+        panel = pixels[y0:y1, x0:x1]
+        value, dist = heat_under_overlay(panel, plain, 0.5)
+        assert np.percentile(dist, 90) < 25
+        assert value.max() > 0.95 and value.std() > 0.02
+        h, w = value.shape
+        high = value > 0.9
+        assert np.abs(panel[:h, :w][high] - plain[:h, :w][high]).sum(-1).mean() > 60

@@ -15,7 +15,7 @@ import torch.multiprocessing as mp
 from mmengine.config import Config
 
 from dist_helpers import free_port
-from runner_utils import _rank_zero_logger
+from mmlinattn.utils.runner import rank_zero_logger
 
 WORLD = 2
 VALUES = [float(v) for v in range(8)]
@@ -66,7 +66,7 @@ def _worker(rank, port, work_dir, hook_type, record_dir):
             default_hooks=dict(logger=dict(type=hook_type)))
         runner.test()
         # the runner's DDP wrapper holds the group: gloo's threads must stop before the
-        # interpreter tears down, or exit can abort (as in tools/runner_utils.py)
+        # interpreter tears down, or exit can abort (as in mmlinattn/utils/runner.py)
         del runner
         gc.collect()
     finally:
@@ -96,8 +96,8 @@ def test_rank_zero_logger_hook_dumps_once(tmp_path):
 
 def test_test_tool_switches_to_rank_zero_logger_hook():
     cfg = Config(dict(default_hooks=dict(logger=dict(type='LoggerHook', interval=5))))
-    _rank_zero_logger(cfg)
+    rank_zero_logger(cfg)
     assert cfg.default_hooks.logger == dict(type='mmlinattn.RankZeroLoggerHook', interval=5)
     custom = Config(dict(default_hooks=dict(logger=dict(type='MyLoggerHook'))))
-    _rank_zero_logger(custom)
+    rank_zero_logger(custom)
     assert custom.default_hooks.logger.type == 'MyLoggerHook'  # a user's own hook is kept

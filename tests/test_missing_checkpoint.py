@@ -15,4 +15,5 @@ def test_missing_pretrained_file_says_what_to_do(tmp_path):
         model.init_weights()
     message = str(err.value)
     assert path in message and 'init_cfg=None' in message
-    assert 'tools/convert_checkpoint.py' in message and 'docs/pretraining.md' in message
+    assert 'tools/model_converters/convert_checkpoint.py' in message
+    assert 'docs/pretraining.md' in message

@@ -2,7 +2,7 @@
 
 * Every family's smallest real arch runs forward and backward at 1024 x 1024 under CPU bf16
   autocast with finite outputs and gradients (one test per family; the fp16 / bf16 runs at
-  2048 x 2048 on a GPU are ``tools/check_amp_gpu.py``).
+  2048 x 2048 on a GPU are ``tools/misc/check_amp_gpu.py``).
 * The float32 islands (kernels, norms, pseudo-inverse, N-length reductions) are fed
   large-magnitude activations (x 100) in bfloat16 under autocast and must match a float64
   evaluation of the same inputs to bf16 output precision.
@@ -24,7 +24,7 @@ from mmlinattn.registry import MODELS
 # The smallest real arch of each family.  SOFT's paper setting has m = (H/32)(W/32) = 1024
 # landmarks per attention at 1024^2: 94 Newton-Schulz inversions of 1024 x 1024 matrices,
 # about 8 TFLOP (minutes on 2 CPU cores), so the CPU test caps m with the arch's own
-# max_landmarks option; the uncapped setting runs in tools/check_amp_gpu.py.
+# max_landmarks option; the uncapped setting runs in tools/misc/check_amp_gpu.py.
 SMALLEST = {
     'SOFT': dict(type='SOFT', arch='tiny', max_landmarks=256),
     'NaLaFormer': dict(type='NaLaFormer', arch='tiny'),

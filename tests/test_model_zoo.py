@@ -1,7 +1,8 @@
-"""tools/model_zoo.py: rows, paper numbers, differences to the paper and failed measurements
-are rendered as documented (on a hand-made cache; the measurements themselves are
-tools/get_flops.py's, tested in test_get_flops.py)."""
-import model_zoo
+"""tools/analysis_tools/model_zoo.py (:mod:`mmlinattn.benchmark.model_zoo`): rows, paper
+numbers, differences to the paper and failed measurements are rendered as documented (on
+a hand-made cache; the measurements themselves are tools/analysis_tools/get_flops.py's,
+tested in test_get_flops.py)."""
+from mmlinattn.benchmark import model_zoo
 
 
 def _rows():

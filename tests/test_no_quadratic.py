@@ -1,16 +1,19 @@
-"""No backbone allocates an N x N tensor (N = stride-4 tokens) in its default linear options.
+"""No backbone allocates an N x N tensor (N = stride-4 tokens) in its default linear
+options.
 
 Each backbone runs one forward in a child process whose address space may grow by at most
-``CAP_MB`` beyond the built model and its input (``RLIMIT_AS``, see ``tools/benchmark.py``).
-At 640 x 640, N = 160^2 = 25600: an N x N float32 tensor is 2.4 GiB and even one over the
-stride-8 tokens, (N/4)^2, is 156 MiB, both above the cap, while the linear models need a few
-tens of MiB.  The explicitly quadratic option (unchunked Pure InfSA, in every stage or in
-the stride-8 stage only) serves as the positive control: under the same cap it must fail
-with "oom".  Tiny arch dicts keep it fast; the point is the token mixing, not the width.
-"""
+``CAP_MB`` beyond the built model and its input (``RLIMIT_AS``, see
+:mod:`mmlinattn.benchmark.cases`). At 640 x 640, N = 160^2 = 25600: an N x N float32 tensor
+is 2.4 GiB and even one over the stride-8 tokens, (N/4)^2, is 156 MiB, both above the cap,
+while the linear models need a few tens of MiB. The explicitly quadratic option (unchunked
+Pure InfSA, in every stage or in the stride-8 stage only) serves as the positive control:
+under the same cap it must fail with "oom". Tiny arch dicts keep it fast; the point is the
+token mixing, not the width."""
+from dataclasses import asdict
+
 import pytest
 
-import benchmark as B
+import mmlinattn.benchmark as B
 
 SIZE = 640
 CAP_MB = 128
@@ -32,9 +35,9 @@ LINEAR = {
 
 def _run(model: str, arch: dict, kwargs: dict, cap_mb: float, size: int = SIZE) -> dict:
     spec = B.ModelSpec(label=model, model=model, arch=arch, kwargs=kwargs)
-    case = B.Case(spec=B.asdict(spec), height=size, width=size, warmup=1, repeats=0,
+    case = B.Case(spec=asdict(spec), height=size, width=size, warmup=1, repeats=0,
                   mem_cap_mb=cap_mb, flops='none', threads=1)
-    return B.run_isolated(B._child_main, (case, ), 300)
+    return B.run_isolated(B.case_child, (case, ), 300)
 
 
 def test_cap_catches_one_stride8_dense_matrix():

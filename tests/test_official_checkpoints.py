@@ -118,15 +118,15 @@ def test_nalaformer_converter_rejects_other_depths_and_rope():
         convert_nalaformer_checkpoint(sd)
 
 
-def test_convert_tool_official_nalaformer_loads_into_mmdet_and_mmseg(tmp_path, capsys):
-    import convert_checkpoint
-    from test_timm_models import _build_dense
+def test_convert_tool_official_nalaformer_loads_into_mmdet_and_mmseg(tmp_path):
+    from test_timm_models import _build_dense, convert
 
     src, dst = str(tmp_path / 'official.pth'), str(tmp_path / 'converted.pth')
     torch.save(_nala_sd(), src)
     spec = f'NaLaFormer:{NALA_ARCH!r}'
-    assert convert_checkpoint.main([src, dst, '--official', '--arch-check', spec]) == 0
-    assert '100.00% of the backbone parameters' in capsys.readouterr().out
+    proc = convert(src, dst, '--official', '--arch-check', spec)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-2000:]
+    assert '100.00% of the backbone parameters' in proc.stdout
     for scope in ('mmdet', 'mmseg'):
         cfg = dict(type='mmlinattn.NaLaFormer', arch=NALA_ARCH, **OFFICIAL_PRESET,
                    init_cfg=dict(type='Pretrained', checkpoint=dst))
@@ -134,12 +134,11 @@ def test_convert_tool_official_nalaformer_loads_into_mmdet_and_mmseg(tmp_path, c
         report = match_report(dense, torch.load(dst)['state_dict'])
         assert report['fraction'] == 1.0 and not report['missing']
     # without --arch-check the tool refuses instead of guessing
-    assert convert_checkpoint.main([src, dst, '--official']) == 1
+    assert convert(src, dst, '--official').returncode == 1
     # --preset is SOFT's: a clear refusal, not a traceback
-    capsys.readouterr()
-    assert convert_checkpoint.main([src, dst, '--official', '--arch-check', spec,
-                                    '--preset', 'plain']) == 1
-    assert '--preset is for SOFT checkpoints' in capsys.readouterr().out
+    proc = convert(src, dst, '--official', '--arch-check', spec, '--preset', 'plain')
+    assert proc.returncode == 1 and 'Traceback' not in proc.stderr
+    assert '--preset is for SOFT checkpoints' in proc.stdout
 
 
 def test_timm_official_entry_loads_the_authors_classifier_file(tmp_path):
@@ -267,16 +266,16 @@ def test_soft_plain_needs_its_preset():
 
 
 @pytest.mark.parametrize('preset', [None, 'plain'])
-def test_convert_tool_official_soft_loads_into_mmdet_and_mmseg(preset, tmp_path, capsys):
-    import convert_checkpoint
-    from test_timm_models import _build_dense
+def test_convert_tool_official_soft_loads_into_mmdet_and_mmseg(preset, tmp_path):
+    from test_timm_models import _build_dense, convert
 
     src, dst = str(tmp_path / 'official.pth'), str(tmp_path / 'converted.pth')
     torch.save({'model': _soft_sd()}, src)  # their main.py saves {'model': ...}
     args = [src, dst, '--official', '--arch-check', f'SOFT:{SOFT_ARCH!r}']
     args += ['--preset', preset] if preset else []
-    assert convert_checkpoint.main(args) == 0
-    out = capsys.readouterr().out
+    proc = convert(*args)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-2000:]
+    out = proc.stdout
     assert '100.00% of the backbone parameters' in out
     kwargs = OFFICIAL_PRESETS[preset or 'norm']
     assert all(f'{k}={v!r}' in out for k, v in kwargs.items())  # the printed config
@@ -290,8 +289,8 @@ def test_convert_tool_official_soft_loads_into_mmdet_and_mmseg(preset, tmp_path,
         own = dense.state_dict()
         assert all(torch.equal(own[k], v) for k, v in saved.items())
     # --preset belongs to --official
-    assert convert_checkpoint.main([src, dst, '--arch-check', 'SOFT:tiny-norm',
-                                    '--preset', 'plain']) == 1
+    assert convert(src, dst, '--arch-check', 'SOFT:tiny-norm', '--preset',
+                   'plain').returncode == 1
 
 
 @pytest.mark.parametrize('name,kind', [('soft_norm_tiny', 'norm'), ('soft_plain_tiny', 'plain')])

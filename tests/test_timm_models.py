@@ -1,13 +1,14 @@
 """timm classifiers of the backbones and the classifier -> mmdet / mmseg backbone path.
 
-The end-to-end test trains each family's timm model for a few steps on coloured blobs,
-saves it the way timm's train.py does (``CheckpointSaver`` with an EMA), converts it with
-``tools/convert_checkpoint.py`` and loads the result into the mmdet and the mmseg backbone.
-It uses each family's smallest registered entry point with a reduced ``arch`` dict (passed
-through ``timm.create_model`` like ``--model-kwargs``) to stay fast on CPU; the full-size
-archs are built on the meta device for the registry and parameter-count checks.
-"""
+The end-to-end test trains each family's timm model for a few steps on coloured blobs, saves
+it the way timm's train.py does (``CheckpointSaver`` with an EMA), converts it with
+``tools/model_converters/convert_checkpoint.py`` and loads the result into the mmdet and the
+mmseg backbone. It uses each family's smallest registered entry point with a reduced
+``arch`` dict (passed through ``timm.create_model`` like ``--model-kwargs``) to stay fast on
+CPU; the full-size archs are built on the meta device for the registry and parameter-count
+checks."""
 import argparse
+import os.path as osp
 import subprocess
 import sys
 
@@ -210,7 +211,6 @@ def _build_dense(scope, cfg):
 
 @pytest.mark.parametrize('family', list(SMALL))
 def test_train_save_convert_load_into_mmdet_and_mmseg(family, tmp_path):
-    import convert_checkpoint
     from timm.utils import CheckpointSaver
 
     name, arch = SMALL[family]
@@ -230,7 +230,8 @@ def test_train_save_convert_load_into_mmdet_and_mmseg(family, tmp_path):
         source = (ema.module if use_ema else model).eval()
         dst = str(tmp_path / f'{family}_{scope}.pth')
         argv = [src, dst] + (['--ema'] if use_ema else [])
-        assert convert_checkpoint.main(argv) == 0  # auto-check against the stored model
+        proc = convert(*argv)  # auto-check against the stored model
+        assert proc.returncode == 0, proc.stdout + proc.stderr[-2000:]
         converted = safe_load_checkpoint(dst)['state_dict']
         assert not any(k.startswith(('backbone.', 'head.')) for k in converted)
 
@@ -263,20 +264,26 @@ def test_train_save_convert_load_into_mmdet_and_mmseg(family, tmp_path):
     assert any(not torch.equal(raw[k], emas[k]) for k in raw)
 
 
+def convert(*argv):
+    """tools/model_converters/convert_checkpoint.py as a user runs it."""
+    root = osp.dirname(osp.dirname(osp.abspath(__file__)))
+    return subprocess.run([sys.executable, 'tools/model_converters/convert_checkpoint.py',
+                           *argv], cwd=root, capture_output=True, text=True)
+
+
 def test_convert_rejects_missing_ema_and_wrong_arch(tmp_path):
-    import convert_checkpoint
     name, arch = SMALL['InfViT']
     model = timm.create_model(name, arch=arch, num_classes=2)
     src, dst = str(tmp_path / 'plain.pth'), str(tmp_path / 'out.pth')
     torch.save(model.state_dict(), src)  # a plain state dict, no EMA, no stored arch
-    with pytest.raises(ValueError, match='no EMA weights'):
-        convert_checkpoint.main([src, dst, '--ema'])
+    proc = convert(src, dst, '--ema')
+    assert proc.returncode == 1 and 'ValueError' in proc.stderr
+    assert 'no EMA weights' in proc.stderr
     # the real infvit_tiny has other widths: shapes mismatch -> exit status 1, nothing written
     bad = tmp_path / 'bad.pth'
-    assert convert_checkpoint.main([src, str(bad), '--arch-check', 'InfViT:tiny']) == 1
+    assert convert(src, str(bad), '--arch-check', 'InfViT:tiny').returncode == 1
     assert not bad.exists()
-    assert convert_checkpoint.main(
-        [src, dst, '--arch-check', f'mmlinattn.InfViT:{dict(arch)!r}']) == 0
+    assert convert(src, dst, '--arch-check', f'mmlinattn.InfViT:{dict(arch)!r}').returncode == 0
     backbone, dropped = classifier_to_backbone(model.state_dict())
     assert dropped and all(k.startswith('head.') for k in dropped)
     assert set(backbone) == set(model.backbone.state_dict())

@@ -13,10 +13,10 @@ PY=.venv/bin/python
 start=$(date +%s)
 
 bash tools/setup.sh
-$PY tools/make_demo_data.py --out data/demo
+$PY tools/dataset_converters/make_demo_data.py --out data/demo
 # The demo configs carry the demo data and a 400-iteration schedule; OPTS is empty for them at
 # 400 iterations and points any other config (or length) at the demo data.
-OPTS=$($PY tools/demo_overrides.py "$CONFIG" --iters "$ITERS")
+OPTS=$($PY tools/misc/demo_overrides.py "$CONFIG" --iters "$ITERS")
 rm -rf "$WORK_DIR"
 # shellcheck disable=SC2086  # OPTS is a list of key=value words
 $PY tools/train.py "$CONFIG" --work-dir "$WORK_DIR" --cfg-options $OPTS randomness.seed=0
@@ -24,7 +24,7 @@ CKPT=$(cat "$WORK_DIR/last_checkpoint")
 # shellcheck disable=SC2086
 $PY tools/test.py "$CONFIG" "$CKPT" --work-dir "$WORK_DIR/test" ${OPTS:+--cfg-options $OPTS} \
     | tee "$WORK_DIR/test.log"
-$PY tools/summarize_demo.py "$WORK_DIR" --seconds $(( $(date +%s) - start ))
+$PY tools/analysis_tools/summarize_demo.py "$WORK_DIR" --seconds $(( $(date +%s) - start ))
 # A real inference with the trained checkpoint (its class names are in meta['dataset_meta']):
 # a picture of its predictions on a demo image, and the inferencer lines that reuse it.
-$PY tools/image_demo.py "$WORK_DIR/$(basename "$CONFIG")" "$CKPT" --out-dir "$WORK_DIR/inference"
+$PY demo/image_demo.py "$WORK_DIR/$(basename "$CONFIG")" "$CKPT" --out-dir "$WORK_DIR/inference"

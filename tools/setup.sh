@@ -49,7 +49,7 @@ fi
 
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$(digest)" ]; then
   STEP="verify existing environment"
-  "$PY" "$ROOT/tools/check_env.py" --quiet \
+  "$PY" "$ROOT/tools/misc/check_env.py" --quiet \
     || fail "the environment in .venv is broken; remove .venv and run tools/setup.sh again"
   log "environment up to date ($VENV)"
   exit 0
@@ -121,6 +121,7 @@ STEP="install mmlinattn (editable)"
 pipi --no-deps --no-build-isolation -e "$ROOT"
 
 STEP="check the installed stack"
-"$PY" "$ROOT/tools/check_env.py" --quiet || fail "tools/check_env.py reported problems (see above)"
+"$PY" "$ROOT/tools/misc/check_env.py" --quiet \
+  || fail "tools/misc/check_env.py reported problems (see above)"
 digest > "$STAMP"
 log "done: $VENV is ready"

@@ -14,16 +14,17 @@ model) or holds NaN / Inf weights stops the run with the match report, unless
 ``--allow-partial`` is given.
 """
 import argparse
-import copy
 import os
 import os.path as osp
 
 from mmengine.config import Config, DictAction
 from mmengine.runner import Runner
 
-from runner_utils import (add_custom_hook, check_config_channels, check_config_datasets,
-                          close_process_group, exit_on_bad_checkpoint, library_of,
-                          register_library, set_work_dir, setup_launcher)
+from mmlinattn.utils.checkpoint import install_safe_checkpoint_loading
+from mmlinattn.utils.runner import (add_custom_hook, check_config_channels,
+                                    check_config_datasets, close_process_group, enable_show,
+                                    enable_tta, exit_on_bad_checkpoint, library_of,
+                                    register_library, set_work_dir, setup_launcher)
 
 
 def parse_args():
@@ -56,61 +57,9 @@ def parse_args():
     return args
 
 
-def enable_show(cfg, scope: str, show_dir, show: bool, wait_time: float) -> None:
-    hook = cfg.default_hooks.get('visualization')
-    if hook is None:
-        raise SystemExit('--show / --show-dir need a `visualization` hook in default_hooks')
-    hook['draw'] = True
-    if scope == 'mmseg':
-        hook['interval'] = 1  # mmseg's hook draws every 50th image by default
-    if show:
-        hook['show'] = True
-        hook['wait_time'] = wait_time
-    if not show_dir:
-        return
-    if scope == 'mmdet':
-        hook['test_out_dir'] = show_dir
-    else:
-        cfg.visualizer['save_dir'] = show_dir
-        vis_backends = cfg.visualizer.get('vis_backends') or []
-        cfg.visualizer['vis_backends'] = vis_backends or [dict(type='LocalVisBackend')]
-
-
-#: mmdet's default when a config has no ``tta_model``
-DET_TTA_MODEL = dict(type='DetTTAModel',
-                     tta_cfg=dict(nms=dict(type='nms', iou_threshold=0.5), max_per_img=100))
-DET_FLIP_META = ('img_id', 'img_path', 'ori_shape', 'img_shape', 'scale_factor', 'flip',
-                 'flip_direction')
-
-
-def _det_flip_pipeline(test_pipeline):
-    """The test pipeline with its packing step replaced by flipped + unflipped views."""
-    views = [[dict(type='RandomFlip', prob=1.0), dict(type='RandomFlip', prob=0.0)],
-             [dict(type='PackDetInputs', meta_keys=DET_FLIP_META)]]
-    return copy.deepcopy(test_pipeline[:-1]) + [dict(type='TestTimeAug', transforms=views)]
-
-
-def enable_tta(cfg, scope: str) -> None:
-    """Wrap the model in the config's ``tta_model`` and test with its ``tta_pipeline``, as
-    mmdet's and mmseg's test tools do."""
-    dataset = cfg.test_dataloader.dataset
-    if scope == 'mmdet':
-        cfg.setdefault('tta_model', DET_TTA_MODEL)
-        if 'tta_pipeline' not in cfg:
-            leaf = dataset
-            while 'dataset' in leaf:
-                leaf = leaf['dataset']
-            cfg.tta_pipeline = _det_flip_pipeline(leaf.pipeline)
-    missing = [k for k in ('tta_model', 'tta_pipeline') if k not in cfg]
-    if missing:
-        raise SystemExit(f'--tta needs {" and ".join(missing)} in the config (mmseg\'s '
-                         'default_runtime.py and dataset configs define them)')
-    cfg.model = dict(cfg.tta_model, module=cfg.model)
-    dataset.pipeline = cfg.tta_pipeline
-
-
 def main():
     args = parse_args()
+    install_safe_checkpoint_loading()
     for path, what in ((args.config, 'config'), (args.checkpoint, 'checkpoint')):
         if not osp.isfile(path):
             raise SystemExit(f'{what} file {path!r} does not exist')

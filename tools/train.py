@@ -13,10 +13,12 @@ from mmengine.config import Config, DictAction
 from mmengine.logging import print_log
 from mmengine.runner import Runner
 
-from runner_utils import (add_custom_hook, check_config_channels, check_config_datasets,
-                          close_process_group, env_is_cpu, exit_on_bad_checkpoint, library_of,
-                          register_library, set_work_dir, setup_launcher, use_checkpoint_seed,
-                          warn_stuck_warmup)
+from mmlinattn.utils.checkpoint import install_safe_checkpoint_loading
+from mmlinattn.utils.runner import (add_custom_hook, check_config_channels,
+                                    check_config_datasets, close_process_group, env_is_cpu,
+                                    exit_on_bad_checkpoint, library_of, register_library,
+                                    set_work_dir, setup_launcher, use_checkpoint_seed,
+                                    warn_stuck_warmup)
 
 
 def parse_args():
@@ -44,6 +46,7 @@ def parse_args():
 
 def main():
     args = parse_args()
+    install_safe_checkpoint_loading()
     if not osp.isfile(args.config):
         raise SystemExit(f'config file {args.config!r} does not exist')
     cfg = Config.fromfile(args.config)

@@ -3,7 +3,8 @@ _base_ = ['../retinanet_soft_tiny_1x.py', './_base_/coco_demo.py']
 # The README demo (tools/demo.sh): a real SOFT++ backbone (paper's attention, stem and
 # pyramid) at a reduced width/depth, and a 128-channel FPN + RetinaNet head, so that training
 # from scratch on the demo data fits in a few minutes on 2 CPU cores.  It runs as it is on the
-# demo data (after `python tools/make_demo_data.py`).  Head dim stays 32 as in the paper.
+# demo data (after `python tools/dataset_converters/make_demo_data.py`).  Head dim stays 32 as
+# in the paper.
 model = dict(
     backbone=dict(
         arch=dict(_delete_=True, embed_dims=(32, 64, 160, 256), num_heads=(1, 2, 5, 8),

@@ -154,8 +154,7 @@ def capture_mixer_inputs(model: nn.Module, x: torch.Tensor,
             return call(*args, **kwargs)
         return wrapped
 
-    # an instance attribute shadows the method for this run only (blocks may call a mixer's
-    # method other than forward, e.g. NaLa's ``mix``)
+    # an instance attribute shadows the method for this run only
     for m in model.modules():
         if isinstance(m, types):
             setattr(m, method, recorder(m, getattr(m, method)))

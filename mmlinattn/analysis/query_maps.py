@@ -119,9 +119,7 @@ def query_attention_maps(model: nn.Module, x: torch.Tensor, query: Sequence[floa
     image_hw = x.shape[-2:]
     if family == 'infsa':
         return {block_key(k): v[0] for k, v in attention_maps(model, x[:1]).items()}
-    # NaLa blocks call ``mix`` and apply the projection themselves
-    records = capture_mixer_inputs(model, x[:1], _MIXERS[family],
-                                   'mix' if family == 'nala' else 'forward')
+    records = capture_mixer_inputs(model, x[:1], _MIXERS[family], 'forward')
     if family == 'ldn':
         rows = _diffusion_rows(records, image_hw, query)
         grids = {block_key(r['name']): r['x'].shape[-2:] for r in records}

@@ -1,4 +1,11 @@
-"""mmengine hooks (registered in :data:`mmlinattn.registry.HOOKS`)."""
+"""mmengine hooks (registered in :data:`mmlinattn.registry.HOOKS`).
+
+Importing this package also switches on safe checkpoint loading
+(:func:`~mmlinattn.utils.checkpoint.install_safe_checkpoint_loading`): the configs list it in
+``custom_imports``, so a run of any tool on them, mmdet's and mmseg's own included, loads
+checkpoints with ``weights_only=True`` through every scheme of mmengine.
+"""
+from mmlinattn.utils.checkpoint import install_safe_checkpoint_loading
 from .checkpoint_match_hook import CheckpointMatchHook
 from .early_progress_hook import EarlyProgressHook
 from .logger_hook import RankZeroLoggerHook
@@ -7,3 +14,5 @@ from .valid_region_hook import ValidRegionHook
 
 __all__ = ['CheckpointMatchHook', 'EarlyProgressHook', 'RankZeroLoggerHook', 'RNGStateHook',
            'ValidRegionHook']
+
+install_safe_checkpoint_loading()

@@ -19,7 +19,7 @@ import torch
 import torch.nn as nn
 from timm.layers import SelectAdaptivePool2d, trunc_normal_
 
-from ..models.layers import maybe_checkpoint, tokens_to_map
+from ..models.layers import tokens_as_map
 from ..registry import MODELS
 from .features import PyramidFeaturesMixin
 
@@ -170,12 +170,12 @@ class LinAttnClassifier(PyramidFeaturesMixin, nn.Module):
         if 'arch' not in cfg:
             raise ValueError(f'the backbone config needs an `arch`, got {backbone!r}')
         if 'out_indices' not in cfg:
-            num_stages = len(cls.resolve_arch(cfg['arch'])['depths'])
+            num_stages = len(cls.stage_layout(cls.resolve_arch(cfg['arch']))[1])
             cfg['out_indices'] = (-1, ) if self.is_plain else tuple(range(num_stages))
         self.backbone = MODELS.build(cfg)
-        # The dense model's from-scratch init (what PyramidBackbone.init_weights does without
-        # a Pretrained init_cfg), minus mmengine's per-parameter init log.
-        self.backbone.apply(self.backbone._init_module)
+        # The dense model's from-scratch init (what its init_weights does without a
+        # Pretrained init_cfg).
+        self.backbone.init_default_weights()
         last = self.backbone.num_stages - 1
         if last not in self.backbone.out_indices:
             raise ValueError(f'out_indices must include the last stage ({last}) for '
@@ -194,7 +194,7 @@ class LinAttnClassifier(PyramidFeaturesMixin, nn.Module):
             global_pool = 'token' if head_type in ('token', 'cls_token') else 'avg'
         self.global_pool = _check_pool(global_pool, head_type)
         if self.is_plain:
-            prefix = int(getattr(self.backbone.patch_embeds[0], 'cls_token', None) is not None)
+            prefix = self.backbone.num_prefix_tokens
             if global_pool == 'token' and not prefix:
                 raise ValueError("global_pool='token' needs the class token; the backbone was "
                                  "built with with_cls_token=False, use global_pool='avg'")
@@ -246,22 +246,12 @@ class LinAttnClassifier(PyramidFeaturesMixin, nn.Module):
         """Every stage map the dense backbone returns: exactly ``self.backbone(x)``."""
         return self.backbone(x)
 
-    def _plain_tokens(self, x: torch.Tensor) -> torch.Tensor:
-        """InfViTPlain's forward up to the last block, keeping the class token, then the
-        last block's output norm: (B, 1 + h*w, C)."""
-        bb = self.backbone
-        bb.check_input(x)
-        tokens, grid = bb.patch_embeds[0](x, bb.input_grid(x))
-        for stage in bb.stages:
-            tokens = maybe_checkpoint(stage, tokens, grid, enabled=bb.with_cp)
-        return bb.out_norms[str(bb.num_stages - 1)](tokens)
-
     def forward_features(self, x: torch.Tensor) -> torch.Tensor:
         """The last stage map (B, C, H/32, W/32) of the pyramids (= the dense backbone's
         last output); for the plain ViT and the ``'cls_token'`` head the normed tokens
         (B, 1 + h*w, C), class token first, as timm's ViTs return them."""
         if self.is_plain:
-            return self._plain_tokens(x)
+            return self.backbone.forward_tokens(x)[0]
         if self.head_type == 'cls_token':
             return self.backbone.forward_tokens(x)
         last = self.backbone.num_stages - 1
@@ -275,4 +265,4 @@ class LinAttnClassifier(PyramidFeaturesMixin, nn.Module):
 
     def plain_tokens_to_map(self, tokens: torch.Tensor, hw: Tuple[int, int]) -> torch.Tensor:
         """The patch tokens of :meth:`forward_features` (plain ViT) as an NCHW map."""
-        return tokens_to_map(tokens[:, tokens.shape[1] - hw[0] * hw[1]:], hw)
+        return tokens_as_map(tokens[:, tokens.shape[1] - hw[0] * hw[1]:], hw)

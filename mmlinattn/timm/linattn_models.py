@@ -109,7 +109,7 @@ def _cfg(family: str, head_type: str, crop_pct: float) -> Dict[str, Any]:
         first_conv=_FIRST_CONV[family], classifier='head.fc', paper_name=paper_name,
         paper_ids=paper_id, license='apache-2.0',
         notes=('no released weights: train with timm train.py, then '
-               'tools/convert_checkpoint.py', ))
+               'tools/model_converters/convert_checkpoint.py', ))
 
 
 default_cfgs = generate_default_cfgs(

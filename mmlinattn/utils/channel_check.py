@@ -23,10 +23,19 @@ def backbone_out_channels(backbone: dict) -> Optional[List[int]]:
     cls = _backbone_class(backbone.get('type'))
     if cls is None:
         return None
-    defaults = inspect.signature(cls.__init__).parameters
-    arch = backbone.get('arch', defaults['arch'].default)
-    out_indices = backbone.get('out_indices', defaults['out_indices'].default)
+    arch = backbone.get('arch', _default(cls, 'arch'))
+    out_indices = backbone.get('out_indices', _default(cls, 'out_indices'))
     return cls.out_channels_of(arch, out_indices)
+
+
+def _default(cls, name: str):
+    """The default of ``__init__`` argument ``name``: the first class in the MRO that
+    names it (a family passes the scaffold's arguments on through ``**kwargs``)."""
+    for klass in cls.__mro__:
+        params = inspect.signature(klass.__init__).parameters if '__init__' in vars(klass) else {}
+        if name in params:
+            return params[name].default
+    raise KeyError(f'{cls.__name__} takes no {name!r} argument')
 
 
 def check_channels(model: dict) -> List[str]:

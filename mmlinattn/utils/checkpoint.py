@@ -36,7 +36,8 @@ class MissingCheckpointError(FileNotFoundError):
 #: what to do when a config's ImageNet checkpoint is missing (no weights are released)
 NO_WEIGHTS_HINT = ('No ImageNet weights are released for these backbones: train from '
                    'scratch with init_cfg=None, or pretrain with timm and convert the result '
-                   'into this file with tools/convert_checkpoint.py (docs/pretraining.md).')
+                   'into this file with tools/model_converters/convert_checkpoint.py '
+                   '(docs/pretraining.md).')
 
 
 def _mmengine_safe_globals() -> List[Any]:
@@ -121,7 +122,15 @@ def _corrupt(name: Optional[str], err: Exception) -> 'CorruptCheckpointError':
 
 def install_safe_checkpoint_loading() -> None:
     """Allow-list mmengine's checkpoint types and route every checkpoint scheme of mmengine
-    through :func:`safe_load_checkpoint` (see :mod:`.checkpoint_schemes`). Idempotent."""
+    through :func:`safe_load_checkpoint` (see :mod:`.checkpoint_schemes`). Idempotent.
+
+    This changes mmengine's process-wide state (it re-registers the loaders of
+    ``mmengine.runner.CheckpointLoader`` with ``force=True`` and adds torch safe globals), so
+    it is never an effect of ``import mmlinattn`` or ``import mmlinattn.models``.  It is
+    switched on explicitly: by importing :mod:`mmlinattn.engine` (the configs list it in
+    ``custom_imports``, so mmdet's and mmseg's own ``tools/train.py`` get it too), by this
+    repository's tools, or by calling this function before building a Runner.
+    """
     global _INSTALLED
     if _INSTALLED:
         return

@@ -13,7 +13,8 @@ import os.path as osp
 from typing import Iterable, List, Optional
 
 DEMO_ROOT = 'data/demo/'
-DEMO_HINT = ('No download is needed to try things out: `python tools/make_demo_data.py` writes '
+DEMO_HINT = ('No download is needed to try things out: '
+             '`python tools/dataset_converters/make_demo_data.py` writes '
              f'small demo datasets in these layouts under {DEMO_ROOT}, and the configs in '
              'configs/demo/ run on them as they are.')
 
@@ -111,7 +112,8 @@ def _join(root: str, path: str) -> str:
 
 def _demo_hint(root: str, demo_command: Optional[str]) -> str:
     if (root.rstrip('/') + '/').startswith(DEMO_ROOT):
-        return 'This config runs on the demo data: make it with `python tools/make_demo_data.py`.'
+        return ('This config runs on the demo data: make it with '
+                '`python tools/dataset_converters/make_demo_data.py`.')
     if demo_command is None:
         return DEMO_HINT
     return f'{DEMO_HINT} To run this config on them:\n  {demo_command}'

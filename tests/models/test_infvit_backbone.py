@@ -6,8 +6,8 @@ import torch
 import mmlinattn.models  # noqa: F401
 from backbone_checks import (check_all_params_get_grad, check_bf16_autocast,
                              check_frozen_stages, check_output_shapes, check_strict_reload)
-from mmlinattn.models.backbones.infvit import InfSABlock, InfViT, InfViTPlain
-from mmlinattn.models.layers import InfSAGamma, LinearInfSA, PureInfSA, TokenGrid
+from mmlinattn.models.backbones.infvit import InfViT, InfViTPlain
+from mmlinattn.models.layers import InfSABlock, InfSAGamma, LinearInfSA, PureInfSA, TokenGrid
 from mmlinattn.registry import MODELS
 
 TINY_PYR = dict(embed_dims=(16, 32, 48, 64), depths=(1, 2, 1, 1), mlp_ratios=(2, 2, 2, 2))
@@ -223,7 +223,8 @@ def test_plain_arch_table():
                                          'l4-wide': (1024, 4, 64),
                                          'l24-wide': (1024, 24, 16)}.items():
         arch = InfViTPlain.resolve_arch(name)
-        assert (arch['width'], len(arch['depths']), arch['num_heads']) == (width, layers, heads)
+        assert (arch['embed_dims'], arch['num_layers'], arch['num_heads']) == (width, layers,
+                                                                              heads)
     model = InfViTPlain(arch='l4')
     assert model.stages[0].attn.head_dim == 12  # "64 heads, d_h = 12" (§3.4)
     assert model.stages[0].ffn.fc1.out_features == 4 * 768

@@ -9,7 +9,8 @@ import torch.nn.functional as F
 from backbone_checks import (SIZES, check_all_params_get_grad, check_bf16_autocast,
                              check_frozen_stages, check_output_shapes, check_strict_reload)
 
-from mmlinattn.models.backbones.soft import SOFT, SOFTBlock, SoftmaxBlock
+from mmlinattn.models.backbones.soft import SOFT
+from mmlinattn.models.layers import SOFTBlock, SoftmaxBlock
 from mmlinattn.models.layers.soft_attention import LandmarkSampler, SoftAttention, capped_grid
 from mmlinattn.models.layers.token_grid import TokenGrid
 from mmlinattn.registry import MODELS

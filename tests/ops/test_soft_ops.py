@@ -5,9 +5,11 @@ import torch
 from torch.autograd import gradcheck
 from torch.overrides import TorchFunctionMode
 
-from mmlinattn.ops.soft import (gaussian_kernel, gaussian_kernel_reference, newton_init_alpha,
-                                newton_schulz_pinv, newton_schulz_reference, pairwise_sqdist,
-                                soft_attention, soft_attention_reference, symmetric_normalize)
+import mmlinattn.ops.soft as soft_ops
+from mmlinattn.ops.soft import (cholesky_pinv_solve, gaussian_kernel, gaussian_kernel_reference,
+                                newton_init_alpha, newton_schulz_pinv, newton_schulz_reference,
+                                pairwise_sqdist, soft_attention, soft_attention_reference,
+                                symmetric_normalize)
 
 
 def spd(m, cond=10.0, batch=(), seed=0):
@@ -272,3 +274,217 @@ def test_scaled_init_with_ridge_is_the_plain_soft_iteration():
     newton_schulz_pinv(a, 20, init='scaled', ridge=0.01).backward(g)
     yt = y.transpose(-1, -2)
     torch.testing.assert_close(a.grad, -(yt @ g @ yt), rtol=1e-12, atol=1e-12)
+
+
+# --------------------------------------------------------------------- Cholesky solver
+def rel_err(out, ref):
+    return ((out.double() - ref).norm() / ref.norm()).item()
+
+
+def duplicate_landmarks(m=24, d=8, scale=0.8, seed=10):
+    """(m, d) landmarks in which every third one repeats its predecessor: A has rank 2m/3."""
+    g = torch.Generator().manual_seed(seed)
+    x = scale * torch.randn(m, d, generator=g, dtype=torch.float64)
+    x[2::3] = x[1::3]
+    return x
+
+
+@pytest.mark.parametrize('dtype,tol', [(torch.float64, 1e-5), (torch.float32, 2e-5)])
+@pytest.mark.parametrize('m,scale', [(8, 1.5), (49, 1.0), (100, 0.7)])
+def test_cholesky_matches_pinv_kernel_matrix(m, scale, dtype, tol):
+    """Well-conditioned kernels: the 1e-6 relative ridge moves A^+ b by ~1e-6 relative."""
+    a = kernel_matrix(m, scale=scale, batch=(2, ), seed=m)
+    assert torch.linalg.cond(a).max() < 100
+    b = torch.randn(2, m, 5, dtype=torch.float64)
+    out = cholesky_pinv_solve(a.to(dtype), b.to(dtype))
+    assert out.dtype == dtype
+    assert rel_err(out, torch.linalg.pinv(a) @ b) < tol
+
+
+def test_cholesky_ridge_is_relative_to_the_trace():
+    """lambda = ridge + jitter * tr(A) / m: a scaled A gives the scaled solution."""
+    a = spd(10, cond=5.0, seed=11)
+    b = torch.randn(10, 3, dtype=torch.float64)
+    lam = 0.01 + 1e-3 * a.diagonal().mean()
+    expected = torch.linalg.solve(a + lam * torch.eye(10, dtype=torch.float64), b)
+    torch.testing.assert_close(cholesky_pinv_solve(a, b, ridge=0.01, jitter=1e-3), expected,
+                               rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(cholesky_pinv_solve(1e3 * a, b), cholesky_pinv_solve(a, b) / 1e3,
+                               rtol=1e-12, atol=0)
+
+
+@pytest.mark.parametrize('dtype', [torch.float32, torch.float64])
+def test_cholesky_rank_deficient_duplicate_landmarks(dtype):
+    """Duplicate landmarks make A singular (float32 Cholesky of A itself fails); the solver
+    still returns A^+ b for b in the range of A -- as in SOFT, where the rows of P^T V of
+    duplicate landmarks are equal -- and never NaN.  In float32 the rounding error along the
+    null space (e_i - e_j) is amplified by 1 / lambda; SOFT never sees it (P's columns of
+    duplicate landmarks are equal, P (e_i - e_j) = 0), so the part in the range of A is
+    compared there."""
+    x = duplicate_landmarks(scale=1.5)
+    a = gaussian_kernel_reference(x, x, denom=2.0)
+    eig = torch.linalg.eigvalsh(a)
+    assert eig[7] < 1e-14 < 0.1 < eig[8]           # rank 16, the rest well conditioned
+    assert torch.linalg.cholesky_ex(a.float())[1] > 0   # a plain factorisation fails
+    b = a @ torch.randn(24, 4, dtype=torch.float64)      # in the range of A
+    out = cholesky_pinv_solve(a.to(dtype), b.to(dtype))
+    assert torch.isfinite(out).all()
+    ref = torch.linalg.pinv(a, hermitian=True) @ b
+    in_range = a @ torch.linalg.pinv(a, hermitian=True)            # projector onto range(A)
+    assert rel_err(in_range @ out.double(), ref) < 2e-5
+    if dtype == torch.float64:
+        assert rel_err(out, ref) < 1e-5
+
+
+def test_cholesky_retries_with_a_larger_ridge():
+    """A matrix the first ridge cannot make positive definite is factorised after raising its
+    ridge 100-fold twice; the other matrix of the batch keeps its own."""
+    eye = torch.eye(6, dtype=torch.float64)
+    good = spd(6, seed=12)
+    bad = spd(6, seed=13)
+    bad = bad - (torch.linalg.eigvalsh(bad)[0] + 1e-6) * eye      # lambda_min = -1e-6
+    b = torch.randn(2, 6, 2, dtype=torch.float64)
+    out = cholesky_pinv_solve(torch.stack([good, bad]), b, jitter=1e-9)
+    lam = 1e-9 * 100 ** 2 * bad.diagonal().mean()
+    torch.testing.assert_close(out[1], torch.linalg.solve(bad + lam * eye, b[1]), rtol=1e-10,
+                               atol=0)
+    torch.testing.assert_close(out[0], cholesky_pinv_solve(good, b[0], jitter=1e-9), rtol=0,
+                               atol=0)
+
+
+@pytest.mark.parametrize('bad', ['indefinite', 'nan'])
+def test_cholesky_raises_instead_of_nan(bad):
+    a = spd(5, seed=14)
+    a = a - 10 * torch.eye(5, dtype=torch.float64) if bad == 'indefinite' else a
+    if bad == 'nan':
+        a[0, 0] = float('nan')
+    with pytest.raises(ValueError, match='not positive definite'):
+        cholesky_pinv_solve(a, torch.randn(5, 2, dtype=torch.float64))
+
+
+def test_cholesky_bad_arguments():
+    with pytest.raises(ValueError, match='m, m'):
+        cholesky_pinv_solve(torch.randn(3, 4), torch.randn(3, 1))
+    with pytest.raises(ValueError, match='rhs'):
+        cholesky_pinv_solve(torch.eye(3), torch.randn(4, 1))
+    with pytest.raises(ValueError, match='jitter'):
+        cholesky_pinv_solve(torch.eye(3), torch.randn(3, 1), jitter=0.0)
+    with pytest.raises(ValueError, match='pinv'):
+        soft_attention(torch.randn(1, 1, 5, 4), torch.randn(1, 1, 2, 4), torch.randn(1, 1, 5, 4),
+                       pinv='svd')
+
+
+def test_cholesky_gradcheck():
+    a = kernel_matrix(5, scale=1.2, seed=15).requires_grad_()
+    b = torch.randn(5, 2, dtype=torch.float64, requires_grad=True)
+    assert gradcheck(lambda x, y: cholesky_pinv_solve((x + x.T) / 2, y), (a, b), eps=1e-6,
+                     atol=1e-6)
+
+
+def test_soft_attention_cholesky_gradcheck():
+    torch.manual_seed(2)
+    q = (0.5 * torch.randn(1, 1, 6, 3, dtype=torch.float64)).requires_grad_()
+    lm = (1.5 * torch.randn(1, 1, 3, 3, dtype=torch.float64)).requires_grad_()
+    v = torch.randn(1, 1, 6, 2, dtype=torch.float64, requires_grad=True)
+    assert gradcheck(lambda a, b, c: soft_attention(a, b, c, pinv='cholesky'), (q, lm, v),
+                     eps=1e-6, atol=1e-5)
+
+
+@pytest.mark.parametrize('sym_norm', [True, False])
+def test_soft_attention_cholesky_vs_newton_vs_dense(sym_norm):
+    """Float32 fast paths against the dense float64 reference: with well-separated landmarks
+    both solvers agree with it (and each other) to float32 accuracy."""
+    torch.manual_seed(3)
+    q = torch.randn(2, 3, 64, 16, dtype=torch.float64) * 0.4
+    lm = torch.randn(2, 3, 12, 16, dtype=torch.float64) * 0.4
+    v = torch.randn(2, 3, 64, 8, dtype=torch.float64)
+    ref = soft_attention_reference(q, lm, v, sym_norm)
+    args = (q.float(), lm.float(), v.float())
+    chol = soft_attention(*args, sym_norm=sym_norm, pinv='cholesky')
+    newton = soft_attention(*args, sym_norm=sym_norm)
+    assert chol.dtype == torch.float32
+    assert rel_err(chol, ref) < 2e-5 and rel_err(newton, ref) < 2e-5
+    torch.testing.assert_close(soft_attention(q, lm, v, sym_norm=sym_norm, pinv='cholesky'), ref,
+                               rtol=1e-5, atol=1e-5)
+
+
+def test_soft_attention_cholesky_close_landmarks():
+    """Close landmarks (cond(A) ~ 3e5): 20 Newton steps have not converged on the small
+    eigenvalues (60 reach 1e-11) and stay far from A^+; the Cholesky solve is off by its
+    ridge's bias (the same 1.4e-4 in float64)."""
+    torch.manual_seed(4)
+    q = 0.15 * torch.randn(1, 2, 200, 8, dtype=torch.float64)
+    lm = q[:, :, ::4]                                       # 50 landmarks among the tokens
+    v = torch.randn(1, 2, 200, 8, dtype=torch.float64)
+    a = gaussian_kernel_reference(lm, lm, denom=2.0)
+    assert torch.linalg.cond(a).min() > 1e5
+    ref = soft_attention_reference(q, lm, v)
+    args = (q.float(), lm.float(), v.float())
+    # measured in float32: 1.3e-4 and 0.36
+    assert rel_err(soft_attention(*args, pinv='cholesky'), ref) < 5e-4
+    assert rel_err(soft_attention(*args), ref) > 1e-1
+
+
+def test_soft_attention_cholesky_duplicate_landmarks():
+    x = duplicate_landmarks(m=12, d=8, scale=0.5, seed=16)
+    lm = x.expand(1, 2, 12, 8)
+    q = torch.cat([x, 0.5 * torch.randn(30, 8, dtype=torch.float64)]).expand(1, 2, 42, 8)
+    v = torch.randn(1, 2, 42, 4, dtype=torch.float64)
+    out = soft_attention(q.float(), lm.float(), v.float(), pinv='cholesky')
+    assert torch.isfinite(out).all()
+    assert rel_err(out, soft_attention_reference(q, lm, v)) < 1e-4
+
+
+def test_soft_attention_cholesky_masks_match_unpadded():
+    """landmark_valid / valid with the Cholesky solver: the identity block of unused
+    landmarks leaves the used ones' solve as in the smaller problem."""
+    torch.manual_seed(5)
+    q, lm, v = (torch.randn(1, 2, 20, 8, dtype=torch.float64) * 0.5,
+                torch.randn(1, 2, 6, 8, dtype=torch.float64) * 0.5,
+                torch.randn(1, 2, 20, 4, dtype=torch.float64))
+    small = soft_attention(q, lm[:, :, :4], v, pinv='cholesky')
+    mask = torch.tensor([[True] * 4 + [False] * 2])
+    torch.testing.assert_close(soft_attention(q, lm, v, landmark_valid=mask, pinv='cholesky'),
+                               small, rtol=1e-6, atol=1e-9)
+
+
+def test_newton_cost_logged_once(monkeypatch):
+    """More than NEWTON_LOG_LANDMARKS landmarks with Newton: one warning per process naming the
+    two ways out; Cholesky and small m log nothing."""
+    messages = []
+    monkeypatch.setattr(soft_ops, '_NEWTON_COST_LOGGED', False)
+    monkeypatch.setattr(soft_ops, 'NEWTON_LOG_LANDMARKS', 4)
+    from mmengine.logging import MMLogger
+    monkeypatch.setattr(MMLogger.get_current_instance(), 'warning', messages.append)
+    q, lm, v = torch.randn(1, 1, 10, 4), torch.randn(1, 1, 5, 4), torch.randn(1, 1, 10, 4)
+    soft_attention(q, lm[:, :, :4], v)
+    soft_attention(q, lm, v, pinv='cholesky')
+    assert messages == []
+    soft_attention(q, lm, v)
+    soft_attention(q, lm, v)
+    assert len(messages) == 1
+    assert 'm = 5 landmarks' in messages[0] and "pinv='cholesky'" in messages[0]
+    assert 'max_landmarks=49' in messages[0]
+
+
+def test_backbone_passes_pinv_to_every_soft_layer():
+    """``SOFT(pinv='cholesky')`` (a config's ``backbone=dict(..., pinv='cholesky')``) reaches
+    every SOFT attention; the default stays Newton-Schulz; a bad name fails at build time."""
+    from mmlinattn.models.backbones.soft import SOFT
+    from mmlinattn.models.layers.soft_attention import SoftAttention
+    arch = dict(embed_dims=(32, 64), num_heads=(1, 2), depths=(1, 1), sr_ratios=(2, 1),
+                mlp_ratios=(2, 2), attn_types=('soft', 'soft'), v_conv_sizes=(0, 0))
+    for kwargs, expected in [({}, 'newton'), (dict(pinv='cholesky'), 'cholesky')]:
+        model = SOFT(arch=arch, out_indices=(0, 1), **kwargs).eval()
+        layers = [m for m in model.modules() if isinstance(m, SoftAttention)]
+        assert len(layers) == 2 and all(m.pinv == expected for m in layers)
+    torch.manual_seed(6)
+    newton = SOFT(arch=arch, out_indices=(0, 1)).eval()
+    chol = SOFT(arch=arch, out_indices=(0, 1), pinv='cholesky').eval()
+    chol.load_state_dict(newton.state_dict())
+    x = torch.randn(1, 3, 64, 64)
+    with torch.no_grad():
+        for a, b in zip(newton(x), chol(x)):
+            torch.testing.assert_close(a, b, rtol=1e-3, atol=1e-3)
+    with pytest.raises(ValueError, match='pinv'):
+        SoftAttention(32, 1, 2, pinv='svd')

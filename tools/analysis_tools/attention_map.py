@@ -19,6 +19,7 @@ from mmlinattn.analysis.query_maps import (CAPTIONS, attention_figure, family_of
                                                query_attention_maps)
 from mmlinattn.analysis.health import normalise_photo
 from mmlinattn.registry import MODELS
+from mmlinattn.utils.checkpoint import install_safe_checkpoint_loading, safe_load_checkpoint
 
 FAMILIES = ('SOFT', 'NaLaFormer', 'InfViT', 'LDN')
 
@@ -50,7 +51,7 @@ def backbone_cfg(config_or_family: str, arch: str) -> dict:
 
 def load_weights(model: torch.nn.Module, path: str) -> None:
     """Strict load of a backbone's weights from a whole-detector/segmentor or plain file."""
-    state = torch.load(path, map_location='cpu', weights_only=False)
+    state = safe_load_checkpoint(path)
     state = state.get('state_dict', state)
     if any(k.startswith('backbone.') for k in state):
         state = {k[len('backbone.'):]: v for k, v in state.items() if k.startswith('backbone.')}
@@ -69,6 +70,7 @@ def read_image(path, size: int) -> np.ndarray:
 
 def main(argv=None) -> str:
     args = parse_args(argv)
+    install_safe_checkpoint_loading()  # a config's init_cfg may load weights too
     torch.manual_seed(args.seed)
     model = MODELS.build(backbone_cfg(args.config_or_family, args.arch))
     model.init_weights()

@@ -1,9 +1,10 @@
-# The demo COCO set written by `python tools/make_demo_data.py` (64 training images, the seven
-# shape classes of mmlinattn/datasets/demo.py), 320x320 images, batch 4, and a 400-iteration
-# schedule (25 epochs, warm-up capped at 30 iterations, LR steps at 2/3 and 11/12).  These are
-# the settings `tools/demo_overrides.py CONFIG --iters 400` gives any RetinaNet config.  A demo
-# config inherits this file next to its model config and picks the entries of `demo`: mmengine
-# does not let two bases define the same top-level key.
+# The demo COCO set written by `python tools/dataset_converters/make_demo_data.py` (64 training
+# images, the seven shape classes of mmlinattn/datasets/demo.py), 320x320 images, batch 4, and a
+# 400-iteration schedule (25 epochs, warm-up capped at 30 iterations, LR steps at 2/3 and 11/12).
+# These are the settings `tools/misc/demo_overrides.py CONFIG --iters 400` gives any RetinaNet
+# config.  A demo config inherits this file next to its model config and picks the entries of
+# `demo`: mmengine does not let two bases define the same top-level key, and the model config
+# already defines train_dataloader, train_cfg, param_scheduler and the rest.
 demo = dict(
     classes=('triangle', 'square', 'pentagon', 'circle', 'ellipse', 'star', 'cross'),
     num_classes=7)

@@ -1,7 +1,11 @@
-from .base import BlockStage, PyramidBackbone
+from ..layers.stage import BlockStage
+from .base import BackboneBase, IsotropicBackbone, PyramidBackbone
 from .infvit import InfViT, InfViTPlain
 from .ldn import LDN
 from .nalaformer import NaLaFormer
 from .soft import SOFT
 
-__all__ = ['BlockStage', 'PyramidBackbone', 'SOFT', 'NaLaFormer', 'InfViT', 'InfViTPlain', 'LDN']
+__all__ = [
+    'BackboneBase', 'BlockStage', 'IsotropicBackbone', 'PyramidBackbone', 'SOFT', 'NaLaFormer',
+    'InfViT', 'InfViTPlain', 'LDN'
+]

@@ -1,23 +1,24 @@
-"""The pyramid scaffold shared by every backbone family.
+"""The backbone scaffold shared by every family.
 
-A family subclasses :class:`PyramidBackbone`, declares ``arch_settings`` / ``arch_keys``,
-calls ``super().__init__`` with the common arguments, then builds two ``nn.ModuleList``s of
-equal length:
+:class:`BackboneBase` owns what every backbone shares: arch resolution and argument
+validation, input checks, the drop-path schedule, per-output norms (only for returned stages,
+so DDP needs no ``find_unused_parameters``), ``frozen_stages``, ``norm_eval``, pretrained
+loading with a match report (``init_cfg=dict(type='Pretrained', ...)``, optional
+``convert_weights``) and the default init.  Two layouts build on it:
 
-* ``self.patch_embeds[i]``: ``(map, grid) -> (map, grid)`` (NCHW maps with their
-  :class:`~mmlinattn.models.layers.token_grid.TokenGrid`), the stem for ``i == 0`` and the
-  stride-2 down-sampler before stage ``i`` otherwise;
-* ``self.stages[i]``: ``(map, grid) -> map``, NCHW at constant resolution (token mixing
-  happens inside).
+* :class:`PyramidBackbone`, the 4-stage pyramids (strides 4/8/16/32).  A family declares
+  ``arch_settings`` / ``arch_keys``, calls ``super().__init__`` with the common arguments,
+  then builds two ``nn.ModuleList``s of equal length: ``self.patch_embeds[i]``
+  (``(map, grid) -> (map, grid)``: the stem for ``i == 0``, the stride-2 down-sampler before
+  stage ``i`` otherwise) and ``self.stages[i]`` (``(map, grid) -> map`` at constant
+  resolution, e.g. a :class:`~mmlinattn.models.layers.BlockStage`).
+* :class:`IsotropicBackbone`, a plain ViT: one patch embedding ``self.patch_embeds[0]``
+  (``(image, grid) -> (tokens, grid)``) and ``num_layers`` blocks ``self.stages[i]`` at one
+  stride, each block an output unit ("stage") of the scaffold.
 
-The input's grid (with each image's valid size in a padded batch) is resolved once, at the
-start of :meth:`PyramidBackbone.forward`, and handed down as an argument.
-
-The scaffold owns everything else: arch resolution and argument validation, input checks,
-drop-path schedule, per-output norms (only for returned stages, so DDP needs no
-``find_unused_parameters``), ``frozen_stages``, ``norm_eval``, pretrained loading with a match
-report (``init_cfg=dict(type='Pretrained', ...)``, optional ``convert_weights``) and the
-forward loop.
+The input's :class:`~mmlinattn.models.layers.token_grid.TokenGrid` (with each image's valid
+size in a padded batch) is resolved once, at the start of :meth:`BackboneBase.forward`, and
+handed down as an argument.
 """
 import math
 import warnings
@@ -31,8 +32,8 @@ from torch.nn.modules.batchnorm import _BatchNorm
 
 from ...utils.checkpoint import load_pretrained_backbone
 from ..layers import LayerNorm2d, maybe_checkpoint
-from ..layers.channels_last import map_as_tokens, tokens_as_map
-from ..layers.token_grid import IMAGE_SIZES_ATTR, TokenGrid, grid_of_map
+from ..layers.channels_last import tokens_as_map
+from ..layers.token_grid import IMAGE_SIZES_ATTR, TokenGrid
 
 
 def _autocast_on(x: torch.Tensor) -> bool:
@@ -54,8 +55,9 @@ class _FreezeAfterInit(ABCMeta):
         return model
 
 
-class PyramidBackbone(BaseModule, metaclass=_FreezeAfterInit):
-    """Base class of the 4-stage feature pyramids (strides 4/8/16/32).
+class BackboneBase(BaseModule, metaclass=_FreezeAfterInit):
+    """What every backbone shares (see the module docstring); a layout subclass adds
+    ``strides`` and :meth:`forward_pyramid`.
 
     Args:
         arch: a name from ``arch_settings`` or a dict with every key in ``arch_keys``.
@@ -77,7 +79,7 @@ class PyramidBackbone(BaseModule, metaclass=_FreezeAfterInit):
 
     arch_settings: Dict[str, dict] = {}
     arch_keys: Tuple[str, ...] = ('embed_dims', 'depths')
-    strides: Tuple[int, ...] = (4, 8, 16, 32)
+    strides: Tuple[int, ...] = ()
     min_input_size: int = 32
 
     def __init__(self,
@@ -103,8 +105,7 @@ class PyramidBackbone(BaseModule, metaclass=_FreezeAfterInit):
         super().__init__(init_cfg=init_cfg)
 
         self.arch = self.resolve_arch(arch)
-        self.embed_dims: List[int] = list(self.arch['embed_dims'])
-        self.depths: List[int] = list(self.arch['depths'])
+        self.embed_dims, self.depths = self.stage_layout(self.arch)
         self.num_stages = len(self.depths)
         if not isinstance(in_channels, int) or isinstance(in_channels, bool) or in_channels < 1:
             raise ValueError(f'in_channels must be a positive int, got {in_channels!r}')
@@ -167,11 +168,16 @@ class PyramidBackbone(BaseModule, metaclass=_FreezeAfterInit):
         raise TypeError(f'{name}: arch must be a str or dict, got {type(arch).__name__}')
 
     @classmethod
+    def stage_layout(cls, arch: dict) -> Tuple[List[int], List[int]]:
+        """``(embed_dims, depths)``, one entry per stage, of a resolved ``arch``."""
+        return list(arch['embed_dims']), list(arch['depths'])
+
+    @classmethod
     def out_channels_of(cls, arch: Union[str, dict],
                         out_indices: Union[int, Sequence[int]]) -> List[int]:
         """The channels of the maps a backbone built with ``arch`` and ``out_indices``
         returns, without building it (to check a neck's ``in_channels`` up front)."""
-        dims = list(cls.resolve_arch(arch)['embed_dims'])
+        dims = cls.stage_layout(cls.resolve_arch(arch))[0]
         indices = (out_indices, ) if isinstance(out_indices, int) else tuple(out_indices)
         return [dims[i % len(dims)] for i in indices]
 
@@ -273,27 +279,22 @@ class PyramidBackbone(BaseModule, metaclass=_FreezeAfterInit):
         return TokenGrid.of_input(x, valid_hw, type(self).__name__)
 
     def forward_pyramid(self, x: torch.Tensor, grid: TokenGrid) -> Tuple[torch.Tensor, ...]:
-        """The stage loop on a checked input on ``grid``; the returned maps are zero in the
-        padding, so necks / heads read no padding features."""
-        outs = {}
-        last = max(self.out_indices)
-        # channels-last from the start: oneDNN / cuDNN convs run faster on it, and the stages
-        # take and give channels-last maps without a copy
-        x = x.contiguous(memory_format=torch.channels_last)
-        for i in range(last + 1):
-            x, grid = self.patch_embeds[i](x, grid)
-            x = self.stages[i](x, grid)
-            if str(i) in self.out_norms:
-                outs[i] = grid.zero_padding(self.out_norms[str(i)](x))
-        return tuple(outs[i] for i in self.out_indices)
+        """The ``out_indices`` maps of a checked input on ``grid``, zero in the padding (so
+        necks / heads read no padding features)."""
+        raise NotImplementedError
 
     # ----------------------------------------------------------------- training state
+    def frozen_modules(self, index: int) -> List[nn.Module]:
+        """The modules ``frozen_stages >= index`` freezes: stage ``index``, its embedding
+        and its output norm."""
+        mods = [self.patch_embeds[index], self.stages[index]]
+        if str(index) in self.out_norms:
+            mods.append(self.out_norms[str(index)])
+        return mods
+
     def _freeze_stages(self) -> None:
         for i in range(self.frozen_stages + 1):
-            mods = [self.patch_embeds[i], self.stages[i]]
-            if str(i) in self.out_norms:
-                mods.append(self.out_norms[str(i)])
-            for m in mods:
+            for m in self.frozen_modules(i):
                 m.eval()
                 for p in m.parameters():
                     p.requires_grad = False
@@ -316,7 +317,13 @@ class PyramidBackbone(BaseModule, metaclass=_FreezeAfterInit):
         if self.init_cfg:  # another mmengine initialiser (e.g. TruncNormal): let it run
             super().init_weights()
             return
-        # Default init; skipping mmengine's per-parameter "value unchanged" log dump.
+        self.init_default_weights()
+
+    def init_default_weights(self) -> None:
+        """The from-scratch init (:meth:`_init_module` on every module), without mmengine's
+        per-parameter "value unchanged" log dump.  mmengine's ``TruncNormalInit`` /
+        ``KaimingInit`` / ``ConstantInit`` would each walk the whole model in turn and so
+        draw the random numbers in another order: not the same weights for a seed."""
         self.apply(self._init_module)
         self._is_init = True
 
@@ -341,7 +348,7 @@ class PyramidBackbone(BaseModule, metaclass=_FreezeAfterInit):
     @classmethod
     def has_checkpoint_converter(cls) -> bool:
         """Whether the family overrides :meth:`convert_checkpoint` (``convert_weights``)."""
-        return cls.convert_checkpoint is not PyramidBackbone.convert_checkpoint
+        return cls.convert_checkpoint is not BackboneBase.convert_checkpoint
 
     def convert_checkpoint(self, state_dict: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
         """Map an official checkpoint's keys to ours (``convert_weights=True``)."""
@@ -353,28 +360,113 @@ class PyramidBackbone(BaseModule, metaclass=_FreezeAfterInit):
         return state_dict
 
 
-class BlockStage(nn.Module):
-    """One stage of token-mixing blocks at constant resolution, NCHW in and out.
+class PyramidBackbone(BackboneBase):
+    """Base class of the 4-stage feature pyramids (strides 4/8/16/32); arguments as
+    :class:`BackboneBase`."""
 
-    Every block is called as ``block(tokens, grid)`` on (B, H*W, C) tokens with the stage's
-    :class:`TokenGrid`.  An optional ``pre`` module (e.g. a position embedding) is applied to
-    the NCHW map first.
+    strides: Tuple[int, ...] = (4, 8, 16, 32)
+
+    def forward_pyramid(self, x: torch.Tensor, grid: TokenGrid) -> Tuple[torch.Tensor, ...]:
+        """The stage loop on a checked input on ``grid``; the returned maps are zero in the
+        padding, so necks / heads read no padding features."""
+        outs = {}
+        last = max(self.out_indices)
+        # channels-last from the start: oneDNN / cuDNN convs run faster on it, and the stages
+        # take and give channels-last maps without a copy
+        x = x.contiguous(memory_format=torch.channels_last)
+        for i in range(last + 1):
+            x, grid = self.patch_embeds[i](x, grid)
+            x = self.stages[i](x, grid)
+            if str(i) in self.out_norms:
+                outs[i] = grid.zero_padding(self.out_norms[str(i)](x))
+        return tuple(outs[i] for i in self.out_indices)
+
+
+class IsotropicBackbone(BackboneBase):
+    """Base class of the plain (isotropic) ViTs: a patch embedding, then ``num_layers``
+    blocks at the one stride ``patch_size``.
+
+    Every block is an output unit ("stage") of the scaffold: ``out_indices`` select blocks,
+    ``frozen_stages = k`` freezes the embedding and blocks ``0..k``, and each returned
+    block's patch tokens (prefix tokens dropped) come out as an NCHW map of size
+    ``ceil(H / patch_size) x ceil(W / patch_size)`` after its output LayerNorm.
+
+    A family builds ``self.patch_embeds = nn.ModuleList([embed])`` (one entry: the key
+    layout of the pyramids) with ``embed(image, grid) -> (tokens, grid)`` and a
+    ``num_prefix_tokens`` attribute, and ``self.stages`` (one block each, called as
+    ``block(tokens, grid)``).  The arch needs ``embed_dims`` (one int) and ``num_layers``.
+
+    Args:
+        patch_size: the patch (= output stride).
+        Others: see :class:`BackboneBase`.
     """
 
-    def __init__(self, blocks: Sequence[nn.Module], pre: Optional[nn.Module] = None,
-                 with_cp: bool = False):
-        super().__init__()
-        self.pre = pre if pre is not None else nn.Identity()
-        self.blocks = nn.ModuleList(blocks)
-        self.with_cp = with_cp
+    arch_keys: Tuple[str, ...] = ('embed_dims', 'num_layers')
 
-    def forward(self, x: torch.Tensor, grid: Optional[TokenGrid] = None) -> torch.Tensor:
-        """NCHW map on ``grid`` (None: the map's own size, nothing padded) -> NCHW map."""
-        x = self.pre(x)
-        grid = grid_of_map(x, grid)
-        # channels-last views both ways: no copy for a channels-last map (what the previous
-        # stage and its down-sampling conv hand over), contiguous tokens for every block
-        t = map_as_tokens(x)
-        for blk in self.blocks:
-            t = maybe_checkpoint(blk, t, grid, enabled=self.with_cp)
-        return tokens_as_map(t, grid.hw)
+    def __init__(self, arch: Union[str, dict], patch_size: int = 16, **kwargs):
+        if not isinstance(patch_size, int) or patch_size < 1:
+            raise ValueError(f'patch_size must be a positive int, got {patch_size!r}')
+        self.patch_size = patch_size
+        super().__init__(arch, **kwargs)
+
+    @classmethod
+    def stage_layout(cls, arch: dict) -> Tuple[List[int], List[int]]:
+        """One "stage" of depth 1 per block, all ``embed_dims`` wide."""
+        return [arch['embed_dims']] * arch['num_layers'], [1] * arch['num_layers']
+
+    @property
+    def strides(self) -> Tuple[int, ...]:
+        return (self.patch_size, ) * self.num_stages
+
+    def build_out_norm(self, index: int, dim: int) -> nn.Module:
+        # Applied to the (B, N, C) tokens before they are laid out as a map.
+        return nn.LayerNorm(dim, eps=1e-6)
+
+    def frozen_modules(self, index: int) -> List[nn.Module]:
+        """Block ``index`` and its output norm, and for 0 the patch embedding."""
+        mods = [self.stages[index]]
+        if index == 0:
+            mods.append(self.patch_embeds[0])
+        if str(index) in self.out_norms:
+            mods.append(self.out_norms[str(index)])
+        return mods
+
+    @property
+    def num_prefix_tokens(self) -> int:
+        """Tokens before the patch tokens (1 for a class token)."""
+        return self.patch_embeds[0].num_prefix_tokens
+
+    def _run_blocks(self, x: torch.Tensor, grid: TokenGrid, last: int,
+                    keep: Sequence[int] = ()) -> Tuple[torch.Tensor, TokenGrid, dict]:
+        """The embedding and blocks ``0..last``: ``(tokens after block last, the patch
+        grid, {i: tokens after block i} for i in keep)``."""
+        tokens, grid = self.patch_embeds[0](x, grid)
+        kept = {}
+        for i in range(last + 1):
+            tokens = maybe_checkpoint(self.stages[i], tokens, grid, enabled=self.with_cp)
+            if i in keep:
+                kept[i] = tokens
+        return tokens, grid, kept
+
+    def forward_pyramid(self, x: torch.Tensor, grid: TokenGrid) -> Tuple[torch.Tensor, ...]:
+        """The returned blocks' patch tokens as NCHW maps (zero in the padding)."""
+        _, grid, kept = self._run_blocks(x, grid, max(self.out_indices), self.out_indices)
+        outs = []
+        for i in self.out_indices:
+            patches = self.out_norms[str(i)](kept[i][:, self.num_prefix_tokens:])
+            outs.append(grid.zero_padding(tokens_as_map(patches, grid.hw)))
+        return tuple(outs)
+
+    def forward_tokens(self, x: torch.Tensor,
+                       valid_hw: Optional[Sequence[Tuple[int, int]]] = None
+                       ) -> Tuple[torch.Tensor, TokenGrid]:
+        """Every block, then the last block's output norm: ``(tokens (B, prefix + h*w, C),
+        the patch grid)``, prefix (class) tokens first, what a ViT classifier reads.  Needs
+        the last block in ``out_indices``; ``x`` and ``valid_hw`` as in :meth:`forward`."""
+        last = self.num_stages - 1
+        if str(last) not in self.out_norms:
+            raise ValueError(f'forward_tokens needs the last block ({last}) in out_indices, '
+                             f'got out_indices {self.out_indices}')
+        self.check_input(x)
+        tokens, grid, _ = self._run_blocks(x, self.input_grid(x, valid_hw), last)
+        return self.out_norms[str(last)](tokens), grid

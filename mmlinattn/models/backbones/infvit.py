@@ -12,75 +12,14 @@ from typing import Dict, Optional, Sequence, Tuple, Union
 
 import torch
 import torch.nn as nn
-from timm.layers import DropPath, Mlp, trunc_normal_
 
 from ...registry import MODELS
-from ..layers import (ConvFFN, InterpolatedPosEmbed, PatchConv, TokenGrid, map_to_tokens,
-                      maybe_checkpoint, resize_pos_embed, tokens_to_map)
-from ..layers.infsa_attention import LinearInfSA, PureInfSA
-from .base import BlockStage, PyramidBackbone
+from ..layers import (BlockStage, InfSABlock, PatchConv, PlainEmbed, check_heads, per_stage,
+                      resize_pos_embed)
+from ..layers.infsa_attention import MIXERS
+from .base import IsotropicBackbone, PyramidBackbone
 
-MIXERS = ('linear', 'pure')
-
-
-class InfSABlock(nn.Module):
-    """Pre-LN Transformer block with an InfSA token mixer (paper Fig. 2a):
-    ``x = x + DropPath(mixer(LN(x)))``, ``x = x + DropPath(FFN(LN(x)))``.
-
-    Args:
-        dim: channels C.
-        num_heads: heads of the mixer.
-        mixer: ``'linear'`` (:class:`LinearInfSA`) or ``'pure'`` (:class:`PureInfSA`).
-        mlp_ratio: FFN hidden channels / C.
-        dwconv: Mix-FFN with a depthwise 3x3 conv on the H x W grid (needs every token on
-            the grid, i.e. no class token); False gives the plain ViT MLP.
-        drop_path: stochastic-depth rate.
-        layer_index: 1-based block index ``l`` (for γ^l).
-        gamma, gamma_mode, learn_gamma, qkv_bias, eps: passed to the mixer.
-        tie_qk, pool_then_project: Linear-InfSA options.
-        pure_chunk_size: Pure InfSA query chunk (exact, O(chunk·N) memory).
-    """
-
-    def __init__(self, dim: int, num_heads: int, mixer: str = 'linear', mlp_ratio: float = 4.0,
-                 dwconv: bool = True, drop_path: float = 0.0, layer_index: int = 1,
-                 gamma: float = 0.7, gamma_mode: str = 'const', learn_gamma: bool = False,
-                 qkv_bias: bool = True, eps: float = 1e-6, tie_qk: bool = True,
-                 pool_then_project: bool = True, pure_chunk_size: Optional[int] = None):
-        super().__init__()
-        common = dict(gamma=gamma, gamma_mode=gamma_mode, layer_index=layer_index,
-                      learn_gamma=learn_gamma, qkv_bias=qkv_bias, eps=eps)
-        if mixer == 'linear':
-            attn = LinearInfSA(dim, num_heads, tie_qk=tie_qk,
-                               pool_then_project=pool_then_project, **common)
-        elif mixer == 'pure':
-            attn = PureInfSA(dim, num_heads, chunk_size=pure_chunk_size, **common)
-        else:
-            raise ValueError(f'mixer must be one of {MIXERS}, got {mixer!r}')
-        hidden = int(dim * mlp_ratio)
-        self.norm1 = nn.LayerNorm(dim, eps=1e-6)
-        self.attn = attn
-        self.norm2 = nn.LayerNorm(dim, eps=1e-6)
-        self.dwconv = dwconv
-        self.ffn = ConvFFN(dim, hidden) if dwconv else Mlp(dim, hidden)
-        self.drop_path = DropPath(drop_path) if drop_path > 0 else nn.Identity()
-
-    def forward(self, x: torch.Tensor, grid: TokenGrid) -> torch.Tensor:
-        """x: (B, N, C) tokens, the last H*W on ``grid`` (any before are prefix tokens such
-        as a class token, always valid); the grid's padding stays out of the mixer's norms
-        and pools."""
-        x = x + self.drop_path(self.attn(self.norm1(x), grid))
-        y = self.norm2(x)
-        y = self.ffn(y, grid) if self.dwconv else self.ffn(y)
-        return x + self.drop_path(y)
-
-
-def _check_mixers(mixers: Sequence[str], num: int, arg: str) -> Tuple[str, ...]:
-    if isinstance(mixers, str):
-        mixers = (mixers, ) * num
-    mixers = tuple(mixers)
-    if len(mixers) != num or any(m not in MIXERS for m in mixers):
-        raise ValueError(f'{arg} must be {num} entries from {MIXERS}, got {mixers!r}')
-    return mixers
+LN2D = dict(type='LN2d', eps=1e-6)
 
 
 @MODELS.register_module()
@@ -110,7 +49,11 @@ class InfViT(PyramidBackbone):
         use_dwconv: Mix-FFN (True) or a plain MLP (False, the ablation without local
             mixing).
         pure_chunk_size: query chunk for Pure InfSA stages (exact; None = dense N x N).
-        Others: see :class:`PyramidBackbone`.
+        norm_cfg: the norm after each patch embedding (:func:`~mmlinattn.models.layers.
+            build_norm`), a channel LayerNorm by default.
+        kwargs: ``in_channels``, ``out_indices``, ``drop_path_rate``, ``frozen_stages``,
+            ``norm_eval``, ``with_cp``, ``convert_weights``, ``pretrained``, ``init_cfg``:
+            see :class:`~mmlinattn.models.backbones.base.BackboneBase`.
     """
 
     arch_settings = {
@@ -125,8 +68,6 @@ class InfViT(PyramidBackbone):
 
     def __init__(self,
                  arch: Union[str, dict] = 'tiny',
-                 in_channels: int = 3,
-                 out_indices: Sequence[int] = (0, 1, 2, 3),
                  stage_mixers: Union[str, Sequence[str]] = 'linear',
                  head_dim: int = 16,
                  gamma: float = 0.7,
@@ -137,16 +78,11 @@ class InfViT(PyramidBackbone):
                  pool_then_project: bool = True,
                  use_dwconv: bool = True,
                  pure_chunk_size: Optional[int] = None,
-                 drop_path_rate: float = 0.0,
-                 frozen_stages: int = -1,
-                 norm_eval: bool = False,
-                 with_cp: bool = False,
-                 convert_weights: bool = False,
-                 pretrained: Optional[str] = None,
-                 init_cfg: Optional[Union[dict, list]] = None):
-        super().__init__(arch, in_channels, out_indices, drop_path_rate, frozen_stages,
-                         norm_eval, with_cp, convert_weights, pretrained, init_cfg)
-        self.stage_mixers = _check_mixers(stage_mixers, self.num_stages, 'stage_mixers')
+                 norm_cfg: dict = LN2D,
+                 **kwargs):
+        super().__init__(arch, **kwargs)
+        self.stage_mixers = tuple(
+            per_stage(stage_mixers, self.num_stages, 'stage_mixers', MIXERS))
         bad = [c for c in self.embed_dims if c % head_dim]
         if head_dim < 1 or bad:
             raise ValueError(f'head_dim ({head_dim}) must divide every embed_dims entry '
@@ -157,10 +93,10 @@ class InfViT(PyramidBackbone):
 
         self.patch_embeds = nn.ModuleList()
         self.stages = nn.ModuleList()
-        c_in, first = in_channels, 1
+        c_in, first = self.in_channels, 1
         for i, (dim, depth) in enumerate(zip(self.embed_dims, self.depths)):
             kernel, stride = (7, 4) if i == 0 else (3, 2)
-            self.patch_embeds.append(PatchConv(c_in, dim, kernel, stride, norm='ln'))
+            self.patch_embeds.append(PatchConv(c_in, dim, kernel, stride, norm_cfg))
             blocks = [
                 InfSABlock(dim, self.num_heads[i], mixer=self.stage_mixers[i],
                            mlp_ratio=mlp_ratios[i], dwconv=use_dwconv, drop_path=dpr[i][j],
@@ -169,44 +105,20 @@ class InfViT(PyramidBackbone):
                            pool_then_project=pool_then_project,
                            pure_chunk_size=pure_chunk_size) for j in range(depth)
             ]
-            self.stages.append(BlockStage(blocks, with_cp=with_cp))
+            self.stages.append(BlockStage(blocks, with_cp=self.with_cp))
             c_in, first = dim, first + depth
 
 
-class PlainEmbed(nn.Module):
-    """ViT input: non-overlapping patchify, a learned position embedding stored at
-    ``pos_grid`` and resized (bicubic) to the current grid, and a prepended class token.
-
-    Returns ``(tokens (B, [1 +] h*w, C), grid)`` with the grid's ``h = ceil(H /
-    patch_size)``.
-    """
-
-    def __init__(self, in_channels: int, dim: int, patch_size: int, pos_grid: Tuple[int, int],
-                 with_cls_token: bool = True):
-        super().__init__()
-        self.proj = PatchConv(in_channels, dim, patch_size, patch_size)
-        self.pos_embed = InterpolatedPosEmbed(dim, pos_grid)
-        self.cls_token = nn.Parameter(torch.zeros(1, 1, dim)) if with_cls_token else None
-        if self.cls_token is not None:
-            trunc_normal_(self.cls_token, std=0.02)
-
-    def forward(self, x: torch.Tensor, grid: TokenGrid) -> Tuple[torch.Tensor, TokenGrid]:
-        x, grid = self.proj(x, grid)
-        tokens, _ = map_to_tokens(self.pos_embed(x, grid))
-        if self.cls_token is not None:
-            cls = self.cls_token.to(tokens.dtype).expand(tokens.shape[0], -1, -1)
-            tokens = torch.cat([cls, tokens], dim=1)
-        return tokens, grid
-
-
 @MODELS.register_module()
-class InfViTPlain(PyramidBackbone):
+class InfViTPlain(IsotropicBackbone):
     """The paper's InfViT: a Pre-LN ViT with Linear-InfSA or Pure InfSA in every block.
 
-    Isotropic: every block is one "stage" of the scaffold (stride ``patch_size``), so
-    ``out_indices`` select blocks and each returned block's patch tokens (class token
-    dropped) come out as an NCHW map of size ``ceil(H / 16) x ceil(W / 16)`` after a
-    LayerNorm.  ``frozen_stages = k`` freezes the embedding and blocks ``0..k``.
+    Isotropic (:class:`IsotropicBackbone`): every block is one "stage" of the scaffold
+    (stride ``patch_size``), so ``out_indices`` select blocks and each returned block's
+    patch tokens (class token dropped) come out as an NCHW map of size
+    ``ceil(H / 16) x ceil(W / 16)`` after a LayerNorm; :meth:`forward_tokens` gives the
+    normed tokens of the last block, class token first.  ``frozen_stages = k`` freezes the
+    embedding and blocks ``0..k``.
 
     Archs (heads and d_h from §4 and Tables 2-3; the paper does not state the width, and
     its parameter counts imply 1024 rather than the 768 its d_h values give):
@@ -235,7 +147,9 @@ class InfViTPlain(PyramidBackbone):
         gamma, gamma_mode, learn_gamma, qkv_bias, tie_qk, pool_then_project,
             pure_chunk_size: see :class:`InfViT`; ``gamma_mode`` defaults to ``'power'``
             (γ^l, Eq. 23) for this paper-faithful model.
-        Others: see :class:`PyramidBackbone`.
+        kwargs: ``in_channels``, ``drop_path_rate``, ``frozen_stages``, ``norm_eval``,
+            ``with_cp``, ``convert_weights``, ``pretrained``, ``init_cfg``: see
+            :class:`~mmlinattn.models.backbones.base.BackboneBase`.
     """
 
     arch_settings = {
@@ -248,21 +162,18 @@ class InfViTPlain(PyramidBackbone):
 
     @classmethod
     def resolve_arch(cls, arch: Union[str, dict]) -> dict:
-        """As the scaffold's, then one scaffold "stage" of depth 1 per block."""
+        """As the scaffold's, with the width, depth and heads checked."""
         arch = super().resolve_arch(arch)
-        dim, layers, heads = arch['embed_dims'], arch['num_layers'], arch['num_heads']
-        for key, val in (('embed_dims', dim), ('num_layers', layers), ('num_heads', heads)):
+        for key in ('embed_dims', 'num_layers', 'num_heads'):
+            val = arch[key]
             if not isinstance(val, int) or isinstance(val, bool) or val < 1:
                 raise ValueError(f'{cls.__name__}: arch {key} must be a positive int, got '
                                  f'{val!r}')
-        if dim % heads:
-            raise ValueError(f'{cls.__name__}: arch embed_dims ({dim}) must be divisible by '
-                             f'num_heads ({heads})')
-        return dict(arch, width=dim, embed_dims=[dim] * layers, depths=[1] * layers)
+        check_heads(arch['embed_dims'], arch['num_heads'])
+        return arch
 
     def __init__(self,
                  arch: Union[str, dict] = 'l4',
-                 in_channels: int = 3,
                  mixer: str = 'linear',
                  patch_size: int = 16,
                  img_size: Union[int, Tuple[int, int]] = 224,
@@ -275,30 +186,19 @@ class InfViTPlain(PyramidBackbone):
                  tie_qk: bool = True,
                  pool_then_project: bool = True,
                  pure_chunk_size: Optional[int] = None,
-                 drop_path_rate: float = 0.0,
-                 frozen_stages: int = -1,
-                 norm_eval: bool = False,
-                 with_cp: bool = False,
-                 convert_weights: bool = False,
-                 pretrained: Optional[str] = None,
-                 init_cfg: Optional[Union[dict, list]] = None):
-        super().__init__(arch, in_channels, out_indices, drop_path_rate, frozen_stages,
-                         norm_eval, with_cp, convert_weights, pretrained, init_cfg)
-        self.mixer = _check_mixers(mixer, 1, 'mixer')[0]
-        if not isinstance(patch_size, int) or patch_size < 1:
-            raise ValueError(f'patch_size must be a positive int, got {patch_size!r}')
+                 **kwargs):
+        super().__init__(arch, patch_size, out_indices=out_indices, **kwargs)
+        self.mixer = per_stage(mixer, 1, 'mixer', MIXERS)[0]
         img_size = (img_size, img_size) if isinstance(img_size, int) else tuple(img_size)
         if len(img_size) != 2 or min(img_size) < patch_size:
             raise ValueError(f'img_size must be an int or (h, w) >= patch_size ({patch_size}), '
                              f'got {img_size!r}')
-        self.strides = (patch_size, ) * self.num_stages
         self.pos_grid = (img_size[0] // patch_size, img_size[1] // patch_size)
-        dim, heads = self.arch['width'], self.arch['num_heads']
+        dim, heads = self.arch['embed_dims'], self.arch['num_heads']
         dpr = self.stage_drop_path_rates()
 
         self.patch_embeds = nn.ModuleList(
-            [PlainEmbed(in_channels, dim, patch_size, self.pos_grid, with_cls_token)] +
-            [nn.Identity() for _ in range(self.num_stages - 1)])
+            [PlainEmbed(self.in_channels, dim, patch_size, self.pos_grid, with_cls_token)])
         self.stages = nn.ModuleList([
             InfSABlock(dim, heads, mixer=self.mixer, mlp_ratio=self.arch['mlp_ratio'],
                        dwconv=False, drop_path=dpr[i][0], layer_index=i + 1, gamma=gamma,
@@ -306,21 +206,6 @@ class InfViTPlain(PyramidBackbone):
                        tie_qk=tie_qk, pool_then_project=pool_then_project,
                        pure_chunk_size=pure_chunk_size) for i in range(self.num_stages)
         ])
-
-    def build_out_norm(self, index: int, dim: int) -> nn.Module:
-        # Applied to the (B, N, C) tokens before they are laid out as a map.
-        return nn.LayerNorm(dim, eps=1e-6)
-
-    def forward_pyramid(self, x: torch.Tensor, grid: TokenGrid) -> Tuple[torch.Tensor, ...]:
-        tokens, grid = self.patch_embeds[0](x, grid)
-        num_extra = tokens.shape[1] - grid.num_tokens
-        outs = {}
-        for i in range(max(self.out_indices) + 1):
-            tokens = maybe_checkpoint(self.stages[i], tokens, grid, enabled=self.with_cp)
-            if str(i) in self.out_norms:
-                patches = self.out_norms[str(i)](tokens[:, num_extra:])
-                outs[i] = grid.zero_padding(tokens_to_map(patches, grid.hw))
-        return tuple(outs[i] for i in self.out_indices)
 
     def adapt_state_dict(self, state_dict: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
         """Resize a position embedding stored at another grid to ``self.pos_grid``."""

@@ -17,8 +17,8 @@ from typing import List, Optional, Sequence, Union
 import torch.nn as nn
 
 from ...registry import MODELS
-from ..layers import LDNBlock, PatchConv, SinCosPosEmbed2d
-from .base import BlockStage, PyramidBackbone
+from ..layers import BlockStage, LDNBlock, PatchConv, SinCosPosEmbed2d
+from .base import PyramidBackbone
 
 
 def stage_step_inits(depth: int, step_range: Sequence[float]) -> List[float]:
@@ -73,8 +73,13 @@ class LDN(PyramidBackbone):
         step_init: (lo, hi) range of the initial steps ``a`` of each stage's layers.
         step_max: cap of the explicit step ``a`` (< 1).
         pos_enc: ``'sincos'`` (2-D sin-cos at the stem) or ``None``.
-        in_channels, out_indices, drop_path_rate, frozen_stages, norm_eval, with_cp,
-        convert_weights, pretrained, init_cfg: see :class:`PyramidBackbone`.
+        norm_cfg: the norm after each patch embedding (:func:`~mmlinattn.models.layers.
+            build_norm`), a channel LayerNorm by default.
+        drop_path_rate: stochastic depth (see :class:`~mmlinattn.models.backbones.base.
+            BackboneBase`); 0.1 here.
+        kwargs: ``in_channels``, ``out_indices``, ``frozen_stages``, ``norm_eval``,
+            ``with_cp``, ``convert_weights``, ``pretrained``, ``init_cfg``: see
+            :class:`~mmlinattn.models.backbones.base.BackboneBase`.
 
     Diffusion parameters (``tap_logits``, ``step_logit``) should be excluded from weight
     decay, e.g. ``paramwise_cfg=dict(custom_keys={'tap_logits': dict(decay_mult=0.),
@@ -93,7 +98,6 @@ class LDN(PyramidBackbone):
 
     def __init__(self,
                  arch: Union[str, dict] = 'tiny',
-                 in_channels: int = 3,
                  mlp_ratio: float = 4.0,
                  qkv_bias: bool = True,
                  feature_map: str = 'elu',
@@ -108,18 +112,10 @@ class LDN(PyramidBackbone):
                  step_init: Sequence[float] = (0.2, 0.8),
                  step_max: float = 0.99,
                  pos_enc: Optional[str] = 'sincos',
-                 out_indices: Sequence[int] = (0, 1, 2, 3),
+                 norm_cfg: dict = dict(type='LN2d', eps=1e-6),
                  drop_path_rate: float = 0.1,
-                 frozen_stages: int = -1,
-                 norm_eval: bool = False,
-                 with_cp: bool = False,
-                 convert_weights: bool = False,
-                 pretrained: Optional[str] = None,
-                 init_cfg: Optional[Union[dict, List[dict]]] = None):
-        super().__init__(arch, in_channels=in_channels, out_indices=out_indices,
-                         drop_path_rate=drop_path_rate, frozen_stages=frozen_stages,
-                         norm_eval=norm_eval, with_cp=with_cp, convert_weights=convert_weights,
-                         pretrained=pretrained, init_cfg=init_cfg)
+                 **kwargs):
+        super().__init__(arch, drop_path_rate=drop_path_rate, **kwargs)
         if pos_enc not in ('sincos', None):
             raise ValueError(f"pos_enc must be 'sincos' or None, got {pos_enc!r}")
         if len(step_init) != 2 or not step_init[0] <= step_init[1]:
@@ -131,11 +127,8 @@ class LDN(PyramidBackbone):
         self.patch_embeds = nn.ModuleList()
         self.stages = nn.ModuleList()
         for i in range(self.num_stages):
-            if i == 0:
-                embed = PatchConv(in_channels, dims[0], kernel_size=4, stride=4, norm='ln')
-            else:
-                embed = PatchConv(dims[i - 1], dims[i], kernel_size=2, stride=2, norm='ln')
-            self.patch_embeds.append(embed)
+            c_in, patch = (self.in_channels, 4) if i == 0 else (dims[i - 1], 2)
+            self.patch_embeds.append(PatchConv(c_in, dims[i], patch, patch, norm_cfg))
             blocks = [
                 LDNBlock(dims[i], self.num_heads[i], mlp_ratio=mlp_ratio, qkv_bias=qkv_bias,
                          feature_map=feature_map, drop_path=dpr[i][j],
@@ -146,5 +139,5 @@ class LDN(PyramidBackbone):
                                             step_init=a, step_max=step_max))
                 for j, a in enumerate(stage_step_inits(self.depths[i], step_init))
             ]
-            pre = SinCosPosEmbed2d(dims[0]) if i == 0 and pos_enc == 'sincos' else None
-            self.stages.append(BlockStage(blocks, pre=pre, with_cp=with_cp))
+            pos = SinCosPosEmbed2d(dims[0]) if i == 0 and pos_enc == 'sincos' else None
+            self.stages.append(BlockStage(blocks, pos_embed=pos, with_cp=self.with_cp))

@@ -6,17 +6,17 @@ and CPE (App. A.2) but no architecture; the arch table, the BN conv stem and the
 conv down-samplers are those of the authors' public code, which reproduce the parameter
 counts of the paper's Table 1.
 """
-import re
-from typing import Dict, List, Optional, Sequence, Union
+from typing import Dict, Optional, Sequence, Union
 
 import torch
 import torch.nn as nn
 
 from ...registry import MODELS
-from ..converters import convert_nalaformer_checkpoint
-from ..layers import ConvStem, NaLaBlock, PatchConv
+from ..converters import check_checkpoint_depths, convert_nalaformer_checkpoint
+from ..converters.nalaformer import checkpoint_depths
+from ..layers import BlockStage, ConvStem, NaLaBlock, PatchConv, per_stage
 from ..layers.nala_attention import ATTN_TYPES
-from .base import BlockStage, PyramidBackbone
+from .base import BackboneBase, PyramidBackbone
 
 OFFICIAL_ATTN_TYPES = ('nala', 'nala', 'softmax', 'softmax')
 #: the arguments that make the model compute what the authors' public code computes (their
@@ -30,7 +30,8 @@ class NaLaFormer(PyramidBackbone):
     """NaLaFormer pyramid backbone (strides 4/8/16/32).
 
     Stem: conv3x3 s2 (C/2) - BN - GELU - [conv3x3 - BN - GELU] x 2 - conv3x3 s2 (C) - BN.
-    Before stages 2-4: conv3x3 s2 - BN.  Each stage is a chain of :class:`NaLaBlock`; the
+    Before stages 2-4: conv3x3 s2 - BN.  ``norm_cfg`` replaces the BNs (e.g. SyncBN or GN),
+    ``act_cfg`` the stem's GELUs.  Each stage is a chain of :class:`NaLaBlock`; the
     outputs are the stage maps before the next down-sampling, each with a LayerNorm.
 
     Args:
@@ -63,8 +64,12 @@ class NaLaFormer(PyramidBackbone):
             on CPU; compiles once per process, ~15-20 s on 2 cores).  Skipped, with the eager
             maps used instead, where no compiler is available or ``MMLINATTN_COMPILE=0``.
         drop_path_rate: stochastic depth; ``None`` takes the arch's value.
-        in_channels, out_indices, frozen_stages, norm_eval, with_cp, convert_weights,
-        pretrained, init_cfg: see :class:`PyramidBackbone`.
+        norm_cfg: the norm of the stem and the down-samplers
+            (:func:`~mmlinattn.models.layers.build_norm`), BatchNorm by default.
+        act_cfg: the activation of the stem (:func:`~mmlinattn.models.layers.build_act`).
+        kwargs: ``in_channels``, ``out_indices``, ``frozen_stages``, ``norm_eval``,
+            ``with_cp``, ``convert_weights``, ``pretrained``, ``init_cfg``: see
+            :class:`~mmlinattn.models.backbones.base.BackboneBase`.
     """
 
     arch_settings = {
@@ -95,35 +100,33 @@ class NaLaFormer(PyramidBackbone):
                  eps: float = 1e-6,
                  out_norm: bool = True,
                  fuse_feature_maps: bool = True,
-                 in_channels: int = 3,
-                 out_indices: Sequence[int] = (0, 1, 2, 3),
+                 norm_cfg: dict = dict(type='BN'),
+                 act_cfg: dict = dict(type='GELU'),
                  drop_path_rate: Optional[float] = None,
-                 frozen_stages: int = -1,
-                 norm_eval: bool = False,
-                 with_cp: bool = False,
-                 convert_weights: bool = False,
-                 pretrained: Optional[str] = None,
-                 init_cfg: Optional[Union[dict, List[dict]]] = None):
+                 **kwargs):
         arch_cfg = self.resolve_arch(arch)
         self.out_norm = bool(out_norm)  # read by build_out_norm inside super().__init__
         if drop_path_rate is None:
             drop_path_rate = arch_cfg.get('drop_path_rate', 0.1)
-        super().__init__(arch_cfg, in_channels=in_channels, out_indices=out_indices,
-                         drop_path_rate=drop_path_rate, frozen_stages=frozen_stages,
-                         norm_eval=norm_eval, with_cp=with_cp, convert_weights=convert_weights,
-                         pretrained=pretrained, init_cfg=init_cfg)
-        num_heads = self._per_stage('num_heads', self.arch['num_heads'])
-        mlp_ratios = self._per_stage('mlp_ratios', self.arch.get('mlp_ratios', 4.0))
-        ls_values = self._per_stage('layer_scale_init_values',
-                                    self.arch.get('layer_scale_init_values', 1.0))
-        self.attn_types = self._resolve_attn_types(attn_types, self.num_stages)
+        super().__init__(arch_cfg, drop_path_rate=drop_path_rate, **kwargs)
+        num_heads, mlp_ratios, ls_values = (
+            per_stage(self.arch.get(key, default), self.num_stages, f'arch[{key!r}]')
+            for key, default in (('num_heads', None), ('mlp_ratios', 4.0),
+                                 ('layer_scale_init_values', 1.0)))
+        if attn_types == 'official':
+            if self.num_stages != len(OFFICIAL_ATTN_TYPES):
+                raise ValueError(f"attn_types='official' needs 4 stages, the arch has "
+                                 f'{self.num_stages}')
+            attn_types = OFFICIAL_ATTN_TYPES
+        self.attn_types = tuple(per_stage(attn_types, self.num_stages, 'attn_types',
+                                          ATTN_TYPES))
 
         dims = self.embed_dims
         half = dims[0] // 2
         self.patch_embeds = nn.ModuleList([
-            ConvStem(in_channels, (half, half, half, dims[0]), (2, 1, 1, 2),
-                     (nn.GELU, nn.GELU, nn.GELU, None), norm='bn')
-        ] + [PatchConv(dims[i - 1], dims[i], 3, 2, norm='bn') for i in range(1, self.num_stages)])
+            ConvStem(self.in_channels, (half, half, half, dims[0]), (2, 1, 1, 2),
+                     (act_cfg, act_cfg, act_cfg, None), norm_cfg=norm_cfg)
+        ] + [PatchConv(dims[i - 1], dims[i], 3, 2, norm_cfg) for i in range(1, self.num_stages)])
 
         dprs = self.stage_drop_path_rates()
         self.stages = nn.ModuleList()
@@ -135,7 +138,7 @@ class NaLaFormer(PyramidBackbone):
                           eps=eps, lepe=lepe, rope=softmax_rope, fuse=fuse_feature_maps)
                 for dpr in dprs[i]
             ]
-            self.stages.append(BlockStage(blocks, with_cp=with_cp))
+            self.stages.append(BlockStage(blocks, with_cp=self.with_cp))
 
     @staticmethod
     def _init_module(m: nn.Module) -> None:
@@ -162,7 +165,7 @@ class NaLaFormer(PyramidBackbone):
             if m.bias is not None:
                 nn.init.zeros_(m.bias)
         else:
-            PyramidBackbone._init_module(m)
+            BackboneBase._init_module(m)
 
     def build_out_norm(self, index: int, dim: int) -> nn.Module:
         """LayerNorm on a returned map, or nothing with ``out_norm=False``."""
@@ -172,41 +175,8 @@ class NaLaFormer(PyramidBackbone):
         """The authors' NaLaFormer checkpoint in our key names (head dropped); see
         :func:`mmlinattn.models.converters.convert_nalaformer_checkpoint`.  Checks that the
         checkpoint's depths are this arch's."""
-        found = {}
-        for key in state_dict:
-            m = re.match(r'layers\.(\d+)\.blocks\.(\d+)\.', key)
-            if m:
-                i, j = int(m.group(1)), int(m.group(2))
-                found[i] = max(found.get(i, 0), j + 1)
-        depths = tuple(found.get(i, 0) for i in range(max(found, default=-1) + 1))
-        if depths and depths != tuple(self.depths):
-            raise ValueError(f"the checkpoint has NaLaFormer blocks with depths {depths} but "
-                             f'the arch has depths {tuple(self.depths)}; pick the matching arch '
-                             f'(tiny / small / base / large) or pass arch=dict(..., '
-                             f'depths={depths})')
+        found = checkpoint_depths(state_dict)
+        check_checkpoint_depths('NaLaFormer', found, self.depths,
+                                f'pick the matching arch (tiny / small / base / large) or pass '
+                                f'arch=dict(..., depths={found})')
         return convert_nalaformer_checkpoint(state_dict)[0]
-
-    def _per_stage(self, key: str, value) -> list:
-        """Broadcast a scalar arch entry to every stage; check per-stage lengths."""
-        if isinstance(value, (list, tuple)):
-            if len(value) != self.num_stages:
-                raise ValueError(f'arch[{key!r}] needs {self.num_stages} entries (one per '
-                                 f'stage), got {value!r}')
-            return list(value)
-        return [value] * self.num_stages
-
-    @staticmethod
-    def _resolve_attn_types(attn_types: Union[str, Sequence[str]], num_stages: int) -> tuple:
-        accepted = (f"one of {ATTN_TYPES}, 'official', or a sequence of {num_stages} of "
-                    f'{ATTN_TYPES}')
-        if isinstance(attn_types, str):
-            if attn_types == 'official':
-                if num_stages != len(OFFICIAL_ATTN_TYPES):
-                    raise ValueError(f"attn_types='official' needs 4 stages, the arch has "
-                                     f'{num_stages}')
-                return OFFICIAL_ATTN_TYPES
-            attn_types = (attn_types, ) * num_stages
-        attn_types = tuple(attn_types)
-        if len(attn_types) != num_stages or any(t not in ATTN_TYPES for t in attn_types):
-            raise ValueError(f'attn_types must be {accepted}, got {attn_types!r}')
-        return attn_types

@@ -7,116 +7,21 @@ architectures of the authors' released ImageNet models (github.com/fudan-zvg/SOF
 ``convert_weights=True`` and one of the :data:`OFFICIAL_PRESETS`.
 """
 from functools import partial
-from typing import Dict, List, Optional, Sequence, Union
+from typing import Dict, Optional, Union
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from timm.layers import DropPath, Mlp
-from timm.models.vision_transformer import Block as TimmBlock
 
 from ...ops.soft import NEWTON_INITS
 from ...registry import MODELS
+from ..converters import check_checkpoint_depths
 from ..converters.soft import checkpoint_depths, convert_soft_checkpoint
-from ..layers import (ConvStem, InterpolatedPosEmbed, LayerNorm2d, PatchConv, SoftAttention,
-                      TokenGrid, map_to_tokens, maybe_checkpoint, resize_pos_embed)
-from ..layers.channels_last import tokens_as_map
-from ..layers.token_grid import grid_of_map
+from ..layers import (BilinearPosEmbed, BlockStage, ConvStem, LayerNorm2d, PatchConv,
+                      SOFTBlock, SoftmaxBlock, check_heads, per_stage, resize_pos_embed)
 from .base import PyramidBackbone
 
 ATTN_TYPES = ('soft', 'softmax')
-
-
-class BilinearPosEmbed(InterpolatedPosEmbed):
-    """:class:`InterpolatedPosEmbed` resized bilinearly, as in the authors' code (the paper's
-    Fig. 2 shows a "P.E." without details), instead of bicubically."""
-
-    mode = 'bilinear'
-
-
-class SOFTBlock(nn.Module):
-    """A SOFT layer (Sec. 3.4): SOFT attention block + 2-layer MLP, each residual.
-
-    Pre-LN by default (the paper cites the ViT FFN, Sec. 3.4); ``post_norm=True``
-    is the authors' released layout ``x = LN(x + f(x))``.
-
-    Args:
-        dim, num_heads, sr_ratio: see :class:`SoftAttention`.
-        mlp_ratio: MLP expansion e (4 in every stage, Sec. 3.4).
-        drop_path: stochastic depth rate.
-        post_norm: norm placement (see above).
-        mlp_act: MLP activation class.
-        attn_kwargs: the remaining :class:`SoftAttention` arguments.
-    """
-
-    def __init__(self, dim: int, num_heads: int, sr_ratio: int, mlp_ratio: float = 4.0,
-                 drop_path: float = 0.0, post_norm: bool = False, mlp_act: type = nn.GELU,
-                 **attn_kwargs):
-        super().__init__()
-        self.post_norm = post_norm
-        self.norm1 = nn.LayerNorm(dim)
-        self.attn = SoftAttention(dim, num_heads, sr_ratio, **attn_kwargs)
-        self.norm2 = nn.LayerNorm(dim)
-        self.mlp = Mlp(dim, int(dim * mlp_ratio), act_layer=mlp_act)
-        self.drop_path = DropPath(drop_path) if drop_path > 0 else nn.Identity()
-
-    def forward(self, x: torch.Tensor, grid: TokenGrid) -> torch.Tensor:
-        if self.post_norm:
-            x = self.norm1(x + self.drop_path(self.attn(x, grid)))
-            return self.norm2(x + self.drop_path(self.mlp(x)))
-        x = x + self.drop_path(self.attn(self.norm1(x), grid))
-        return x + self.drop_path(self.mlp(self.norm2(x)))
-
-
-class SoftmaxBlock(TimmBlock):
-    """Pre-LN softmax ViT block (the authors' stage 4), called as ``block(x, grid)``."""
-
-    def forward(self, x: torch.Tensor, grid: TokenGrid) -> torch.Tensor:
-        # batch padding is never a key; prefix tokens (the class token) always are
-        mask = grid.valid_tokens(x)
-        return super().forward(x, attn_mask=None if mask is None else mask[:, None, None])
-
-
-class SOFTStage(nn.Module):
-    """Position embedding + blocks at one resolution, NCHW in and out.
-
-    Args:
-        pos_embed: added to the map before the blocks.
-        blocks: called as ``block(tokens, grid)``.
-        dim: channels (for the class token).
-        cls_token: prepend a learned class token for the blocks and drop it afterwards
-            (the authors' stage 4; its position embedding is folded into it).
-        with_cp: activation checkpointing per block.
-    """
-
-    def __init__(self, pos_embed: nn.Module, blocks: Sequence[nn.Module], dim: int,
-                 cls_token: bool = False, with_cp: bool = False):
-        super().__init__()
-        self.pos_embed = pos_embed
-        self.cls_token = nn.Parameter(torch.zeros(1, 1, dim)) if cls_token else None
-        if cls_token:
-            nn.init.trunc_normal_(self.cls_token, std=0.02)
-        self.blocks = nn.ModuleList(blocks)
-        self.with_cp = with_cp
-
-    def forward_tokens(self, x: torch.Tensor, grid: TokenGrid) -> torch.Tensor:
-        """(B, C, H, W) on ``grid`` -> the tokens after the blocks, class token first if any."""
-        t, _ = map_to_tokens(self.pos_embed(x, grid))
-        t = t.contiguous()  # one copy, then every block works on contiguous tokens
-        if self.cls_token is not None:
-            t = torch.cat([self.cls_token.expand(t.shape[0], -1, -1).to(t.dtype), t], dim=1)
-        for blk in self.blocks:
-            t = maybe_checkpoint(blk, t, grid, enabled=self.with_cp)
-        return t
-
-    def forward(self, x: torch.Tensor, grid: Optional[TokenGrid] = None) -> torch.Tensor:
-        """NCHW map on ``grid`` (None: the map's own size, nothing padded) -> NCHW map."""
-        grid = grid_of_map(x, grid)
-        t = self.forward_tokens(x, grid)
-        if self.cls_token is not None:
-            t = t[:, 1:]
-        # a channels-last view (no copy); the next conv keeps that layout
-        return tokens_as_map(t.contiguous(), grid.hw)
 
 
 _PAPER = dict(sr_ratios=(8, 4, 2, 1), mlp_ratios=(4, 4, 4, 4), attn_types=('soft', ) * 4,
@@ -129,7 +34,25 @@ _PAPER = dict(sr_ratios=(8, 4, 2, 1), mlp_ratios=(4, 4, 4, 4), attn_types=('soft
 _NORM = dict(sr_ratios=(8, 4, 2, 1), mlp_ratios=(4, 4, 4, 4),
              attn_types=('soft', 'soft', 'soft', 'softmax'), cls_token=True, post_norm=True,
              v_conv_sizes=(9, 5, 3, 0), conv_bias=True, mlp_act='gelu_tanh', stem_hidden=32)
-_MLP_ACTS = {'gelu': nn.GELU, 'gelu_tanh': partial(nn.GELU, approximate='tanh')}
+#: channels per head in every SOFT arch (d_h = 32, Sec. 3.4); num_heads = C / 32
+HEAD_DIM = 32
+#: the paper's archs (Table 1): name -> (embed_dims, depths)
+_PAPER_SIZES = dict(tiny=((64, 128, 320, 512), (2, 2, 5, 2)),
+                    small=((96, 192, 384, 768), (2, 2, 5, 2)),
+                    medium=((96, 192, 384, 768), (2, 2, 18, 2)),
+                    large=((128, 256, 512, 1024), (2, 2, 18, 2)))
+#: the authors' released SOFT-Norm archs.  The public code's soft_norm_small says depths
+#: (1, 3, 20, 4) (38.9 M params), which contradicts its README (24 M, 3.3 G FLOPs, 34 M as
+#: RetinaNet); (1, 3, 7, 4) gives 24.1 M.  convert_checkpoint names the depths a checkpoint
+#: really has.
+_NORM_SIZES = {
+    'tiny-norm': ((64, 128, 320, 512), (1, 2, 3, 2)),
+    'small-norm': ((64, 128, 320, 512), (1, 3, 7, 4)),
+    'medium-norm': ((64, 128, 288, 512), (1, 3, 29, 5)),
+    'large-norm': ((64, 128, 320, 512), (1, 3, 40, 5)),
+    'huge-norm': ((64, 128, 352, 512), (1, 5, 49, 5)),
+}
+_MLP_ACTS = {'gelu': dict(type='GELU'), 'gelu_tanh': dict(type='GELU', approximate='tanh')}
 
 # The attention of the authors' released models, as their code computes it (with a
 # ``*-norm`` arch and ``convert_weights=True``; the two share one checkpoint layout):
@@ -204,32 +127,20 @@ class SOFT(PyramidBackbone):
             Equal for inputs that are multiples of 32.
         pretrain_img_size: input size whose stage grids the position embeddings are stored
             at (224: 56/28/14/7).
-        in_channels, out_indices, drop_path_rate, frozen_stages, norm_eval, with_cp,
-        convert_weights, pretrained, init_cfg: see :class:`PyramidBackbone`.
+        norm_cfg: the norm of the stem and the down-samplers
+            (:func:`~mmlinattn.models.layers.build_norm`), BatchNorm by default (e.g.
+            ``dict(type='SyncBN')`` or ``dict(type='GN', num_groups=8)``).
+        act_cfg: their activation (:func:`~mmlinattn.models.layers.build_act`), ReLU.
+        kwargs: ``in_channels``, ``out_indices``, ``drop_path_rate``, ``frozen_stages``,
+            ``norm_eval``, ``with_cp``, ``convert_weights``, ``pretrained``, ``init_cfg``:
+            see :class:`~mmlinattn.models.backbones.base.BackboneBase`.
     """
 
     arch_settings: Dict[str, dict] = {
-        'tiny': dict(_PAPER, embed_dims=(64, 128, 320, 512), num_heads=(2, 4, 10, 16),
-                     depths=(2, 2, 5, 2)),
-        'small': dict(_PAPER, embed_dims=(96, 192, 384, 768), num_heads=(3, 6, 12, 24),
-                      depths=(2, 2, 5, 2)),
-        'medium': dict(_PAPER, embed_dims=(96, 192, 384, 768), num_heads=(3, 6, 12, 24),
-                       depths=(2, 2, 18, 2)),
-        'large': dict(_PAPER, embed_dims=(128, 256, 512, 1024), num_heads=(4, 8, 16, 32),
-                      depths=(2, 2, 18, 2)),
-        'tiny-norm': dict(_NORM, embed_dims=(64, 128, 320, 512), num_heads=(2, 4, 10, 16),
-                          depths=(1, 2, 3, 2)),
-        # The public code's soft_norm_small says depths (1, 3, 20, 4) (38.9 M params), which
-        # contradicts its README (24 M, 3.3 G FLOPs, 34 M as RetinaNet); (1, 3, 7, 4) gives
-        # 24.1 M.  convert_checkpoint names the depths a checkpoint really has.
-        'small-norm': dict(_NORM, embed_dims=(64, 128, 320, 512), num_heads=(2, 4, 10, 16),
-                           depths=(1, 3, 7, 4)),
-        'medium-norm': dict(_NORM, embed_dims=(64, 128, 288, 512), num_heads=(2, 4, 9, 16),
-                            depths=(1, 3, 29, 5)),
-        'large-norm': dict(_NORM, embed_dims=(64, 128, 320, 512), num_heads=(2, 4, 10, 16),
-                           depths=(1, 3, 40, 5)),
-        'huge-norm': dict(_NORM, embed_dims=(64, 128, 352, 512), num_heads=(2, 4, 11, 16),
-                          depths=(1, 5, 49, 5)),
+        name: dict(base, embed_dims=dims, num_heads=tuple(d // HEAD_DIM for d in dims),
+                   depths=depths)
+        for base, table in ((_PAPER, _PAPER_SIZES), (_NORM, _NORM_SIZES))
+        for name, (dims, depths) in table.items()
     }
     arch_keys = ('embed_dims', 'num_heads', 'depths')
 
@@ -244,31 +155,22 @@ class SOFT(PyramidBackbone):
                  max_landmarks: Optional[int] = None,
                  landmark_grid: str = 'pad',
                  pretrain_img_size: int = 224,
-                 in_channels: int = 3,
-                 out_indices: Sequence[int] = (0, 1, 2, 3),
-                 drop_path_rate: float = 0.0,
-                 frozen_stages: int = -1,
-                 norm_eval: bool = False,
-                 with_cp: bool = False,
-                 convert_weights: bool = False,
-                 pretrained: Optional[str] = None,
-                 init_cfg: Optional[Union[dict, List[dict]]] = None):
-        super().__init__(arch, in_channels=in_channels, out_indices=out_indices,
-                         drop_path_rate=drop_path_rate, frozen_stages=frozen_stages,
-                         norm_eval=norm_eval, with_cp=with_cp, convert_weights=convert_weights,
-                         pretrained=pretrained, init_cfg=init_cfg)
+                 norm_cfg: dict = dict(type='BN'),
+                 act_cfg: dict = dict(type='ReLU'),
+                 **kwargs):
+        super().__init__(arch, **kwargs)
         if newton_init not in NEWTON_INITS:
             raise ValueError(f'newton_init must be one of {NEWTON_INITS}, got {newton_init!r}')
         if not isinstance(pretrain_img_size, int) or pretrain_img_size < 32:
             raise ValueError(f'pretrain_img_size must be an int >= 32, got '
                              f'{pretrain_img_size!r}')
         a, dims = self.arch, self.embed_dims
-        bias, relu = a['conv_bias'], nn.ReLU
+        bias = a['conv_bias']
         hid = a['stem_hidden']
-        stem = ConvStem(in_channels, (hid, hid, dims[0]), (2, 1, 2), (relu, relu, relu),
-                        norm='bn', bias=bias)
+        stem = ConvStem(self.in_channels, (hid, hid, dims[0]), (2, 1, 2), (act_cfg, ) * 3,
+                        norm_cfg=norm_cfg, bias=bias)
         self.patch_embeds = nn.ModuleList(
-            [stem] + [PatchConv(dims[i - 1], dims[i], 3, 2, norm='bn', act=relu, bias=bias)
+            [stem] + [PatchConv(dims[i - 1], dims[i], 3, 2, norm_cfg, act_cfg, bias)
                       for i in range(1, self.num_stages)])
 
         soft_kwargs = dict(num_iters=newton_iters, newton_init=newton_init, sym_norm=sym_norm,
@@ -281,8 +183,8 @@ class SOFT(PyramidBackbone):
             blocks = [self._build_block(i, dpr, soft_kwargs) for dpr in dprs]
             cls_token = a['cls_token'] and i == self.num_stages - 1
             self.stages.append(
-                SOFTStage(BilinearPosEmbed(dims[i], (size, size)), blocks, dims[i],
-                          cls_token=cls_token, with_cp=with_cp))
+                BlockStage(blocks, BilinearPosEmbed(dims[i], (size, size)),
+                           cls_token_dim=dims[i] if cls_token else None, with_cp=self.with_cp))
 
     # ----------------------------------------------------------------- construction
     def _build_block(self, i: int, dpr: float, soft_kwargs: dict) -> nn.Module:
@@ -292,7 +194,7 @@ class SOFT(PyramidBackbone):
             return SoftmaxBlock(dim, heads, mlp_ratio=ratio, qkv_bias=True, drop_path=dpr,
                                 norm_layer=partial(nn.LayerNorm, eps=1e-6))
         return SOFTBlock(dim, heads, a['sr_ratios'][i], mlp_ratio=ratio, drop_path=dpr,
-                         post_norm=a['post_norm'], mlp_act=_MLP_ACTS[a['mlp_act']],
+                         post_norm=a['post_norm'], act_cfg=_MLP_ACTS[a['mlp_act']],
                          v_conv_size=a['v_conv_sizes'][i], **soft_kwargs)
 
     @classmethod
@@ -303,16 +205,10 @@ class SOFT(PyramidBackbone):
         n = len(a['depths'])
         for key in ('embed_dims', 'num_heads', 'depths', 'sr_ratios', 'mlp_ratios',
                     'attn_types', 'v_conv_sizes'):
-            if not isinstance(a[key], (list, tuple)) or len(a[key]) != n:
-                raise ValueError(f'SOFT: arch[{key!r}] needs {n} per-stage entries, got '
-                                 f'{a[key]!r}')
-        bad = [(d, h) for d, h in zip(a['embed_dims'], a['num_heads']) if h < 1 or d % h]
-        if bad:
-            raise ValueError(f'SOFT: embed_dims must be divisible by num_heads, got '
-                             f'(dim, heads) pairs {bad}')
-        if any(t not in ATTN_TYPES for t in a['attn_types']):
-            raise ValueError(f'SOFT: arch attn_types must be from {ATTN_TYPES}, got '
-                             f'{a["attn_types"]!r}')
+            choices = ATTN_TYPES if key == 'attn_types' else None
+            a[key] = tuple(per_stage(a[key], n, f'SOFT: arch[{key!r}]', choices))
+        for dim, heads in zip(a['embed_dims'], a['num_heads']):
+            check_heads(dim, heads)
         if a['mlp_act'] not in _MLP_ACTS:
             raise ValueError(f'SOFT: arch mlp_act must be one of {sorted(_MLP_ACTS)}, got '
                              f'{a["mlp_act"]!r}')
@@ -346,10 +242,9 @@ class SOFT(PyramidBackbone):
             raise ValueError(f"convert_weights maps the authors' SOFT / SOFT-Norm checkpoints and "
                              f"needs one of the '*-norm' archs, got arch {self.arch!r}")
         found = checkpoint_depths(state_dict)
-        if any(found) and found != tuple(self.depths):
-            raise ValueError(f'the checkpoint has SOFT-Norm blocks with depths {found} but the '
-                             f'arch has depths {tuple(self.depths)}; pass arch=dict(SOFT.'
-                             f"arch_settings['<name>-norm'], depths={found})")
+        check_checkpoint_depths('SOFT-Norm', found, self.depths,
+                                f"pass arch=dict(SOFT.arch_settings['<name>-norm'], "
+                                f'depths={found})')
         return convert_soft_checkpoint(state_dict, keep_final_norm='3' in self.out_norms)[0]
 
     def forward_tokens(self, x: torch.Tensor) -> torch.Tensor:

@@ -31,3 +31,18 @@ def fold_conv_bias_into_bn(state_dict: StateDict, conv_bias: str, bn_prefix: str
         raise ValueError(f'cannot fold {conv_bias} {tuple(bias.shape)} into {key} '
                          f'{tuple(state_dict[key].shape)}: shapes differ')
     state_dict[key] = state_dict[key] - bias.to(state_dict[key].dtype)
+
+
+def check_checkpoint_depths(family: str, found: Sequence[int], depths: Sequence[int],
+                            hint: str) -> None:
+    """``ValueError`` (ending in ``hint``) when an authors' checkpoint has blocks per stage
+    ``found`` (empty or all 0: none found, nothing to check) other than the arch's
+    ``depths``."""
+    if any(found) and tuple(found) != tuple(depths):
+        raise ValueError(f'the checkpoint has {family} blocks with depths {tuple(found)} but '
+                         f'the arch has depths {tuple(depths)}; {hint}')
+
+
+def downsampler_key(index: int, is_conv: bool, rest: str) -> str:
+    """Our key of a parameter ``rest`` of down-sampler ``index``'s conv or norm."""
+    return f"patch_embeds.{index}.{'conv' if is_conv else 'norm'}.{rest}"

@@ -12,7 +12,7 @@ from typing import Dict, Tuple
 
 import torch
 
-from .common import StateDict, fold_conv_bias_into_bn, rename_prefix
+from .common import StateDict, downsampler_key, fold_conv_bias_into_bn, rename_prefix
 
 # stem Sequential index -> our ConvStem unit (conv at 0/3/6/9, its BN right after)
 _STEM = {0: 0, 3: 1, 6: 2, 9: 3}
@@ -50,8 +50,7 @@ def _convert_key(key: str) -> str:
         return key
     m = re.fullmatch(r'layers\.(\d+)\.downsample\.(reduction|norm)\.(.+)', key)
     if m:
-        unit = 'conv' if m.group(2) == 'reduction' else 'norm'
-        return f'patch_embeds.{int(m.group(1)) + 1}.{unit}.{m.group(3)}'
+        return downsampler_key(int(m.group(1)) + 1, m.group(2) == 'reduction', m.group(3))
     m = re.fullmatch(r'layers\.(\d+)\.blocks\.(\d+)\.(.+)', key)
     if m:
         rest = m.group(3)
@@ -59,6 +58,18 @@ def _convert_key(key: str) -> str:
         if new is not None:
             return f'stages.{m.group(1)}.blocks.{m.group(2)}.{new}'
     return key
+
+
+def checkpoint_depths(state_dict: StateDict) -> Tuple[int, ...]:
+    """Blocks per stage of an authors' checkpoint (0 where a stage has none; empty when the
+    checkpoint has no blocks)."""
+    found: Dict[int, int] = {}
+    for key in state_dict:
+        m = re.match(r'layers\.(\d+)\.blocks\.(\d+)\.', key)
+        if m:
+            i, j = int(m.group(1)), int(m.group(2))
+            found[i] = max(found.get(i, 0), j + 1)
+    return tuple(found.get(i, 0) for i in range(max(found, default=-1) + 1))
 
 
 def convert_nalaformer_checkpoint(state_dict: StateDict) -> Tuple[StateDict, StateDict]:

@@ -16,7 +16,7 @@ from typing import Dict, Optional, Tuple
 
 import torch
 
-from .common import StateDict, rename_prefix
+from .common import StateDict, downsampler_key, rename_prefix
 
 _STEM_UNITS = {'0': '0.conv', '1': '0.norm', '3': '1.conv', '4': '1.norm', '6': '2.conv',
                '7': '2.norm'}
@@ -34,8 +34,7 @@ def _convert_key(key: str) -> Optional[str]:
         return f'patch_embeds.0.{_STEM_UNITS[m.group(1)]}.{m.group(2)}'
     m = re.fullmatch(r'patch_embed([234])\.proj\.([01])\.(.+)', key)
     if m:
-        unit = 'conv' if m.group(2) == '0' else 'norm'
-        return f'patch_embeds.{int(m.group(1)) - 1}.{unit}.{m.group(3)}'
+        return downsampler_key(int(m.group(1)) - 1, m.group(2) == '0', m.group(3))
     m = re.fullmatch(r'block([123])\.(\d+)\.att\.(.+)', key)
     if m:
         new = rename_prefix(m.group(3), _SOFT_BLOCK)

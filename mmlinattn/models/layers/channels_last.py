@@ -1,15 +1,15 @@
-"""Copy-free views between (B, N, C) tokens and channels-last NCHW maps.
+"""The one conversion pair between (B, N, C) tokens and NCHW maps: copy-free views.
 
-``tokens_to_map`` / ``map_to_tokens`` in :mod:`.utils` give a standard (contiguous NCHW) map,
-which costs a full copy of the tokens each way and leaves the tokens transposed (strided) for
-the ops that follow.  A (B, H*W, C) token tensor *is* a channels-last (B, C, H, W) map in
-memory: convolutions (oneDNN / cuDNN) run on that layout directly and keep it, so a
-depthwise conv between two token ops needs no copy at all.  Measured on 2 CPU cores at
-1024 x 1024: a 3x3 depthwise conv + residual on (1, 65536, 224) tokens takes 0.25 s this way
-against 1.2-1.5 s through ``tokens_to_map`` (``docs/benchmarks.md``).  A transposed view with
-the right shape is not enough: ``x.transpose(1, 2).reshape(B, C, H, W)`` of a (1, N, C) tensor
-gets a batch stride of C, and oneDNN then falls back to NCHW with a copy each way (the Mix-FFN
-of InfViT / NaLaFormer ran ~5x slower that way).
+A (B, H*W, C) token tensor *is* a channels-last (B, C, H, W) map in memory: convolutions
+(oneDNN / cuDNN) run on that layout directly and keep it, so a depthwise conv between two
+token ops needs no copy at all, where a standard (contiguous NCHW) map costs a full copy of
+the tokens each way and leaves them transposed (strided) for the ops that follow.  Measured
+on 2 CPU cores at 1024 x 1024: a 3x3 depthwise conv + residual on (1, 65536, 224) tokens
+takes 0.25 s this way against 1.2-1.5 s through a contiguous NCHW map
+(``docs/benchmarks.md``).  A transposed view with the right shape is not enough:
+``x.transpose(1, 2).reshape(B, C, H, W)`` of a (1, N, C) tensor gets a batch stride of C,
+and oneDNN then falls back to NCHW with a copy each way (the Mix-FFN of InfViT / NaLaFormer
+ran ~5x slower that way).
 """
 from typing import Tuple
 

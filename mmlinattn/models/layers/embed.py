@@ -6,13 +6,13 @@ stride ``s``: overlapping convolutions get padding ``k // 2`` (which gives the c
 so no pixel is cropped.  Each takes the input's :class:`.token_grid.TokenGrid` and returns its
 output together with the output's grid.
 """
-from typing import Optional, Sequence, Tuple
+from typing import Optional, Sequence, Tuple, Union
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .norm import LayerNorm2d
+from .norm import build_act, build_norm, norm_cancels_bias
 from .token_grid import TokenGrid
 
 
@@ -32,30 +32,24 @@ class PatchConv(nn.Module):
         in_channels, out_channels: channel counts.
         kernel_size, stride: of the convolution; ``kernel_size == stride`` is a
             non-overlapping patchify (input padded to a multiple of ``stride``).
-        norm: ``None``, ``'bn'`` (BatchNorm2d) or ``'ln'`` (channel LayerNorm).
-        act: an activation module class or ``None``.
-        bias: conv bias (defaults to ``norm != 'bn'``).
+        norm_cfg: the norm after the conv (:func:`.norm.build_norm`, e.g. ``dict(type='BN')``
+            or ``dict(type='LN2d', eps=1e-6)``), or None.
+        act_cfg: the activation after the norm (:func:`.norm.build_act`), or None.
+        bias: conv bias; ``'auto'``: none before a batch norm, which cancels it.
     """
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size: int, stride: int,
-                 norm: Optional[str] = None, act: Optional[type] = None,
-                 bias: Optional[bool] = None, ln_eps: float = 1e-6):
+                 norm_cfg: Optional[dict] = None, act_cfg: Optional[dict] = None,
+                 bias: Union[bool, str] = 'auto'):
         super().__init__()
-        if norm not in (None, 'bn', 'ln'):
-            raise ValueError(f"norm must be None, 'bn' or 'ln', got {norm!r}")
         self.stride = stride
         self.non_overlapping = kernel_size == stride
         padding = 0 if self.non_overlapping else kernel_size // 2
-        if bias is None:
-            bias = norm != 'bn'
+        if bias == 'auto':
+            bias = not norm_cancels_bias(norm_cfg)
         self.conv = nn.Conv2d(in_channels, out_channels, kernel_size, stride, padding, bias=bias)
-        if norm == 'bn':
-            self.norm = nn.BatchNorm2d(out_channels)
-        elif norm == 'ln':
-            self.norm = LayerNorm2d(out_channels, eps=ln_eps)
-        else:
-            self.norm = nn.Identity()
-        self.act = act() if act is not None else nn.Identity()
+        self.norm = build_norm(norm_cfg, out_channels) if norm_cfg is not None else nn.Identity()
+        self.act = build_act(act_cfg)
 
     def forward(self, x: torch.Tensor, grid: TokenGrid) -> Tuple[torch.Tensor, TokenGrid]:
         """NCHW map on ``grid`` -> (output map, its grid)."""
@@ -71,18 +65,18 @@ class ConvStem(nn.Sequential):
     Args:
         channels: output channels of each unit; the first unit reads ``in_channels``.
         strides: stride of each unit.
-        acts: activation class per unit (``None`` for none).
-        kernel_size, norm, bias: of every unit (see :class:`PatchConv`).
+        act_cfgs: activation config per unit (``None`` for none).
+        kernel_size, norm_cfg, bias: of every unit (see :class:`PatchConv`).
     """
 
     def __init__(self, in_channels: int, channels: Sequence[int], strides: Sequence[int],
-                 acts: Sequence[Optional[type]], kernel_size: int = 3, norm: str = 'bn',
-                 bias: Optional[bool] = None):
-        if not len(channels) == len(strides) == len(acts):
-            raise ValueError('channels, strides and acts must have the same length')
+                 act_cfgs: Sequence[Optional[dict]], kernel_size: int = 3,
+                 norm_cfg: Optional[dict] = None, bias: Union[bool, str] = 'auto'):
+        if not len(channels) == len(strides) == len(act_cfgs):
+            raise ValueError('channels, strides and act_cfgs must have the same length')
         units, c_in = [], in_channels
-        for c, s, a in zip(channels, strides, acts):
-            units.append(PatchConv(c_in, c, kernel_size, s, norm=norm, act=a, bias=bias))
+        for c, s, a in zip(channels, strides, act_cfgs):
+            units.append(PatchConv(c_in, c, kernel_size, s, norm_cfg, a, bias))
             c_in = c
         super().__init__(*units)
 

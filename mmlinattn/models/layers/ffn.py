@@ -1,8 +1,12 @@
 """Feed-forward blocks on token sequences (B, N, C) with the token grid passed explicitly."""
+from typing import Optional
+
 import torch
 import torch.nn as nn
 
 from .channels_last import conv_tokens
+from .fused import residual_branch
+from .norm import build_act
 from .token_grid import TokenGrid
 
 
@@ -16,27 +20,36 @@ class ConvFFN(nn.Module):
     Args:
         dim: input / output channels.
         hidden_dim: hidden channels.
-        act_layer: activation class.
+        act_cfg: the activation (:func:`.norm.build_act`).
         dw_residual: add the depthwise conv's input back to its output.
         act_before_dw: apply the activation before (NaLaFormer) or after (Mix-FFN) the dwconv.
         drop: dropout after each linear.
     """
 
-    def __init__(self, dim: int, hidden_dim: int, act_layer: type = nn.GELU,
+    def __init__(self, dim: int, hidden_dim: int, act_cfg: dict = dict(type='GELU'),
                  dw_residual: bool = False, act_before_dw: bool = False, drop: float = 0.0):
         super().__init__()
         self.fc1 = nn.Linear(dim, hidden_dim)
         self.dwconv = nn.Conv2d(hidden_dim, hidden_dim, 3, 1, 1, groups=hidden_dim)
-        self.act = act_layer()
+        self.act = build_act(act_cfg)
         self.fc2 = nn.Linear(hidden_dim, dim)
         self.drop = nn.Dropout(drop)
         self.dw_residual = dw_residual
         self.act_before_dw = act_before_dw
 
-    def forward(self, x: torch.Tensor, grid: TokenGrid) -> torch.Tensor:
-        return self.drop(self.fc2(self.hidden(x, grid)))
+    def forward(self, x: torch.Tensor, grid: TokenGrid, shortcut: Optional[torch.Tensor] = None,
+                gamma: Optional[torch.Tensor] = None,
+                drop_path: Optional[nn.Module] = None) -> torch.Tensor:
+        """(B, N, C) tokens on ``grid`` -> (B, N, C).  With a ``shortcut`` it returns the
+        whole residual step ``shortcut + drop_path(gamma * FFN(x))`` (LayerScale ``gamma``
+        optional), fused into ``fc2`` in inference (:func:`.fused.residual_branch`)."""
+        hidden = self._hidden(x, grid)
+        if shortcut is None:
+            return self.drop(self.fc2(hidden))
+        return residual_branch(shortcut, self.fc2, hidden, gamma, drop_path, self.drop,
+                               self.training)
 
-    def hidden(self, x: torch.Tensor, grid: TokenGrid) -> torch.Tensor:
+    def _hidden(self, x: torch.Tensor, grid: TokenGrid) -> torch.Tensor:
         """Everything before ``fc2`` (its input, after the first dropout)."""
         x = self.fc1(x)
         if self.act_before_dw:

@@ -4,6 +4,8 @@ from typing import Optional
 import torch
 import torch.nn as nn
 
+from ...ops._grad import needs_grad
+
 
 def residual_linear(x: torch.Tensor, linear: nn.Linear, y: torch.Tensor,
                     gamma: Optional[torch.Tensor] = None) -> torch.Tensor:
@@ -25,3 +27,23 @@ def residual_linear(x: torch.Tensor, linear: nn.Linear, y: torch.Tensor,
     flat = out.view(-1, out.shape[-1])
     torch.addmm(flat, y.reshape(-1, y.shape[-1]), w.t(), out=flat)
     return out
+
+
+def residual_branch(shortcut: torch.Tensor, linear: nn.Linear, y: torch.Tensor,
+                    gamma: Optional[torch.Tensor] = None, drop_path: Optional[nn.Module] = None,
+                    dropout: Optional[nn.Module] = None, training: bool = False) -> torch.Tensor:
+    """``shortcut + drop_path(gamma * dropout(linear(y)))``: a residual branch that ends in
+    ``linear`` (LayerScale ``gamma`` and the modules optional).
+
+    In inference (``training`` False and no gradient needed) the LayerScale and the residual
+    go into the linear's GEMM (:func:`residual_linear`); otherwise DropPath, being linear,
+    lets one ``addcmul`` do both."""
+    params = [t for t in (linear.weight, linear.bias, gamma) if t is not None]
+    if not training and not needs_grad(shortcut, y, *params):
+        return residual_linear(shortcut, linear, y, gamma)
+    y = linear(y)
+    if dropout is not None:
+        y = dropout(y)
+    if drop_path is not None:
+        y = drop_path(y)
+    return shortcut + y if gamma is None else torch.addcmul(shortcut, gamma, y)

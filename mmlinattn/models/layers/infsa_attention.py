@@ -1,19 +1,25 @@
-"""Infinite Self-Attention token mixers (Roffo, arXiv:2603.00175, §3).
+"""Infinite Self-Attention token mixers and their block (Roffo, arXiv:2603.00175, §3).
 
 :class:`PureInfSA` (Eq. 11-12, O(N²)) and :class:`LinearInfSA` (Eq. 16-21, O(N)) on token
 sequences (B, N, C).  Both scale their output by the discount γ of :class:`InfSAGamma`.
+:class:`InfSABlock` is the Pre-LN block around either (Fig. 2a).
 """
 import math
 from typing import Optional, Tuple, Union
 
 import torch
 import torch.nn as nn
+from timm.layers import DropPath, Mlp
 
 from ...ops.infsa import (infsa_attention_matrix, linear_infsa, linear_infsa_pooled,
                           linear_infsa_weights, pure_infsa)
+from .ffn import ConvFFN
+from .qkv import QKVMixer
 from .token_grid import TokenGrid, valid_tokens_or_none
+from .utils import check_heads
 
 GAMMA_MODES = ('power', 'const')
+MIXERS = ('linear', 'pure')
 
 
 class InfSAGamma(nn.Module):
@@ -66,13 +72,7 @@ def _gamma_kwargs(num_heads, gamma, gamma_mode, layer_index, learn_gamma) -> dic
                 learnable=learn_gamma)
 
 
-def _check_heads(dim: int, num_heads: int) -> int:
-    if num_heads < 1 or dim % num_heads:
-        raise ValueError(f'dim ({dim}) must be divisible by num_heads ({num_heads})')
-    return dim // num_heads
-
-
-class PureInfSA(nn.Module):
+class PureInfSA(QKVMixer):
     """Pure InfSA (Eq. 11-12): ``Z = γ · [QKᵀ]₊ / (‖[QKᵀ]₊‖_F + ε) · V`` per head, then an
     output projection.  Replaces ``softmax(QKᵀ/√d) V`` in a Pre-LN block.
 
@@ -90,31 +90,18 @@ class PureInfSA(nn.Module):
     def __init__(self, dim: int, num_heads: int, gamma: float = 0.7, gamma_mode: str = 'const',
                  layer_index: int = 1, learn_gamma: bool = False, qkv_bias: bool = True,
                  eps: float = 1e-6, chunk_size: Optional[int] = None, proj_drop: float = 0.0):
-        super().__init__()
-        self.head_dim = _check_heads(dim, num_heads)
-        self.num_heads = num_heads
-        self.eps = eps
+        super().__init__(dim, num_heads, qkv_bias, eps, proj_drop)
         self.chunk_size = chunk_size
-        self.qkv = nn.Linear(dim, 3 * dim, bias=qkv_bias)
-        self.proj = nn.Linear(dim, dim)
-        self.proj_drop = nn.Dropout(proj_drop)
         self.gamma = InfSAGamma(**_gamma_kwargs(num_heads, gamma, gamma_mode, layer_index,
                                                 learn_gamma))
-
-    def qkv_heads(self, x: torch.Tensor) -> Tuple[torch.Tensor, ...]:
-        """(B, N, C) -> q, k, v each (B, H, N, d)."""
-        b, n, _ = x.shape
-        qkv = self.qkv(x).view(b, n, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
-        return qkv.unbind(0)
 
     def forward(self, x: torch.Tensor, grid: Optional[TokenGrid] = None) -> torch.Tensor:
         """x: (B, N, C), the last H*W tokens on ``grid`` (any before are prefix tokens);
         a padded grid leaves its padding out of the norm and the keys (None: no padding)."""
-        b, n, c = x.shape
         q, k, v = self.qkv_heads(x)
         z = pure_infsa(q, k, v, gamma=self.gamma(), valid=valid_tokens_or_none(grid, x),
                        eps=self.eps, chunk_size=self.chunk_size)
-        return self.proj_drop(self.proj(z.transpose(1, 2).reshape(b, n, c)))
+        return self.project(z)
 
     @torch.no_grad()
     def attention_matrix(self, x: torch.Tensor,
@@ -151,7 +138,7 @@ class LinearInfSA(nn.Module):
                  eps: float = 1e-6, tie_qk: bool = True, pool_then_project: bool = True,
                  proj_drop: float = 0.0):
         super().__init__()
-        self.head_dim = _check_heads(dim, num_heads)
+        self.head_dim = check_heads(dim, num_heads)
         self.num_heads = num_heads
         self.eps = eps
         self.pool_then_project = pool_then_project
@@ -194,3 +181,54 @@ class LinearInfSA(nn.Module):
         """``(a, α)``, each (B, H, N), for the input ``x`` of :meth:`forward` (analysis)."""
         q, k = self.queries(x)
         return linear_infsa_weights(q, k, valid, self.eps, return_alpha=True)
+
+
+class InfSABlock(nn.Module):
+    """Pre-LN Transformer block with an InfSA token mixer (paper Fig. 2a):
+    ``x = x + DropPath(mixer(LN(x)))``, ``x = x + DropPath(FFN(LN(x)))``.
+
+    Args:
+        dim: channels C.
+        num_heads: heads of the mixer.
+        mixer: ``'linear'`` (:class:`LinearInfSA`) or ``'pure'`` (:class:`PureInfSA`).
+        mlp_ratio: FFN hidden channels / C.
+        dwconv: Mix-FFN with a depthwise 3x3 conv on the H x W grid (needs every token on
+            the grid, i.e. no class token); False gives the plain ViT MLP.
+        drop_path: stochastic-depth rate.
+        layer_index: 1-based block index ``l`` (for γ^l).
+        gamma, gamma_mode, learn_gamma, qkv_bias, eps: passed to the mixer.
+        tie_qk, pool_then_project: Linear-InfSA options.
+        pure_chunk_size: Pure InfSA query chunk (exact, O(chunk·N) memory).
+    """
+
+    def __init__(self, dim: int, num_heads: int, mixer: str = 'linear', mlp_ratio: float = 4.0,
+                 dwconv: bool = True, drop_path: float = 0.0, layer_index: int = 1,
+                 gamma: float = 0.7, gamma_mode: str = 'const', learn_gamma: bool = False,
+                 qkv_bias: bool = True, eps: float = 1e-6, tie_qk: bool = True,
+                 pool_then_project: bool = True, pure_chunk_size: Optional[int] = None):
+        super().__init__()
+        common = dict(gamma=gamma, gamma_mode=gamma_mode, layer_index=layer_index,
+                      learn_gamma=learn_gamma, qkv_bias=qkv_bias, eps=eps)
+        if mixer == 'linear':
+            attn = LinearInfSA(dim, num_heads, tie_qk=tie_qk,
+                               pool_then_project=pool_then_project, **common)
+        elif mixer == 'pure':
+            attn = PureInfSA(dim, num_heads, chunk_size=pure_chunk_size, **common)
+        else:
+            raise ValueError(f'mixer must be one of {MIXERS}, got {mixer!r}')
+        hidden = int(dim * mlp_ratio)
+        self.norm1 = nn.LayerNorm(dim, eps=1e-6)
+        self.attn = attn
+        self.norm2 = nn.LayerNorm(dim, eps=1e-6)
+        self.dwconv = dwconv
+        self.ffn = ConvFFN(dim, hidden) if dwconv else Mlp(dim, hidden)
+        self.drop_path = DropPath(drop_path) if drop_path > 0 else nn.Identity()
+
+    def forward(self, x: torch.Tensor, grid: TokenGrid) -> torch.Tensor:
+        """x: (B, N, C) tokens, the last H*W on ``grid`` (any before are prefix tokens such
+        as a class token, always valid); the grid's padding stays out of the mixer's norms
+        and pools."""
+        x = x + self.drop_path(self.attn(self.norm1(x), grid))
+        y = self.norm2(x)
+        y = self.ffn(y, grid) if self.dwconv else self.ffn(y)
+        return x + self.drop_path(y)

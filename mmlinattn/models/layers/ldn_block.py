@@ -15,14 +15,12 @@ from timm.layers import DropPath, LayerScale, Mlp
 
 from ...ops import (grid_diffusion, grid_diffusion_implicit_dct, linear_attention,
                     stencil_kernel, stencil_offsets)
+from ...ops.precision import compute_dtype
 from .channels_last import map_as_tokens, tokens_as_map
 from .token_grid import TokenGrid, valid_tokens_or_none
+from .qkv import QKVMixer
 
 __all__ = ['GridDiffusion', 'LinearAttention', 'LDNBlock']
-
-
-def _at_least_fp32(t: torch.Tensor) -> torch.Tensor:
-    return t.to(torch.promote_types(t.dtype, torch.float32))
 
 
 class GridDiffusion(nn.Module):
@@ -98,13 +96,14 @@ class GridDiffusion(nn.Module):
 
     def tap_probs(self) -> torch.Tensor:
         """(G, n_offsets) tap shape p, non-negative, rows summing to 1."""
-        return _at_least_fp32(self.tap_logits).softmax(dim=-1)
+        return self.tap_logits.to(compute_dtype(self.tap_logits)).softmax(dim=-1)
 
     def step(self) -> torch.Tensor:
         """(G,) step ``a`` = δt · interior row sum of K."""
+        logit = self.step_logit.to(compute_dtype(self.step_logit))
         if self.integrator == 'euler':
-            return self.step_max * torch.sigmoid(_at_least_fp32(self.step_logit))
-        return nn.functional.softplus(_at_least_fp32(self.step_logit))
+            return self.step_max * torch.sigmoid(logit)
+        return nn.functional.softplus(logit)
 
     def forward(self, x: torch.Tensor, grid: Optional[TokenGrid] = None) -> torch.Tensor:
         """(B, C, H, W) state on ``grid`` (None: nothing padded) -> (B, C, H, W) diffusion
@@ -123,7 +122,7 @@ class GridDiffusion(nn.Module):
                 f'n_steps={self.n_steps}, step_max={self.step_max}')
 
 
-class LinearAttention(nn.Module):
+class LinearAttention(QKVMixer):
     """Multi-head normalised linear attention with an output projection (LDN E6-E7).
 
     ``Q, K, V = x W_Q, x W_K, x W_V`` (one fused linear), per head
@@ -143,25 +142,15 @@ class LinearAttention(nn.Module):
 
     def __init__(self, dim: int, num_heads: int, qkv_bias: bool = True,
                  feature_map: str = 'elu', eps: float = 1e-6, proj_drop: float = 0.0):
-        super().__init__()
-        if dim % num_heads:
-            raise ValueError(f'dim {dim} is not divisible by num_heads {num_heads}')
-        self.num_heads = num_heads
+        super().__init__(dim, num_heads, qkv_bias, eps, proj_drop)
         self.feature_map = feature_map
-        self.eps = eps
-        self.qkv = nn.Linear(dim, 3 * dim, bias=qkv_bias)
-        self.proj = nn.Linear(dim, dim)
-        self.proj_drop = nn.Dropout(proj_drop)
 
     def forward(self, x: torch.Tensor, grid: Optional[TokenGrid] = None) -> torch.Tensor:
         """(B, N, C) -> (B, N, C); every output token depends on every input token (of its
         image's valid region when ``grid`` is a padded grid)."""
-        b, n, c = x.shape
-        qkv = self.qkv(x).reshape(b, n, 3, self.num_heads, c // self.num_heads)
-        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)                 # (B, heads, N, d)
-        valid = valid_tokens_or_none(grid, x)
-        out = linear_attention(q, k, v, self.feature_map, self.eps, valid)
-        return self.proj_drop(self.proj(out.transpose(1, 2).reshape(b, n, c)))
+        q, k, v = self.qkv_heads(x)
+        out = linear_attention(q, k, v, self.feature_map, self.eps, valid_tokens_or_none(grid, x))
+        return self.project(out)
 
 
 class LDNBlock(nn.Module):

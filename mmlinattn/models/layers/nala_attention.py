@@ -6,13 +6,14 @@ import torch.nn as nn
 import torch.nn.functional as F
 from timm.layers import DropPath
 
-from ...ops._grad import needs_grad
 from ...ops.nalaformer import KERNELS, nala_attention
+from ...ops.precision import compute_dtype
 from .channels_last import conv_tokens
 from .ffn import ConvFFN
-from .fused import residual_linear
+from .fused import residual_branch
 from .rope import apply_rope, rope_2d_angles
 from .token_grid import TokenGrid
+from .utils import check_heads
 
 ATTN_TYPES = ('nala', 'softmax')
 
@@ -51,9 +52,7 @@ class NaLaAttention(nn.Module):
             raise ValueError(f'attn_type must be one of {ATTN_TYPES}, got {attn_type!r}')
         if kernel not in KERNELS:
             raise ValueError(f'kernel must be one of {KERNELS}, got {kernel!r}')
-        if num_heads < 1 or dim % num_heads:
-            raise ValueError(f'dim ({dim}) must be divisible by num_heads ({num_heads})')
-        self.head_dim = dim // num_heads
+        self.head_dim = check_heads(dim, num_heads)
         if attn_type == 'nala' and kernel == 'relu_split_rope' and self.head_dim % 4:
             raise ValueError(f"kernel='relu_split_rope' needs head_dim % 4 == 0, got "
                              f'head_dim={self.head_dim} (dim={dim}, num_heads={num_heads})')
@@ -73,14 +72,23 @@ class NaLaAttention(nn.Module):
 
     def _angles(self, hw: Tuple[int, int], x: torch.Tensor) -> torch.Tensor:
         """RoPE angles of the current grid, float64 for float64 inputs, else float32."""
-        dtype = torch.promote_types(x.dtype, torch.float32)
-        return rope_2d_angles(hw[0], hw[1], self.head_dim, device=x.device, dtype=dtype)
+        return rope_2d_angles(hw[0], hw[1], self.head_dim, device=x.device,
+                              dtype=compute_dtype(x))
 
-    def forward(self, x: torch.Tensor, grid: TokenGrid) -> torch.Tensor:
-        """(B, N, C) tokens on an H x W ``grid`` -> (B, N, C)."""
-        return self.proj(self.mix(x, grid))
+    def forward(self, x: torch.Tensor, grid: TokenGrid, shortcut: Optional[torch.Tensor] = None,
+                gamma: Optional[torch.Tensor] = None,
+                drop_path: Optional[nn.Module] = None) -> torch.Tensor:
+        """(B, N, C) tokens on an H x W ``grid`` -> (B, N, C).  With a ``shortcut`` it returns
+        the whole residual step ``shortcut + drop_path(gamma * Attn(x))`` (LayerScale
+        ``gamma`` optional), fused into the output projection in inference
+        (:func:`.fused.residual_branch`)."""
+        mixed = self._mix(x, grid)
+        if shortcut is None:
+            return self.proj(mixed)
+        return residual_branch(shortcut, self.proj, mixed, gamma, drop_path,
+                               training=self.training)
 
-    def mix(self, x: torch.Tensor, grid: TokenGrid) -> torch.Tensor:
+    def _mix(self, x: torch.Tensor, grid: TokenGrid) -> torch.Tensor:
         """Everything before the output projection: ``LayerNorm(o) * SiLU(g)``."""
         b, n, c = x.shape
         heads, v, g = self._projections(x)
@@ -153,8 +161,7 @@ class NaLaBlock(nn.Module):
         self.norm1 = nn.LayerNorm(dim, eps=1e-6)
         self.attn = NaLaAttention(dim, num_heads, **attn_cfg)
         self.norm2 = nn.LayerNorm(dim, eps=1e-6)
-        self.ffn = ConvFFN(dim, int(mlp_ratio * dim), act_layer=nn.GELU, dw_residual=True,
-                           act_before_dw=True)
+        self.ffn = ConvFFN(dim, int(mlp_ratio * dim), dw_residual=True, act_before_dw=True)
         self.drop_path = DropPath(drop_path) if drop_path > 0 else nn.Identity()
         if layer_scale_init_value is None:
             self.gamma1 = self.gamma2 = None
@@ -162,30 +169,13 @@ class NaLaBlock(nn.Module):
             self.gamma1 = nn.Parameter(torch.full((dim, ), float(layer_scale_init_value)))
             self.gamma2 = nn.Parameter(torch.full((dim, ), float(layer_scale_init_value)))
 
-    def _residual(self, x: torch.Tensor, gamma: Optional[torch.Tensor], linear: nn.Linear,
-                  y: torch.Tensor, dropout: Optional[nn.Module] = None) -> torch.Tensor:
-        """``x + DropPath(gamma * dropout(linear(y)))``.
-
-        In inference the LayerScale and the residual go into the linear's GEMM
-        (:func:`.fused.residual_linear`); otherwise DropPath, being linear, lets one
-        ``addcmul`` do both."""
-        params = [t for t in (linear.weight, linear.bias, gamma) if t is not None]
-        if not self.training and not needs_grad(x, y, *params):
-            return residual_linear(x, linear, y, gamma)
-        y = linear(y)
-        if dropout is not None:
-            y = dropout(y)
-        y = self.drop_path(y)
-        return x + y if gamma is None else torch.addcmul(x, gamma, y)
-
     def forward(self, x: torch.Tensor, grid: TokenGrid) -> torch.Tensor:
         """(B, N, C) tokens on an H x W ``grid`` -> (B, N, C)."""
         # the channels-last conv views need contiguous tokens (a no-op for a stage's tokens)
         x = x.contiguous()
         if self.cpe1 is not None:
             x = conv_tokens(self.cpe1, x, grid, residual=True)
-        x = self._residual(x, self.gamma1, self.attn.proj, self.attn.mix(self.norm1(x), grid))
+        x = self.attn(self.norm1(x), grid, x, self.gamma1, self.drop_path)
         if self.cpe2 is not None:
             x = conv_tokens(self.cpe2, x, grid, residual=True)
-        return self._residual(x, self.gamma2, self.ffn.fc2,
-                              self.ffn.hidden(self.norm2(x), grid), self.ffn.drop)
+        return self.ffn(self.norm2(x), grid, x, self.gamma2, self.drop_path)

@@ -68,6 +68,13 @@ class InterpolatedPosEmbed(nn.Module):
         return x + pe
 
 
+class BilinearPosEmbed(InterpolatedPosEmbed):
+    """:class:`InterpolatedPosEmbed` resized bilinearly, as in the SOFT authors' code (the
+    paper's Fig. 2, Lu et al., arXiv 2207.03341, shows a "P.E." without details)."""
+
+    mode = 'bilinear'
+
+
 def resize_pos_embed(weight: torch.Tensor, size, mode: str = 'bicubic') -> torch.Tensor:
     """Resize a (1, C, h, w) position embedding to ``size`` (interpolated in float32, float64
     stays float64; returned in ``weight``'s dtype); the forward pass and checkpoint loading

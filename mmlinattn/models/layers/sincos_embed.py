@@ -1,8 +1,11 @@
 """A parameter-free module that adds the 2-D sin-cos encoding of the current grid."""
+from typing import Optional
+
 import torch
 import torch.nn as nn
 
 from .pos_embed import sincos_2d
+from .token_grid import TokenGrid
 
 
 class SinCosPosEmbed2d(nn.Module):
@@ -23,7 +26,9 @@ class SinCosPosEmbed2d(nn.Module):
         self.dim = dim
         self.temperature = temperature
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, grid: Optional[TokenGrid] = None) -> torch.Tensor:
+        """Add the encoding of ``x``'s whole (H, W) (``grid`` is not read: the encoding of
+        a token depends only on its row and column, not on the padding)."""
         c, h, w = x.shape[1:]
         if c != self.dim:
             raise ValueError(f'SinCosPosEmbed2d was built for {self.dim} channels, got {c}')

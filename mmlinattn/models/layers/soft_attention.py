@@ -9,12 +9,15 @@ from typing import Optional, Tuple
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from timm.layers import DropPath, Mlp
 
 from ...ops.soft import NEWTON_INITS, PINV_SOLVERS, soft_attention
 
 LANDMARK_GRIDS = ('pad', 'crop')
 from .embed import pad_to_multiple
+from .norm import build_act
 from .token_grid import TokenGrid
+from .utils import check_heads
 
 
 def capped_grid(h: int, w: int, max_tokens: int) -> Tuple[int, int]:
@@ -139,8 +142,6 @@ class SoftAttention(nn.Module):
                  v_conv_size: int = 0, ridge: float = 0.0, landmark_grid: str = 'pad',
                  pinv: str = 'newton'):
         super().__init__()
-        if num_heads < 1 or dim % num_heads:
-            raise ValueError(f'dim ({dim}) must be divisible by num_heads ({num_heads})')
         if newton_init not in NEWTON_INITS:
             raise ValueError(f'newton_init must be one of {NEWTON_INITS}, got {newton_init!r}')
         if pinv not in PINV_SOLVERS:
@@ -151,7 +152,7 @@ class SoftAttention(nn.Module):
             raise ValueError(f'v_conv_size must be 0 (off) or an odd kernel size, got '
                              f'{v_conv_size!r}')
         self.num_heads = num_heads
-        self.head_dim = dim // num_heads
+        self.head_dim = check_heads(dim, num_heads)
         self.num_iters = num_iters
         self.newton_init = newton_init
         self.sym_norm = sym_norm
@@ -201,3 +202,37 @@ class SoftAttention(nn.Module):
         y = v.transpose(2, 3).reshape(b, nh, d, hw[0], hw[1]).transpose(1, 2)
         y = self.v_conv(grid.zero_padding(y.reshape(b * d, nh, hw[0], hw[1])))
         return y.reshape(b, d, nh, n).permute(0, 2, 3, 1)
+
+
+class SOFTBlock(nn.Module):
+    """A SOFT layer (Sec. 3.4): SOFT attention block + 2-layer MLP, each residual.
+
+    Pre-LN by default (the paper cites the ViT FFN, Sec. 3.4); ``post_norm=True``
+    is the authors' released layout ``x = LN(x + f(x))``.
+
+    Args:
+        dim, num_heads, sr_ratio: see :class:`SoftAttention`.
+        mlp_ratio: MLP expansion e (4 in every stage, Sec. 3.4).
+        drop_path: stochastic depth rate.
+        post_norm: norm placement (see above).
+        act_cfg: the MLP activation (:func:`.norm.build_act`).
+        attn_kwargs: the remaining :class:`SoftAttention` arguments.
+    """
+
+    def __init__(self, dim: int, num_heads: int, sr_ratio: int, mlp_ratio: float = 4.0,
+                 drop_path: float = 0.0, post_norm: bool = False,
+                 act_cfg: dict = dict(type='GELU'), **attn_kwargs):
+        super().__init__()
+        self.post_norm = post_norm
+        self.norm1 = nn.LayerNorm(dim)
+        self.attn = SoftAttention(dim, num_heads, sr_ratio, **attn_kwargs)
+        self.norm2 = nn.LayerNorm(dim)
+        self.mlp = Mlp(dim, int(dim * mlp_ratio), act_layer=lambda: build_act(act_cfg))
+        self.drop_path = DropPath(drop_path) if drop_path > 0 else nn.Identity()
+
+    def forward(self, x: torch.Tensor, grid: TokenGrid) -> torch.Tensor:
+        if self.post_norm:
+            x = self.norm1(x + self.drop_path(self.attn(x, grid)))
+            return self.norm2(x + self.drop_path(self.mlp(x)))
+        x = x + self.drop_path(self.attn(self.norm1(x), grid))
+        return x + self.drop_path(self.mlp(self.norm2(x)))

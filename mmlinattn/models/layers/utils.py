@@ -1,21 +1,29 @@
-"""Small tensor-layout helpers for blocks that mix tokens on an H x W grid."""
-from typing import Tuple
+"""Small helpers shared by the blocks, mixers and backbones."""
+from typing import Any, List, Optional, Sequence
 
 import torch
 import torch.utils.checkpoint as cp
 
 
-def map_to_tokens(x: torch.Tensor) -> Tuple[torch.Tensor, Tuple[int, int]]:
-    """(B, C, H, W) -> ((B, H*W, C), (H, W))."""
-    return x.flatten(2).transpose(1, 2), tuple(x.shape[-2:])
+def check_heads(dim: int, num_heads: int) -> int:
+    """Channels per head, ``dim / num_heads``; ``ValueError`` when it is not a whole number."""
+    if not isinstance(num_heads, int) or num_heads < 1 or dim % num_heads:
+        raise ValueError(f'dim ({dim}) must be divisible by num_heads ({num_heads})')
+    return dim // num_heads
 
 
-def tokens_to_map(x: torch.Tensor, hw: Tuple[int, int]) -> torch.Tensor:
-    """(B, H*W, C) -> (B, C, H, W)."""
-    b, n, c = x.shape
-    if n != hw[0] * hw[1]:
-        raise ValueError(f'{n} tokens do not fill a {hw[0]}x{hw[1]} grid')
-    return x.transpose(1, 2).reshape(b, c, hw[0], hw[1])
+def per_stage(value: Any, num_stages: int, name: str,
+              choices: Optional[Sequence] = None) -> List[Any]:
+    """One entry per stage: a scalar (or string) is repeated, a list / tuple must have
+    ``num_stages`` entries; with ``choices`` every entry must be one of them.  ``name`` is
+    the argument's name in the error message (e.g. ``"arch['mlp_ratios']"``)."""
+    values = list(value) if isinstance(value, (list, tuple)) else [value] * num_stages
+    if len(values) != num_stages or (choices is not None
+                                     and any(v not in choices for v in values)):
+        allowed = '' if choices is None else f' from {tuple(choices)}'
+        raise ValueError(f'{name} needs {num_stages} entries (one per stage){allowed} or one '
+                         f'value for all, got {value!r}')
+    return values
 
 
 def maybe_checkpoint(module, *args, enabled: bool = False):

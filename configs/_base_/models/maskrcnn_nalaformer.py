@@ -1,0 +1,3 @@
+# Mask R-CNN on a NaLaFormer backbone; a config sets its arch (see docs/usage.md).
+_base_ = './maskrcnn.py'
+model = dict(backbone=dict(type='mmlinattn.NaLaFormer'))

@@ -1,0 +1,3 @@
+# RetinaNet on a LDN backbone; a config sets its arch (see docs/usage.md).
+_base_ = './retinanet.py'
+model = dict(backbone=dict(type='mmlinattn.LDN'))

@@ -1,0 +1,3 @@
+# Semantic FPN on a InfViT backbone; a config sets its arch (see docs/usage.md).
+_base_ = './semfpn.py'
+model = dict(backbone=dict(type='mmlinattn.InfViT'))

@@ -1,0 +1,3 @@
+# UperNet on a InfViT backbone; a config sets its arch (see docs/usage.md).
+_base_ = './upernet.py'
+model = dict(backbone=dict(type='mmlinattn.InfViT'))

@@ -1,0 +1,34 @@
+"""Measuring machinery of ``tools/analysis_tools/`` (benchmark, get_flops, model_zoo):
+process isolation, memory probes, FLOP counting, statistics and report writing.
+
+* :mod:`.isolation`: a measurement in a child process of its own, under a time limit;
+* :mod:`.memory`: peak RSS, address-space caps, glibc's reuse of freed memory;
+* :mod:`.flops`: FLOP counting with grouped-convolution backward and nested counts;
+* :mod:`.specs`, :mod:`.cases`, :mod:`.interleave`, :mod:`.sweep`: the backbone benchmark;
+* :mod:`.stats`, :mod:`.report`: records, scaling exponents, CSV / Markdown / PNG outputs;
+* :mod:`.model_flops`, :mod:`.model_zoo`: params and FLOPs of whole detectors / segmentors
+  and the model-zoo page.
+
+Importing it imports neither mmdet nor mmseg (the peers and whole models load them when
+used).
+"""
+from .cases import Case, case_child, matmul_rate, run_case
+from .flops import count_flops, flop_counter, scoped_flops
+from .interleave import interleave_group, run_interleaved
+from .isolation import run_isolated, time_limit
+from .memory import GLIBC_TUNABLES_REUSE, is_oom, reuse_freed_cpu_memory
+from .report import markdown_ratios, markdown_summary, markdown_table, replot, write_csv
+from .report import write_plot
+from .specs import DEFAULT_MODELS, PEERS, ModelSpec, build_model, parse_model_spec, parse_size
+from .stats import RECORD_FIELDS, fit_exponent, make_record, ratio, summarize
+from .sweep import environment, run_sweep
+
+__all__ = [
+    'Case', 'case_child', 'matmul_rate', 'run_case', 'count_flops', 'flop_counter',
+    'scoped_flops', 'interleave_group', 'run_interleaved', 'run_isolated', 'time_limit',
+    'GLIBC_TUNABLES_REUSE', 'is_oom', 'reuse_freed_cpu_memory', 'markdown_ratios',
+    'markdown_summary', 'markdown_table', 'replot', 'write_csv', 'write_plot',
+    'DEFAULT_MODELS', 'PEERS', 'ModelSpec', 'build_model', 'parse_model_spec', 'parse_size',
+    'RECORD_FIELDS', 'fit_exponent', 'make_record', 'ratio', 'summarize', 'environment',
+    'run_sweep'
+]

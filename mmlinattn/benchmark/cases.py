@@ -1,0 +1,313 @@
+"""One benchmark case: a (model, input size, mode) measured in the current process, meant for
+a fresh child (:func:`case_child` through :func:`~.isolation.run_isolated`), and the dense
+matmul rate of the machine for reference.
+
+What each number means (``docs/benchmarks.md``):
+
+* ``latency_ms_*``: wall time of one forward (``mode='infer'``, ``torch.no_grad``, eval mode)
+  or one forward + backward of ``sum(mean(out))`` (``mode='train'``, train mode), median /
+  min / max over the timed repeats after the warm-up; CUDA runs are synchronised.
+* ``flops_total``: FLOPs of that step (:mod:`.flops`), ``flops_newton``: the part spent in
+  SOFT++'s Newton-Schulz pseudo-inverse.
+* ``peak_mem_mb``: the memory a step needs beyond the built model and its input.  CPU: the
+  peak RSS (``VmHWM``, reset just before the first step) minus the RSS after the model and
+  the input were created.  CUDA: ``torch.cuda.max_memory_allocated()`` minus the allocated
+  bytes after the model and the input were created; ``peak_total_mb`` is the absolute peak.
+
+On CPU the case builds the model, runs one step on a 64 x 64 input (lazy imports, thread
+pool, kernel set-up), allocates the input, then caps its address space at its current size
+plus ``mem_cap_mb`` (``RLIMIT_AS``): the step itself may add at most that much.  On CUDA
+``mem_cap_mb`` sets ``torch.cuda.set_per_process_memory_fraction``.
+"""
+import os
+import statistics
+import time
+import traceback
+from contextlib import nullcontext
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Tuple
+
+from .flops import count_flops
+from .memory import (apply_cpu_malloc, cap_address_space, current_rss_kb, is_oom, peak_rss_kb,
+                     reset_peak_rss)
+from .specs import ModelSpec, build_model
+from .stats import time_stats
+
+__all__ = ['Case', 'run_case', 'case_child', 'make_step', 'prepared_model', 'case_input',
+           'sync', 'matmul_rate', 'matmul_child']
+
+
+@dataclass
+class Case:
+    spec: Dict[str, Any]
+    height: int
+    width: int
+    batch: int = 1
+    mode: str = 'infer'
+    device: str = 'cpu'
+    dtype: str = 'float32'
+    cast_model: bool = False
+    compile: bool = False            # torch.compile the model (FLOPs then counted on fake tensors)
+    threads: int = 0
+    cpu_malloc: str = 'reuse'        # 'reuse' (glibc keeps freed memory) or 'system'
+    warmup: int = 1
+    repeats: int = 5
+    budget_s: float = 60.0
+    mem_cap_mb: Optional[float] = None
+    flops: str = 'real'              # 'real' (during the first warm-up step), 'fake', 'none'
+    profile: int = 0                 # top-k hotspots from torch.profiler (0 = off)
+    seed: int = 0
+
+
+def sync(device: str) -> None:
+    import torch
+    if device.startswith('cuda'):
+        torch.cuda.synchronize()
+
+
+def _autocast(case: Case):
+    import torch
+    if case.dtype == 'float32' or case.cast_model:
+        return nullcontext()
+    return torch.autocast(device_type=case.device.split(':')[0], dtype=getattr(torch, case.dtype))
+
+
+def make_step(model, x, case: Case):
+    import torch
+
+    def infer():
+        with torch.no_grad(), _autocast(case):
+            return model(x)
+
+    def train():
+        model.zero_grad(set_to_none=True)
+        with _autocast(case):
+            outs = model(x)
+            loss = sum(o.float().mean() for o in outs)
+        loss.backward()
+        return outs
+
+    return infer if case.mode == 'infer' else train
+
+
+def _fake_flops(model, case: Case) -> Dict[str, int]:
+    """FLOPs of one step on fake tensors (shapes only: no compute, no activation memory)."""
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    totals: Dict[str, int] = {}
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        x = torch.empty(case.batch, 3, case.height, case.width, device=case.device,
+                        dtype=getattr(torch, case.dtype) if case.cast_model else torch.float32)
+        step = make_step(model, x, case)
+        with count_flops(totals):
+            step()
+    model.zero_grad(set_to_none=True)
+    return totals
+
+
+def _top_ops(prof, k: int, device: str) -> List[dict]:
+    cuda = device.startswith('cuda')
+    rows = []
+    for e in prof.key_averages():
+        t = (getattr(e, 'self_device_time_total', 0) if cuda else e.self_cpu_time_total)
+        rows.append(dict(op=e.key, self_ms=t / 1e3, calls=e.count))
+    rows.sort(key=lambda r: -r['self_ms'])
+    total = sum(r['self_ms'] for r in rows) or 1.0
+    for r in rows:
+        r['share'] = r['self_ms'] / total
+    return rows[:k]
+
+
+def prepared_model(spec: ModelSpec, case: Case):
+    """The built model in the case's mode, dtype (``cast_model``) and device."""
+    import torch
+    model = build_model(spec)
+    model.train(case.mode == 'train')
+    if case.cast_model and case.dtype != 'float32':
+        model = model.to(getattr(torch, case.dtype))
+    return model.to(case.device)
+
+
+def case_input(case: Case, hw: Optional[Tuple[int, int]] = None):
+    """The case's random input batch (``hw``: another size, batch 1)."""
+    import torch
+    dtype = getattr(torch, case.dtype) if case.cast_model else torch.float32
+    shape = (case.batch, 3, case.height, case.width) if hw is None else (1, 3, *hw)
+    return torch.randn(shape, device=case.device, dtype=dtype)
+
+
+def run_case(case: Case) -> Dict[str, Any]:
+    """Measure one (model, size, mode) in the current process; returns a result dict.
+
+    Meant to run in a fresh child (see :func:`~.isolation.run_isolated`): it caps the address space
+    (CPU), resets the peak-RSS counter and changes global torch settings.
+    """
+    res: Dict[str, Any] = dict(status='error', note='')
+    import torch
+    if case.threads:
+        torch.set_num_threads(case.threads)
+    mem_limit = None
+    torch.manual_seed(case.seed)
+    spec = ModelSpec(**case.spec)
+    cuda = case.device.startswith('cuda')
+    model = x = None
+    try:
+        model = prepared_model(spec, case)
+        res['params_m'] = sum(p.numel() for p in model.parameters()) / 1e6
+        if case.flops == 'fake' or (case.compile and case.flops == 'real'):
+            totals = _fake_flops(model, case)
+            res.update(flops_total=totals['total'], flops_newton=totals['newton'],
+                       flops_method='fake')
+        if case.repeats <= 0 and case.warmup <= 0:
+            res['status'] = 'ok'
+            return res
+        if cuda and case.mem_cap_mb:
+            total = torch.cuda.get_device_properties(torch.device(case.device)).total_memory
+            torch.cuda.set_per_process_memory_fraction(
+                min(1.0, case.mem_cap_mb * 2**20 / total), torch.device(case.device))
+        if not cuda and case.mem_cap_mb:
+            # one (eager) step on a small input first, so that lazy imports, the thread pool
+            # (a thread that cannot get its stack aborts the process instead of raising) and
+            # kernel initialisation happen before the cap
+            small = min(64, case.height), min(64, case.width)
+            make_step(model, case_input(case, small), case)()
+            model.zero_grad(set_to_none=True)
+        if case.compile:
+            model = torch.compile(model)
+        x = case_input(case)
+        if not cuda and case.mem_cap_mb:
+            # the step may add at most mem_cap_mb of address space to the built model + input
+            mem_limit = cap_address_space(case.mem_cap_mb)
+        step = make_step(model, x, case)
+        sync(case.device)
+        if cuda:
+            torch.cuda.reset_peak_memory_stats()
+            base = torch.cuda.memory_allocated()
+            res['mem_method'] = 'cuda_max_memory_allocated'
+        else:
+            base = current_rss_kb() * 1024
+            res['mem_method'] = 'vmhwm_reset' if reset_peak_rss() else 'ru_maxrss'
+        res['baseline_mem_mb'] = base / 2**20
+
+        n_warm = max(case.warmup, int(case.flops == 'real'))
+        for i in range(n_warm):
+            if i == 0 and case.flops == 'real' and not case.compile:
+                totals: Dict[str, int] = {}
+                with count_flops(totals):
+                    step()
+                res.update(flops_total=totals['total'], flops_newton=totals['newton'],
+                           flops_method='real')
+            else:
+                step()
+            sync(case.device)
+        if case.compile:  # compilation is done: measure the compiled step only
+            sync(case.device)
+            if cuda:
+                torch.cuda.reset_peak_memory_stats()
+                base = torch.cuda.memory_allocated()
+            else:
+                base = current_rss_kb() * 1024
+                reset_peak_rss()
+            res['baseline_mem_mb'] = base / 2**20
+        peak_default_malloc = None
+        if not cuda:
+            # memory under glibc's defaults (freed tensors go back to the kernel, so the peak
+            # RSS is the live tensors' peak); then the timed steps under the chosen allocator
+            if case.cpu_malloc == 'reuse':
+                if case.compile or n_warm == 0:
+                    step()
+                peak_default_malloc = peak_rss_kb() * 1024
+                res['cpu_malloc'] = apply_cpu_malloc('reuse')
+                step()  # untimed: grows the kept heap once
+            else:
+                res['cpu_malloc'] = 'system'
+        times, cpu_times = [], []
+        start = time.perf_counter()
+        while len(times) < case.repeats:
+            t0, c0 = time.perf_counter(), time.process_time()
+            step()
+            sync(case.device)
+            times.append(time.perf_counter() - t0)
+            cpu_times.append(time.process_time() - c0)
+            if time.perf_counter() - start + times[-1] > case.budget_s:
+                break
+        if cuda:
+            peak = torch.cuda.max_memory_allocated()
+        else:
+            peak = peak_default_malloc or peak_rss_kb() * 1024
+        res.update(repeats=len(times), peak_total_mb=peak / 2**20,
+                   peak_mem_mb=max(peak - base, 0) / 2**20, status='ok')
+        if times:
+            res.update(time_stats(times, cpu_times), latency_method='isolated')
+        res['threads'] = torch.get_num_threads()
+        if len(times) < case.repeats:
+            res['note'] = f'time budget {case.budget_s:g}s: {len(times)} of {case.repeats} repeats'
+        if case.profile:
+            os.environ.setdefault('KINETO_LOG_LEVEL', '5')  # no profiler chatter on stderr
+            from torch.profiler import ProfilerActivity, profile
+            acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+            with profile(activities=acts) as prof:
+                step()
+                sync(case.device)
+            res['hotspots'] = _top_ops(prof, case.profile, case.device)
+    except Exception as exc:  # noqa: BLE001  (every failure is a result)
+        res['status'] = 'oom' if is_oom(exc) else 'error'
+        msg = f'{type(exc).__name__}: {str(exc).strip().splitlines()[0][:300] if str(exc) else ""}'
+        if res['status'] == 'error':
+            msg += ' | ' + traceback.format_exc(limit=-3).replace('\n', ' ')[-600:]
+        res['note'] = msg
+    finally:
+        del model, x
+    if mem_limit is not None:
+        res['mem_limit_mb'] = mem_limit / 2**20
+    return res
+
+
+def case_child(case: Case, conn) -> None:
+    """:func:`run_case` in a child process: sends its result (or the failure) on ``conn``."""
+    try:
+        res = run_case(case)
+    except BaseException as exc:  # noqa: BLE001
+        res = dict(status='oom' if is_oom(exc) else 'error', note=repr(exc)[:500])
+    try:
+        conn.send(res)
+    finally:
+        conn.close()
+
+
+def matmul_child(device: str, dtype: str, n: int, threads: int, cpu_malloc: str,
+                 conn) -> None:
+    """:func:`matmul_rate` in a child process (under the allocator setting of the cases)."""
+    try:
+        if not device.startswith('cuda'):
+            apply_cpu_malloc(cpu_malloc)
+        conn.send(matmul_rate(device, dtype, n, threads))
+    except BaseException as exc:  # noqa: BLE001
+        conn.send(dict(status='error', note=repr(exc)[:300]))
+    conn.close()
+
+
+def matmul_rate(device: str, dtype: str, n: int, threads: int = 0,
+                repeats: int = 10) -> Dict[str, Any]:
+    """Dense ``n x n @ n x n`` rate in GFLOP/s (2 n^3 FLOPs per product), median of repeats."""
+    import torch
+    if threads:
+        torch.set_num_threads(threads)
+    dt = getattr(torch, dtype)
+    a = torch.randn(n, n, device=device).to(dt)
+    b = torch.randn(n, n, device=device).to(dt)
+    for _ in range(2):
+        a @ b
+    sync(device)
+    times, cpu_times = [], []
+    for _ in range(repeats):
+        t0, c0 = time.perf_counter(), time.process_time()
+        a @ b
+        sync(device)
+        times.append(time.perf_counter() - t0)
+        cpu_times.append(time.process_time() - c0)
+    flops = 2 * n**3
+    return dict(status='ok', n=n, dtype=dtype, threads=torch.get_num_threads(),
+                gflops_per_s=flops / statistics.median(times) / 1e9,
+                best_gflops_per_s=flops / min(times) / 1e9,
+                gflops_per_cpu_s=flops / statistics.median(cpu_times) / 1e9)

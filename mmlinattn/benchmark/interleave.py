@@ -1,0 +1,150 @@
+"""Interleaved timing: every model of one size and mode kept warm in a process of its own,
+the models stepping one at a time, once per round, in a shuffled order.  A machine whose
+speed drifts then slows them alike, which runs one after the other do not guarantee."""
+import random
+import time
+from typing import Any, Dict, List, Optional, Sequence
+
+from .cases import Case, case_input, make_step, prepared_model, sync
+from .isolation import mp_context
+from .memory import apply_cpu_malloc, is_oom, mem_available_mb
+from .specs import ModelSpec
+from .stats import time_stats
+
+__all__ = ['step_worker', 'run_interleaved', 'interleave_group']
+
+
+def step_worker(case: Case, conn) -> None:
+    """A model kept warm in its own process, stepping on request (interleaved timing).
+
+    Sends ``{'status': 'ready'}`` once the model is built and has taken its untimed steps,
+    then answers every ``'step'`` with that step's wall and CPU seconds until ``'stop'``.
+    Its own process gives each model the heap, allocator state and thread pool of its
+    isolated run, none shared with the other models.
+    """
+    try:
+        import torch
+        if case.threads:
+            torch.set_num_threads(case.threads)
+        torch.manual_seed(case.seed)
+        model = prepared_model(ModelSpec(**case.spec), case)
+        if case.compile:
+            model = torch.compile(model)
+        step = make_step(model, case_input(case), case)
+        if not case.device.startswith('cuda') and case.cpu_malloc == 'reuse':
+            apply_cpu_malloc('reuse')
+        for _ in range(2):          # set-up / compilation, then the heap's growth
+            step()
+            sync(case.device)
+        conn.send(dict(status='ready'))
+        while conn.recv() == 'step':
+            t0, c0 = time.perf_counter(), time.process_time()
+            step()
+            sync(case.device)
+            conn.send((time.perf_counter() - t0, time.process_time() - c0))
+    except BaseException as exc:  # noqa: BLE001
+        try:
+            conn.send(dict(status='oom' if is_oom(exc) else 'error', note=repr(exc)[:500]))
+        except (OSError, ValueError):
+            pass
+    finally:
+        conn.close()
+
+
+def run_interleaved(cases: Sequence[Case], rounds: int, seed: int, step_timeout: Sequence[float],
+                    mem_need_mb: Optional[Sequence[float]] = None,
+                    preload: Sequence[str] = ('torch', )) -> Dict[str, Any]:
+    """Time ``rounds`` steps of every case's model, interleaved: one warm worker process per
+    model (:func:`step_worker`), and in each round every model steps once, one at a time,
+    in a fresh shuffled order.  The models' steps are thus spread over the same minutes, so a
+    machine whose speed drifts slows them alike, which runs one after the other do not
+    guarantee.  ``step_timeout[i]`` bounds each of model i's steps (its build and warm-up
+    get three times that plus a minute).  A worker is only started while the machine has
+    ``mem_need_mb[i]`` available (CPU), since all of them stay alive until the end.  Returns
+    ``times`` / ``cpu_times`` (one list of seconds per case) and the ``orders``, or a failed
+    status with a note."""
+    ctx = mp_context(preload)
+    workers = []
+    try:
+        for i, (case, limit) in enumerate(zip(cases, step_timeout)):
+            avail = mem_available_mb()
+            if mem_need_mb and avail is not None and avail < mem_need_mb[i]:
+                return dict(status='skipped', note=f"{case.spec['label']}: {avail:.0f} MiB "
+                            f'available, {mem_need_mb[i]:.0f} MiB wanted for its worker')
+            parent, child = ctx.Pipe()
+            proc = ctx.Process(target=step_worker, args=(case, child), daemon=True)
+            proc.start()
+            child.close()
+            workers.append((proc, parent))
+            reply = parent.recv() if parent.poll(3 * limit + 60) else None
+            if not isinstance(reply, dict) or reply.get('status') != 'ready':
+                reply = reply or dict(status='timeout', note='no answer while warming up')
+                return dict(reply, note=f"{case.spec['label']}: {reply.get('note', '')}")
+        rng = random.Random(seed)
+        times: List[List[float]] = [[] for _ in cases]
+        cpu_times: List[List[float]] = [[] for _ in cases]
+        orders = []
+        for _ in range(rounds):
+            order = list(range(len(cases)))
+            rng.shuffle(order)
+            orders.append(order)
+            for i in order:
+                conn = workers[i][1]
+                conn.send('step')
+                reply = conn.recv() if conn.poll(step_timeout[i]) else None
+                if not isinstance(reply, tuple):
+                    reply = reply or dict(status='timeout', note='step timed out')
+                    return dict(reply, note=f"{cases[i].spec['label']}: {reply.get('note')}")
+                times[i].append(reply[0])
+                cpu_times[i].append(reply[1])
+        return dict(status='ok', times=times, cpu_times=cpu_times, orders=orders)
+    except (EOFError, OSError) as exc:   # a worker died (e.g. killed by the OOM killer)
+        return dict(status='error', note=f'a worker process died: {exc!r}')
+    finally:
+        for proc, conn in workers:
+            try:
+                conn.send('stop')
+            except (OSError, ValueError):
+                pass
+            proc.join(10)
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+            conn.close()
+
+
+
+def interleave_group(group: list, rounds: int, budget: float, preload: Sequence[str],
+                     log) -> Optional[dict]:
+    """Interleaved timing of the cases of one (size, mode) that ran: replaces the latency
+    fields of their results in place (the isolated ones kept as ``isolated_latency_ms_*``).
+    Returns what was done, for the JSON's ``meta``, or None when fewer than two models fit
+    the time budget."""
+    fit = [g for g in group if g[3]['status'] == 'ok' and g[3].get('latency_ms_median')
+           and g[3]['latency_ms_median'] / 1e3 * rounds <= budget]
+    if len(fit) < 2:
+        return None
+    cases = [g[2] for g in fit]
+    c = cases[0]
+    t0 = time.perf_counter()
+    # a worker keeps its heap at the step's peak; allow twice the isolated peak (and the
+    # model) for fragmentation
+    res = run_interleaved(cases, rounds, c.height * 1000 + c.width,
+                          [3 * g[3]['latency_ms_median'] / 1e3 + 30 for g in fit],
+                          [2 * (g[3].get('peak_total_mb') or 0) for g in fit], preload)
+    labels = [g[1].label for g in fit]
+    info = dict(size=f'{c.height}x{c.width}', mode=c.mode, models=labels,
+                status=res['status'], wall_s=time.perf_counter() - t0,
+                orders=[[labels[i] for i in o] for o in res.get('orders', [])])
+    if res['status'] != 'ok':
+        info['note'] = res.get('note', '')
+        log(f"interleaved timing at {info['size']} {c.mode}: {res['status']} "
+            f"{info['note'][:120]} (isolated times kept)")
+        return info
+    for (_, spec, _, r), ts, cts in zip(fit, res['times'], res['cpu_times']):
+        for k in ('median', 'min', 'max'):
+            r[f'isolated_latency_ms_{k}'] = r[f'latency_ms_{k}']
+        r.update(time_stats(ts, cts), repeats=len(ts), latency_method='interleaved')
+        log(f"{spec.label:34s} {info['size']} {c.mode:5s} interleaved x{len(ts)}: lat "
+            f"{r['latency_ms_median']:.0f} ms (isolated {r['isolated_latency_ms_median']:.0f})")
+    return info

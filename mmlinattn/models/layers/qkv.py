@@ -1,0 +1,41 @@
+"""The projections every multi-head mixer with one fused q/k/v linear shares."""
+from typing import Tuple
+
+import torch
+import torch.nn as nn
+
+from .utils import check_heads
+
+
+class QKVMixer(nn.Module):
+    """``qkv = Linear(C, 3C)`` split into heads, and ``proj`` (+ dropout) on the merged
+    heads; a subclass computes the mixing in between.
+
+    Args:
+        dim: channels C.
+        num_heads: heads H (C divisible by H).
+        qkv_bias: bias of the q/k/v projection.
+        eps: the mixer's normaliser epsilon (stored as ``self.eps``).
+        proj_drop: dropout after the output projection.
+    """
+
+    def __init__(self, dim: int, num_heads: int, qkv_bias: bool = True, eps: float = 1e-6,
+                 proj_drop: float = 0.0):
+        super().__init__()
+        self.head_dim = check_heads(dim, num_heads)
+        self.num_heads = num_heads
+        self.eps = eps
+        self.qkv = nn.Linear(dim, 3 * dim, bias=qkv_bias)
+        self.proj = nn.Linear(dim, dim)
+        self.proj_drop = nn.Dropout(proj_drop)
+
+    def qkv_heads(self, x: torch.Tensor) -> Tuple[torch.Tensor, ...]:
+        """(B, N, C) -> q, k, v each (B, H, N, d)."""
+        b, n, _ = x.shape
+        qkv = self.qkv(x).view(b, n, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
+        return qkv.unbind(0)
+
+    def project(self, heads: torch.Tensor) -> torch.Tensor:
+        """(B, H, N, d) mixed heads -> (B, N, C) after the output projection."""
+        b, _, n, _ = heads.shape
+        return self.proj_drop(self.proj(heads.transpose(1, 2).reshape(b, n, -1)))

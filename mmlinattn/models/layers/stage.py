@@ -1,0 +1,56 @@
+"""One stage of token-mixing blocks at constant resolution, NCHW in and out."""
+from typing import Optional, Sequence
+
+import torch
+import torch.nn as nn
+
+from .channels_last import map_as_tokens, tokens_as_map
+from .token_grid import TokenGrid, grid_of_map
+from .utils import maybe_checkpoint
+
+
+class BlockStage(nn.Module):
+    """A position embedding, then blocks on the (B, H*W, C) tokens, NCHW in and out.
+
+    Every block is called as ``block(tokens, grid)`` with the stage's :class:`TokenGrid`.
+
+    Args:
+        blocks: the stage's blocks.
+        pos_embed: called as ``pos_embed(map, grid)`` on the NCHW map first (None: none).
+        cls_token_dim: prepend a learned class token of this width for the blocks and drop
+            it afterwards (SOFT's stage 4, Lu et al., arXiv 2207.03341, Table 1); None: none.
+        with_cp: activation checkpointing per block.
+    """
+
+    def __init__(self, blocks: Sequence[nn.Module], pos_embed: Optional[nn.Module] = None,
+                 cls_token_dim: Optional[int] = None, with_cp: bool = False):
+        super().__init__()
+        self.pos_embed = pos_embed
+        self.cls_token = None
+        if cls_token_dim is not None:
+            self.cls_token = nn.Parameter(torch.zeros(1, 1, cls_token_dim))
+            nn.init.trunc_normal_(self.cls_token, std=0.02)
+        self.blocks = nn.ModuleList(blocks)
+        self.with_cp = with_cp
+
+    def forward_tokens(self, x: torch.Tensor, grid: TokenGrid) -> torch.Tensor:
+        """(B, C, H, W) on ``grid`` -> the tokens after the blocks, class token first if any."""
+        if self.pos_embed is not None:
+            x = self.pos_embed(x, grid)
+        # channels-last view for a channels-last map (what the previous stage and its
+        # down-sampling conv hand over), else one copy: contiguous tokens for every block
+        t = map_as_tokens(x)
+        if self.cls_token is not None:
+            t = torch.cat([self.cls_token.expand(t.shape[0], -1, -1).to(t.dtype), t], dim=1)
+        for blk in self.blocks:
+            t = maybe_checkpoint(blk, t, grid, enabled=self.with_cp)
+        return t
+
+    def forward(self, x: torch.Tensor, grid: Optional[TokenGrid] = None) -> torch.Tensor:
+        """NCHW map on ``grid`` (None: the map's own size, nothing padded) -> NCHW map."""
+        grid = grid_of_map(x, grid)
+        t = self.forward_tokens(x, grid)
+        if self.cls_token is not None:
+            t = t[:, 1:].contiguous()
+        # a channels-last view (no copy); the next conv keeps that layout
+        return tokens_as_map(t, grid.hw)
