@@ -1,24 +1,19 @@
 """Checks every backbone family must pass (the README's backbone contract); each family's test file
 parametrises these over its archs so the contract is stated once."""
-import math
-
 import torch
+from archs import expected_shapes
 
 SIZES = [(224, 224), (511, 511), (112, 137), (33, 33)]
 
 
 def check_output_shapes(model, sizes=SIZES, batch=1):
-    """One NCHW map per out index with the arch's channels at ceil(H/s) x ceil(W/s)."""
+    """The shape contract (:func:`archs.expected_shapes`) at each size, all finite."""
     model.eval()
     for h, w in sizes:
         with torch.no_grad():
             outs = model(torch.randn(batch, model.in_channels, h, w))
-        assert len(outs) == len(model.out_indices)
-        for out, i in zip(outs, model.out_indices):
-            s = model.strides[i]
-            assert tuple(out.shape) == (batch, model.embed_dims[i], math.ceil(h / s),
-                                        math.ceil(w / s)), (h, w, i, tuple(out.shape))
-            assert torch.isfinite(out).all()
+        assert [tuple(o.shape) for o in outs] == expected_shapes(model, batch, h, w), (h, w)
+        assert all(torch.isfinite(o).all() for o in outs)
 
 
 def check_strict_reload(build, size_a=(64, 64), size_b=(96, 128)):

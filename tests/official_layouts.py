@@ -380,3 +380,61 @@ def soft_official_forward(sd: Dict[str, torch.Tensor], x: torch.Tensor,
         outs.append(t[:, 1:].transpose(1, 2).reshape(b, c, *hw))
         outs.append(F.linear(t[:, 0], sd['head.weight'], sd['head.bias']))
     return outs
+
+
+def soft_norm_authors_state_dict(arch, seed=0):
+    """A state dict with the key names and shapes of the authors' SOFT-Norm model
+    (soft_norm_* in fudan-zvg/SOFT models/softmax_free_vision_transformer.py), written
+    from reading that code: conv stem with bias + BN, PVT-style pos_embed1..4 (the last with
+    a class slot), block1-3 = SoftmaxFreeTransformerBlock (att.mha.W_q/W_v/ff,
+    att.mha.attn.Qlandmark_op/Qnorm_act/conv, att.norm1/2, att.ff1/ff2), block4 = PVT Block
+    (attn.q, attn.kv), final norm, cls_token, head."""
+    g = torch.Generator().manual_seed(seed)
+    dims, heads, depths = arch['embed_dims'], arch['num_heads'], arch['depths']
+    sd = {}
+
+    def t(*shape):
+        return torch.randn(*shape, generator=g)
+
+    def conv(name, cin, cout):
+        sd[name + '.weight'], sd[name + '.bias'] = t(cout, cin, 3, 3), t(cout)
+
+    def bn(name, c):
+        sd.update({name + '.weight': t(c), name + '.bias': t(c), name + '.running_mean': t(c),
+                   name + '.running_var': t(c).abs() + 0.5,
+                   name + '.num_batches_tracked': torch.tensor(7)})
+
+    def lin(name, cin, cout):
+        sd[name + '.weight'], sd[name + '.bias'] = t(cout, cin), t(cout)
+
+    def ln(name, c):
+        sd[name + '.weight'], sd[name + '.bias'] = t(c), t(c)
+
+    conv('patch_embed1.proj.0', 3, 32), bn('patch_embed1.proj.1', 32)
+    conv('patch_embed1.proj.3', 32, 32), bn('patch_embed1.proj.4', 32)
+    conv('patch_embed1.proj.6', 32, dims[0]), bn('patch_embed1.proj.7', dims[0])
+    for k in (2, 3, 4):
+        conv(f'patch_embed{k}.proj.0', dims[k - 2], dims[k - 1])
+        bn(f'patch_embed{k}.proj.1', dims[k - 1])
+    for k, n in zip((1, 2, 3, 4), (3136, 784, 196, 50)):
+        sd[f'pos_embed{k}'] = t(1, n, dims[k - 1])
+    for k, (r, ks) in zip((1, 2, 3), ((8, 9), (4, 5), (2, 3))):
+        c, h = dims[k - 1], heads[k - 1]
+        for j in range(depths[k - 1]):
+            p = f'block{k}.{j}.att.'
+            lin(p + 'mha.W_q', c, c), lin(p + 'mha.W_v', c, c), lin(p + 'mha.ff', c, c)
+            sd[p + 'mha.attn.Qlandmark_op.weight'] = t(c // h, c // h, r, r)
+            ln(p + 'mha.attn.Qnorm_act.0', c // h)
+            sd[p + 'mha.attn.conv.weight'] = t(h, 1, ks, ks)
+            ln(p + 'norm1', c), lin(p + 'ff1', c, 4 * c), lin(p + 'ff2', 4 * c, c)
+            ln(p + 'norm2', c)
+    c = dims[3]
+    for j in range(depths[3]):
+        p = f'block4.{j}.'
+        ln(p + 'norm1', c), lin(p + 'attn.q', c, c), lin(p + 'attn.kv', c, 2 * c)
+        lin(p + 'attn.proj', c, c), ln(p + 'norm2', c)
+        lin(p + 'mlp.fc1', c, 4 * c), lin(p + 'mlp.fc2', 4 * c, c)
+    ln('norm', c)
+    sd['cls_token'] = t(1, 1, c)
+    lin('head', c, 1000)
+    return sd

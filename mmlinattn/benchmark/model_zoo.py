@@ -90,7 +90,6 @@ def model_key(cfg, shape) -> str:
     return hashlib.sha1(text.encode()).hexdigest()[:16]
 
 
-
 FAMILY_ORDER = ('soft', 'nalaformer', 'infvit', 'ldn', 'infvitplain')
 SIZE_ORDER = ('tiny', 'small', 'medium', 'base', 'large', 'l4')
 

@@ -11,6 +11,13 @@ def needs_grad(*tensors: torch.Tensor) -> bool:
     return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
 
 
+def eager_inference(*tensors: torch.Tensor) -> bool:
+    """True when a fast path may write into ``out=`` views and reuse buffers: no autograd
+    records the op and no graph is being traced (``torch.compile`` / ``torch.export`` cannot
+    trace an ``out=`` into a strided view; their compilers fuse the plain form anyway)."""
+    return not needs_grad(*tensors) and not torch.compiler.is_compiling()
+
+
 def recompute_in_backward(fn: Callable, *args):
     """``fn(*args)``; when autograd records it, under activation checkpointing (its
     intermediates are recomputed in the backward pass instead of stored), so a loop of

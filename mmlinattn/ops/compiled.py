@@ -57,6 +57,8 @@ def _in_special_mode() -> bool:
 def compiled_path_allowed(*tensors: torch.Tensor) -> bool:
     """Whether an :class:`InferenceCompiled` function may run its compiled form on
     ``tensors`` now (see the module docstring for the conditions)."""
+    if _in_special_mode():  # first: inside a traced graph nothing else may be asked
+        return False
     if os.environ.get(ENV_VAR, '1').strip().lower() in _OFF:
         return False
     if any(type(t) is not torch.Tensor for t in tensors):
@@ -64,7 +66,7 @@ def compiled_path_allowed(*tensors: torch.Tensor) -> bool:
     if needs_grad(*tensors):
         return False
     device_type = tensors[0].device.type
-    return _toolchain_available(device_type) and not _in_special_mode()
+    return _toolchain_available(device_type)
 
 
 @contextlib.contextmanager

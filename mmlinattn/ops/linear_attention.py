@@ -22,12 +22,12 @@ output dtype follows ``v``.  ``eps`` is added to the (mean) denominator.
 :func:`normalized_attention_reference` is the same normalisation on an explicit N x M
 similarity matrix, for tests.
 """
-from typing import Callable, Dict, Optional
+from typing import Callable, Dict, List, Optional
 
 import torch
 import torch.nn.functional as F
 
-from ._grad import needs_grad
+from ._grad import eager_inference, needs_grad
 from .precision import Float32Island
 
 __all__ = [
@@ -78,6 +78,15 @@ def normalized_linear_attention(phi_q: torch.Tensor, phi_k: torch.Tensor, v: tor
                                     chunk=max(1, phi_q.shape[-2], phi_k.shape[-2]))
 
 
+def _chunks(total: int, chunk: int) -> List[slice]:
+    """Slices of ``chunk`` tokens over ``total``; one slice of all tokens in a traced graph
+    (``torch.compile`` / ``torch.export``), where a loop over a symbolic token count would
+    fix that count and recompile for every image size."""
+    if torch.compiler.is_compiling():
+        return [slice(None)]
+    return [slice(s, s + chunk) for s in range(0, total, chunk)]
+
+
 def chunked_linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                              feature_q: Callable[[torch.Tensor], torch.Tensor],
                              feature_k: Callable[[torch.Tensor], torch.Tensor],
@@ -107,11 +116,11 @@ def chunked_linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     if chunk is None:
         chunk = max(256, CHUNK_ELEMENTS // max(1, q[..., :1, :].numel()))
     kv = ksum = None
-    for s in range(0, m, chunk):
-        pk = feature_k(k[..., s:s + chunk, :])
+    for s in _chunks(m, chunk):
+        pk = feature_k(k[..., s, :])
         if valid is not None:                                     # (B, M) for (B, h, M, F)
-            pk = pk * valid[:, None, s:s + chunk, None].to(pk.dtype)
-        part_kv, part_sum = pk.transpose(-2, -1) @ v[..., s:s + chunk, :], pk.sum(-2)
+            pk = pk * valid[:, None, s, None].to(pk.dtype)
+        part_kv, part_sum = pk.transpose(-2, -1) @ v[..., s, :], pk.sum(-2)
         kv = part_kv if kv is None else kv + part_kv
         ksum = part_sum if ksum is None else ksum + part_sum
     if valid is None:
@@ -120,10 +129,10 @@ def chunked_linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
         count = valid.sum(-1).to(kv.dtype)[:, None, None, None]  # (B, 1, 1, 1)
     # the key mean as one more column: the normaliser comes out of the same matmul
     kv = torch.cat([kv, ksum.unsqueeze(-1)], dim=-1) / count     # [mean phi_k v^T | mean phi_k]
-    if needs_grad(q, k, v):
+    if not eager_inference(q, k, v):
         outs = []
-        for s in range(0, n, chunk):
-            out = feature_q(q[..., s:s + chunk, :]) @ kv
+        for s in _chunks(n, chunk):
+            out = feature_q(q[..., s, :]) @ kv
             outs.append(out[..., :-1] / (out[..., -1:] + eps))
         return outs[0] if len(outs) == 1 else torch.cat(outs, dim=-2)
     # no autograd: normalise each chunk straight into the output (no concatenation copy),
@@ -134,9 +143,9 @@ def chunked_linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
         result = kv.new_empty(batch[:-1] + (n, batch[-1], v.shape[-1])).transpose(-3, -2)
     else:
         result = kv.new_empty(batch + (n, v.shape[-1]))
-    for s in range(0, n, chunk):
-        out = feature_q(q[..., s:s + chunk, :]) @ kv
-        torch.div(out[..., :-1], out[..., -1:].add_(eps), out=result[..., s:s + chunk, :])
+    for s in _chunks(n, chunk):
+        out = feature_q(q[..., s, :]) @ kv
+        torch.div(out[..., :-1], out[..., -1:].add_(eps), out=result[..., s, :])
     return result
 
 

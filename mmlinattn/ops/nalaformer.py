@@ -51,7 +51,7 @@ from typing import Optional, Tuple
 import torch
 import torch.nn.functional as F
 
-from ._grad import needs_grad
+from ._grad import eager_inference
 from .compiled import compile_each, compiled_path_allowed
 from .linear_attention import chunked_linear_attention, normalized_attention_reference
 from .precision import Float32Island
@@ -242,7 +242,9 @@ def _feature_maps_for(kernel: str, lam: float, alpha: float, eps: float, fuse: b
     eager maps (in place when no gradient is needed)."""
     if fuse and compiled_path_allowed(*tensors):
         return _compiled_feature_maps(kernel, lam, alpha, eps)
-    return _fast_feature_maps(kernel, lam, alpha, eps, inplace=not needs_grad(*tensors))
+    if fuse and torch.compiler.is_compiling():  # the same loops, traced into the outer graph
+        return _fused_feature_maps(kernel, lam, alpha, eps)
+    return _fast_feature_maps(kernel, lam, alpha, eps, inplace=eager_inference(*tensors))
 
 
 def _rope_linear_attention(phq: torch.Tensor, phk: torch.Tensor, v: torch.Tensor,

@@ -29,6 +29,10 @@ def _autocast_off(device_type: str):
     available = getattr(torch.amp, 'is_autocast_available', None)
     if available is not None and not available(device_type):
         return contextlib.nullcontext()
+    # nothing to switch off: a null context, which torch.compile also traces (it cannot
+    # trace entering an autocast object outside a ``with`` statement)
+    if not torch.is_autocast_enabled(device_type):
+        return contextlib.nullcontext()
     return torch.autocast(device_type, enabled=False)
 
 

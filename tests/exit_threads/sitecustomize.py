@@ -1,4 +1,4 @@
-"""Put on PYTHONPATH by tests/test_tools_e2e.py: each process prints the names of its
+"""Put on PYTHONPATH by tests/tools/test_tools_e2e.py: each process prints the names of its
 threads just before interpreter finalization, so the test can check that the distributed
 tools stopped gloo's threads themselves (left to finalization, they sometimes abort)."""
 import atexit

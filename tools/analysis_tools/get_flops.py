@@ -16,7 +16,7 @@ spent in SOFT++'s Newton-Schulz iterations is also reported on its own.  We prin
 **MACs** (that count / 2), which is what papers, mmcv and fvcore call "FLOPs".  By default the
 forward runs on fake tensors (``torch._subclasses.FakeTensorMode``): every operator runs its
 shape logic but computes nothing, so a Cityscapes-size count takes seconds and no memory;
-the count equals a real run's (tests/test_get_flops.py checks it).  ``--real`` runs the
+the count equals a real run's (tests/tools/test_get_flops.py checks it).  ``--real`` runs the
 real forward (on ``--device``), under a time limit.  The RoI heads always run for real on
 small feature maps (mmcv's RoIAlign has no fake-tensor kernel; their cost does not depend
 on the image size, only on the number of proposals).

@@ -200,6 +200,7 @@ class BackboneBase(BaseModule, metaclass=_FreezeAfterInit):
     # ----------------------------------------------------------------- forward
     #: Reject NaN / Inf inputs in :meth:`check_input` (one pass over the input; on a GPU
     #: also one host synchronisation).  Set ``backbone.check_finite = False`` to skip it.
+    #: Skipped inside ``torch.compile`` / ``torch.export`` graphs (a data-dependent branch).
     check_finite: bool = True
 
     def check_input(self, x: torch.Tensor) -> None:
@@ -233,8 +234,9 @@ class BackboneBase(BaseModule, metaclass=_FreezeAfterInit):
             raise ValueError(f'{name}.forward: the input x must have H and W >= '
                              f'{self.min_input_size}, got H x W = {h} x {w} (shape '
                              f'{tuple(x.shape)}); resize or pad the image')
+        # a traced graph (torch.compile, torch.export / ONNX) cannot branch on values
         if (self.check_finite and x.numel() and x.device.type != 'meta'
-                and not torch.isfinite(x).all()):
+                and not torch.compiler.is_compiling() and not torch.isfinite(x).all()):
             bad = ~torch.isfinite(x)
             items = bad.flatten(1).any(1).nonzero().flatten().tolist()
             raise ValueError(f'{name}.forward: the input x must be finite, got '

@@ -47,6 +47,12 @@ def sizes_mask(sizes: Sequence[Size], hw: Size, device=None) -> torch.Tensor:
                                                            sz[:, 1, None, None])
 
 
+def _size(n) -> int:
+    """``n`` as an int; a symbolic size (``torch.compile`` / ``torch.export`` with dynamic
+    shapes) stays symbolic, since ``int()`` would fix the graph to this one image size."""
+    return n if isinstance(n, torch.SymInt) else int(n)
+
+
 class TokenGrid:
     """``(H, W)`` of a token map and the valid ``(h, w)`` of each image of the batch on it.
 
@@ -60,7 +66,7 @@ class TokenGrid:
     """
 
     def __init__(self, hw: Sequence[int], valid_hw: Optional[Sequence[Size]] = None):
-        self.hw: Size = (int(hw[0]), int(hw[1]))
+        self.hw: Size = (_size(hw[0]), _size(hw[1]))
         sizes = None if valid_hw is None else tuple((int(h), int(w)) for h, w in valid_hw)
         # every image filling the map needs no mask: the same as no sizes at all
         self.valid_hw: Optional[Tuple[Size, ...]] = (

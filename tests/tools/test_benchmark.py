@@ -1,0 +1,246 @@
+"""tools/analysis_tools/benchmark.py and :mod:`mmlinattn.benchmark`: spec parsing, FLOP
+counting, the JSON / CSV / PNG outputs and that out-of-memory cases come back as results
+("oom"), not crashes.
+
+Tiny arch dicts and sizes, one timed repeat: the numbers are not benchmarks, only the
+plumbing is checked.
+"""
+import csv
+import json
+import math
+import os
+import subprocess
+import sys
+from dataclasses import asdict
+
+import pytest
+import torch
+
+import mmlinattn.benchmark as B
+from mmlinattn.benchmark.specs import INTERLEAVE_ROUNDS
+from repo_paths import ROOT
+
+
+TINY = {
+    'SOFT': "SOFT:{'embed_dims': (32, 32, 32, 32), 'num_heads': (1, 1, 1, 1), "
+            "'depths': (1, 1, 1, 1)}:max_landmarks=16",
+    'NaLaFormer': "NaLaFormer:{'embed_dims': (16, 16, 16, 16), 'depths': (1, 1, 1, 1), "
+                  "'num_heads': (1, 1, 1, 1)}",
+    'InfViT': "InfViT:{'embed_dims': (16, 16, 16, 16), 'depths': (1, 1, 1, 1), "
+              "'mlp_ratios': (2, 2, 2, 2)}",
+    'LDN': "LDN:{'embed_dims': (16, 16, 16, 16), 'depths': (1, 1, 1, 1), "
+           "'num_heads': (1, 1, 1, 1)}",
+    'Swin-T': 'Swin-T:embed_dims=24:depths=(1, 1, 1, 1):num_heads=(1, 1, 1, 1)',
+}
+
+
+def bench(tmp_path, *args) -> dict:
+    """Run the benchmark tool; the JSON it writes (meta, records, summary)."""
+    out = tmp_path / f'bench{len(list(tmp_path.glob("bench*.json")))}.json'
+    proc = subprocess.run([sys.executable, 'tools/analysis_tools/benchmark.py', *args,
+                           '--json', str(out)], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(out.read_text())
+
+
+REQUIRED = ('model', 'arch', 'height', 'width', 'batch', 'mode', 'params_m', 'gflops',
+            'latency_ms_median', 'latency_ms_min', 'latency_ms_max', 'peak_mem_mb', 'status')
+
+
+def test_parse_model_spec():
+    s = B.parse_model_spec('SOFT:small:max_landmarks=64:newton_iters=10')
+    assert (s.model, s.arch, s.kwargs, s.peer) == ('SOFT', 'small',
+                                                   dict(max_landmarks=64, newton_iters=10),
+                                                   False)
+    s = B.parse_model_spec(TINY['LDN'])
+    assert s.arch == dict(embed_dims=(16, 16, 16, 16), depths=(1, 1, 1, 1),
+                          num_heads=(1, 1, 1, 1))
+    s = B.parse_model_spec("InfViT:small:stage_mixers='pure'")
+    assert s.kwargs == dict(stage_mixers='pure')
+    for alias in ('Swin-T', 'swin_t', 'PVTv2-b2', 'pvtv2b1', 'ResNet-50', 'r50'):
+        assert B.parse_model_spec(alias).peer
+    assert B.parse_model_spec('pvtv2-b1').model == 'PVTv2-b1'
+    with pytest.raises(ValueError, match='need an arch'):
+        B.parse_model_spec('SOFT')
+    with pytest.raises(ValueError, match='key=value'):
+        B.parse_model_spec('SOFT:small:oops')
+    with pytest.raises(ValueError, match='no arch'):
+        B.parse_model_spec('Swin-T:tiny')
+
+
+def test_fit_exponent_and_ratio():
+    xs = [1e3, 4e3, 1.6e4]
+    assert B.fit_exponent(xs, [2 * x for x in xs]) == pytest.approx(1.0)
+    assert B.fit_exponent(xs, [x**2 for x in xs]) == pytest.approx(2.0)
+    assert B.fit_exponent([1e3], [1.0]) is None
+    ok = dict(status='ok', latency_ms_median=2.0)
+    assert B.ratio(ok, dict(status='ok', latency_ms_median=4.0), 'latency_ms_median') == 0.5
+    assert B.ratio(ok, dict(status='oom', latency_ms_median=None), 'latency_ms_median') == 0
+    assert math.isinf(B.ratio(dict(status='timeout', latency_ms_median=None), ok,
+                               'latency_ms_median'))
+
+
+def test_summary_ratios_at_the_largest_common_size():
+    def rec(label, size, lat, mem, status='ok'):
+        return dict(label=label, mode='infer', height=size, width=size, tokens=(size // 4)**2,
+                    latency_ms_median=lat, cpu_ms_median=lat, peak_mem_mb=mem, status=status)
+    records = [rec('A', 256, 10.0, 100.0), rec('A', 512, 40.0, 400.0),
+               rec('Swin-T', 256, 20.0, 100.0), rec('Swin-T', 512, 80.0, 200.0),
+               rec('PVTv2-b2', 256, 5.0, 50.0), rec('PVTv2-b2', 512, None, None, 'oom')]
+    summary = B.summarize(records)
+    a = summary['A|infer']
+    assert a['latency_exponent'] == pytest.approx(1.0)
+    assert a['ratios']['Swin-T@512x512']['latency'] == pytest.approx(0.5)
+    assert a['ratios']['Swin-T@512x512']['memory'] == pytest.approx(2.0)
+    assert a['ratios']['PVTv2-b2@512x512']['latency'] == 0.0      # the peer failed there
+    row = next(line for line in B.markdown_ratios(summary).splitlines() if line.startswith('| A '))
+    assert row == '| A | infer | 512x512 | 0.50 | 0.00 | 2.00 | 0.00 |'
+
+
+def test_flop_counter_counts_grouped_conv_backward_per_group():
+    conv = torch.nn.Conv2d(8, 8, 3, padding=1, groups=8, bias=False)
+    x = torch.randn(1, 8, 32, 32, requires_grad=True)
+    with B.flop_counter() as fc:
+        conv(x).sum().backward()
+    fwd = 2 * 8 * 32 * 32 * 9  # 2 FLOPs per multiply-add, one 3x3 tap set per channel
+    counts = {str(k): v for k, v in fc.get_flop_counts()['Global'].items()}
+    assert counts['aten.convolution'] == fwd
+    assert counts['aten.convolution_backward'] == 2 * fwd  # grad input + grad weight
+
+
+def test_newton_schulz_flops_counted_separately_and_in_total():
+    import mmlinattn.ops.soft as soft_ops
+    a = torch.eye(16).expand(2, 16, 16).contiguous()
+    totals = {}
+    with B.count_flops(totals):
+        soft_ops.newton_schulz_pinv(a, num_iters=3)  # looked up as the attention op does
+        a @ a  # outside the pseudo-inverse
+    per_iter = 2 * (2 * 16**3)            # y @ a @ y: two 16x16 products per matrix
+    assert totals['newton'] == 2 * 3 * per_iter
+    assert totals['total'] == totals['newton'] + 2 * (2 * 16**3)
+
+
+def test_quick_style_run_writes_json_csv_png(tmp_path):
+    models = list(TINY.values())
+    data = res = bench(tmp_path, '--models', *models, '--sizes', '64', '96', '--repeats', '1',
+                       '--warmup', '1', '--timeout', '120', '--matmul-size', '256',
+                       '--threads', '1', '--csv', str(tmp_path / 'out.csv'),
+                       '--plot', str(tmp_path / 'out.png'), '--quiet')
+    assert data['meta']['matmul']['before']['gflops_per_s'] > 0
+    assert data['meta']['cpu_malloc'] == 'reuse'
+    recs = data['records']
+    assert len(recs) == len(models) * 2 == len(res['records'])
+    assert {r['model'] for r in recs} == set(TINY)
+    for r in recs:
+        missing = [k for k in REQUIRED if k not in r]
+        assert not missing, missing
+        assert r['status'] == 'ok', r
+        assert r['batch'] == 1 and r['mode'] == 'infer'
+        assert r['params_m'] > 0 and r['gflops'] > 0 and r['peak_mem_mb'] >= 0
+        assert r['latency_ms_min'] <= r['latency_ms_median'] <= r['latency_ms_max']
+        assert r['cpu_ms_median'] > 0 and r['threads'] == 1
+        # a full CPU run times the models of each size interleaved, each in its own process
+        assert r['latency_method'] == 'interleaved' and r['repeats'] == INTERLEAVE_ROUNDS
+        assert r['isolated_latency_ms_min'] <= r['isolated_latency_ms_max']
+        assert r['cpu_malloc'] in ('reuse', 'system')   # 'system' only off glibc
+        assert r['tokens'] == math.ceil(r['height'] / 4) * math.ceil(r['width'] / 4)
+    # FLOPs grow with the image; the SOFT record carries its Newton-Schulz share
+    by = {(r['model'], r['height']): r for r in recs}
+    for name in TINY:
+        assert by[(name, 96)]['gflops'] > by[(name, 64)]['gflops']
+    soft = by[('SOFT', 96)]
+    assert 0 < soft['newton_gflops'] < soft['gflops']
+    assert by[('LDN', 96)]['newton_gflops'] == 0
+    for e in data['summary'].values():
+        assert e['latency_exponent'] is not None and e['memory_exponent'] is not None
+    with open(tmp_path / 'out.csv') as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == len(recs) and set(REQUIRED) <= set(rows[0])
+    png = (tmp_path / 'out.png').read_bytes()
+    assert png[:8] == b'\x89PNG\r\n\x1a\n' and len(png) > 10000
+
+
+def test_interleaved_rounds_step_every_model_once_and_respect_the_budget(tmp_path):
+    models = [TINY['LDN'], TINY['Swin-T'], TINY['NaLaFormer']]
+    common = ['--models', *models, '--sizes', '64', '--flops', 'none', '--matmul-size', '128',
+              '--threads', '1', '--quiet']
+    res = bench(tmp_path, *common, '--interleave', '3', '--repeats', '1')
+    (group, ) = res['meta']['interleave']['groups']
+    assert group['status'] == 'ok' and group['size'] == '64x64'
+    assert len(group['orders']) == 3
+    for order in group['orders']:
+        assert sorted(order) == sorted(models)
+    for r in res['records']:
+        assert r['latency_method'] == 'interleaved' and r['repeats'] == 3
+    # a budget shorter than 3 steps of any model: every model keeps its isolated times
+    res = bench(tmp_path, *common, '--interleave', '3', '--repeats', '1', '--budget', '1e-6')
+    assert res['meta']['interleave']['groups'] == []
+    for r in res['records']:
+        assert r['latency_method'] == 'isolated' and r['isolated_latency_ms_median'] is None
+    # the workers all stay alive: none is started without the memory it may need
+    cases = [_case(m, 64, None) for m in models[:2]]
+    res = B.run_interleaved(cases, 1, 0, [60, 60], [1e12, 1e12])
+    assert res['status'] == 'skipped' and 'MiB available' in res['note']
+    # --interleave 0: isolated only
+    res = bench(tmp_path, *common, '--interleave', '0')
+    assert {r['latency_method'] for r in res['records']} == {'isolated'}
+    assert {r['repeats'] for r in res['records']} == {5}
+
+
+def _case(spec: str, size: int, cap_mb, **kw) -> B.Case:
+    return B.Case(spec=asdict(B.parse_model_spec(spec)), height=size, width=size,
+                  warmup=1, repeats=1, mem_cap_mb=cap_mb, flops='none', threads=1, **kw)
+
+
+def test_tiny_memory_cap_is_an_oom_result_not_a_crash():
+    # the 1024^2 input alone (12 MiB) exceeds an 8 MiB cap
+    res = B.run_isolated(B.case_child, (_case(TINY['LDN'], 1024, 8), ), 120)
+    assert res['status'] == 'oom', res
+    # and the same case without the cap runs
+    res = B.run_isolated(B.case_child, (_case(TINY['LDN'], 64, None), ), 120)
+    assert res['status'] == 'ok', res
+
+
+def test_timeout_is_a_result():
+    res = B.run_isolated(B.case_child, (_case(TINY['LDN'], 512, None, ), ), 0.05)
+    assert res['status'] == 'timeout', res
+
+
+def test_failed_sizes_are_recorded_and_larger_ones_skipped(tmp_path):
+    res = bench(tmp_path, '--models', TINY['LDN'], '--sizes', '64', '2048', '4096',
+                '--repeats', '1', '--mem-cap-mb', '40', '--flops', 'none', '--matmul-size',
+                '128', '--quiet', '--threads', '1')
+    status = {r['height']: r['status'] for r in res['records']}
+    assert status == {64: 'ok', 2048: 'oom', 4096: 'skipped'}
+    assert 'oom at 2048x2048' in res['summary'][f"{TINY['LDN']}|infer"]['failures']
+
+
+def test_replot_shows_sizes_and_marks_peers(tmp_path):
+    """--replot re-renders a finished run's JSON: image sizes on the x axis, peers named."""
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    from unittest import mock
+
+    from PIL import Image
+    src = os.path.join(ROOT, 'docs', 'benchmark_cpu.json')
+    png = tmp_path / 'replot.png'
+    proc = subprocess.run([sys.executable, 'tools/analysis_tools/benchmark.py', '--replot', src,
+                           '--plot', str(png)], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert Image.open(png).size == (1650, 770)  # figsize (15, 7) at 110 dpi
+    captured = {}
+    orig = plt.Figure.savefig
+
+    def grab(fig, *a, **k):
+        captured['fig'] = fig
+        return orig(fig, *a, **k)
+    with mock.patch.object(plt.Figure, 'savefig', grab):
+        B.replot(src, str(tmp_path / 'again.png'))
+    ax = captured['fig'].axes[0]
+    sizes = [t.get_text().split('\n')[0] for t in ax.get_xticklabels()]
+    assert sizes == ['512²', '1024²', '2048²']
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert {t.split(' (')[0] for t in legend if t.startswith('peer: ')} == {
+        'peer: Swin-T', 'peer: ResNet-50', 'peer: PVTv2-b1', 'peer: PVTv2-b2'}
+    assert not any(t.startswith('peer: ') for t in legend if 'SOFT' in t or 'LDN' in t)

@@ -1,0 +1,314 @@
+"""End-to-end runs of the real command-line tools on the demo datasets.
+
+Every run goes through ``tools/train.py`` / ``tools/test.py`` / ``tools/dist_train.sh`` in a
+subprocess, exactly as a user types them, with the demo overrides of
+``tools/misc/demo_overrides.py`` (:mod:`mmlinattn.datasets.demo_overrides`).
+"""
+import glob
+import json
+import os
+import os.path as osp
+import re
+import subprocess
+import sys
+
+import pytest
+import torch
+from mmengine.config import Config
+
+from dist_helpers import free_port
+
+from mmlinattn.datasets.demo_overrides import cfg_option_words, demo_options
+from repo_paths import ROOT
+
+NUM_TRAIN = 8  # batch 4 -> 2 iterations per epoch
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope='module')
+def demo_root(tmp_path_factory):
+    from mmlinattn.datasets import make_demo_data
+    root = str(tmp_path_factory.mktemp('demo'))
+    make_demo_data(root, num_train=NUM_TRAIN, num_val=2, logger=None)
+    return root
+
+
+def cfg_options(config, demo_root, iters=2, extra=None, num_train=NUM_TRAIN):
+    opts = demo_options(Config.fromfile(osp.join(ROOT, config)), iters, data_root=demo_root,
+                        num_train=num_train)
+    opts.update(extra or {})
+    return cfg_option_words(opts)
+
+
+def run(args, **kw):
+    env = dict(os.environ, PYTHONUNBUFFERED='1', OMP_NUM_THREADS='2')
+    proc = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, **kw)
+    if proc.returncode:
+        raise AssertionError(f'{" ".join(args[:4])} ... failed ({proc.returncode}):\n'
+                             f'{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}')
+    return proc
+
+
+def train(config, work_dir, opts, *extra):
+    return run([sys.executable, 'tools/train.py', config, '--work-dir', str(work_dir),
+                *extra, '--cfg-options', *opts])
+
+
+def last_metrics(work_dir):
+    files = sorted(glob.glob(osp.join(str(work_dir), '*', '[0-9]*_[0-9]*.json')))
+    assert files, f'no metrics json under {work_dir}'
+    merged = {}
+    with open(files[-1]) as f:
+        for line in f:
+            if line.strip():
+                merged.update(json.loads(line))
+    return merged
+
+
+# After two iterations no detection clears the default score threshold and mmdet would
+# skip the metric; a zero threshold makes CocoMetric really evaluate the predictions.
+CASES = [
+    ('configs/retinanet_soft_tiny_1x.py', 'coco/bbox_mAP', {'model.test_cfg.score_thr': 0.0}),
+    ('configs/maskrcnn_nalaformer_tiny_1x.py', 'coco/segm_mAP',
+     {'model.test_cfg.rcnn.score_thr': 0.0}),
+    ('configs/upernet_infvit_tiny_ade20k_160k.py', 'mIoU', {}),
+    ('configs/semfpn_ldn_tiny_ade20k_40k.py', 'mIoU', {}),
+]
+
+
+@pytest.mark.parametrize('config,metric,extra', CASES,
+                         ids=[osp.basename(c[0]) for c in CASES])
+def test_tools_run_every_head_layout(config, metric, extra, demo_root, tmp_path):
+    """Plumbing of every head layout (two iterations: no learning expected; that is
+    test_train_then_test): train, test with the real metric, draw with the checkpoint."""
+    opts = cfg_options(config, demo_root, extra=extra)
+    train(config, tmp_path / 'train', opts)
+    with open(tmp_path / 'train' / 'last_checkpoint') as f:
+        ckpt = f.read().strip()
+    assert osp.isfile(ckpt)
+    run([sys.executable, 'tools/test.py', config, ckpt, '--work-dir', str(tmp_path / 'test'),
+         '--cfg-options', *opts])
+    metrics = last_metrics(tmp_path / 'test')
+    assert metric in metrics, metrics
+    assert 0.0 <= metrics[metric] <= 100.0
+    check_image_demo(tmp_path / 'train' / osp.basename(config), ckpt, demo_root,
+                     tmp_path / 'inference')
+
+
+def check_image_demo(dumped_config, ckpt, demo_root, out_dir):
+    """demo/image_demo.py (the end of tools/demo.sh) draws the checkpoint's predictions with
+    the class names stored in it, and the inferencer lines it prints run as they are."""
+    import cv2
+    import numpy as np
+    proc = run([sys.executable, 'demo/image_demo.py', str(dumped_config), ckpt,
+                '--out-dir', str(out_dir), '--score-thr', '0'])
+    classes = _trained_classes(Config.fromfile(str(dumped_config)))
+    assert 'classes from the checkpoint: ' + ', '.join(classes) + '\n' in proc.stdout
+    picture = re.search(r'predictions on (\S+): (\S+)', proc.stdout)
+    assert picture, proc.stdout
+    image, drawn = picture.groups()
+    src, vis = cv2.imread(image), cv2.imread(drawn)
+    assert vis is not None and vis.shape == src.shape
+    assert not np.array_equal(vis, src), 'nothing drawn on the picture'
+    snippet = proc.stdout.split('Use the trained model from Python:')[1]
+    snippet = snippet.replace('your_image.jpg', image).replace(str(out_dir), str(out_dir) + '2')
+    run([sys.executable, '-c', snippet])
+    assert glob.glob(osp.join(str(out_dir) + '2', 'vis', '*'))
+
+
+def _trained_classes(cfg):
+    """Detection demo runs train on the shape classes; segmentation ones keep the dataset's."""
+    if cfg.default_scope == 'mmdet':
+        from mmlinattn.datasets.demo import DEMO_CLASSES
+        return DEMO_CLASSES
+    from mmseg.registry import DATASETS
+    from mmseg.utils import register_all_modules
+    register_all_modules(init_default_scope=False)
+    return DATASETS.get(cfg.train_dataloader.dataset.type).METAINFO['classes']
+
+
+def _gloo_threads_at_exit(stderr):
+    """Per worker rank, the gloo threads still running when the interpreter finalizes."""
+    reports = re.findall(r'\[threads-at-exit rank=(\d+)\] (.*)', stderr)
+    assert sorted(rank for rank, _ in reports) == ['0', '1'], stderr[-3000:]
+    return {rank: [n for n in names.split() if 'gloo' in n] for rank, names in reports}
+
+
+def test_dist_train_gloo_two_processes(demo_root, tmp_path):
+    config = 'configs/retinanet_soft_tiny_1x.py'
+    # frozen_stages: DDP must not wait for gradients of frozen parameters; that
+    # fails at a rank's second iteration, so two epochs of one iteration per rank
+    opts = cfg_options(config, demo_root, extra={'model.test_cfg.score_thr': 0.0,
+                                                 'model.backbone.frozen_stages': 0,
+                                                 'train_cfg.max_epochs': 2})
+    # tests/exit_threads makes every process list its threads at exit: the tools must have
+    # stopped gloo's threads (left to finalization, they abort 1 run in 12-24 under load).
+    env = dict(os.environ, PYTHON=sys.executable, PORT=str(free_port()), OMP_NUM_THREADS='1',
+               PYTHONPATH=os.pathsep.join(filter(None, [osp.join(ROOT, 'tests', 'exit_threads'),
+                                                        os.environ.get('PYTHONPATH')])))
+    proc = subprocess.run(['bash', 'tools/dist_train.sh', config, '2', '--work-dir',
+                           str(tmp_path), '--cfg-options', *opts], cwd=ROOT, env=env,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
+    assert _gloo_threads_at_exit(proc.stderr) == {'0': [], '1': []}
+    log = ''.join(open(p).read() for p in glob.glob(str(tmp_path / '*' / '*.log')))
+    assert 'Distributed training: True' in log
+    assert "'world_size': 2" in log or 'world_size: 2' in log or 'GPU number: 2' in log \
+        or 'distributed' in log.lower()
+    assert osp.isfile(tmp_path / 'epoch_1.pth')
+
+    # the same checkpoint evaluated by 2 processes through tools/dist_test.sh
+    env['PORT'] = str(free_port())
+    test_dir = tmp_path / 'dist_test'
+    proc = subprocess.run(['bash', 'tools/dist_test.sh', config, str(tmp_path / 'epoch_1.pth'),
+                           '2', '--work-dir', str(test_dir), '--cfg-options', *opts], cwd=ROOT,
+                          env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
+    assert _gloo_threads_at_exit(proc.stderr) == {'0': [], '1': []}
+    assert 'coco/bbox_mAP' in last_metrics(test_dir)
+
+
+@pytest.mark.parametrize('script, nargs', [('dist_train.sh', 2), ('dist_test.sh', 3)])
+def test_dist_scripts_print_usage_without_arguments(script, nargs):
+    proc = subprocess.run(['bash', f'tools/{script}'], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 2 and proc.stderr.startswith(f'usage: bash tools/{script} CONFIG')
+
+
+def _losses(work_dir):
+    out = {}
+    for path in glob.glob(osp.join(str(work_dir), '*', 'vis_data', 'scalars.json')):
+        for line in open(path):
+            rec = json.loads(line)
+            if 'loss' in rec and 'iter' in rec:
+                out[rec['iter']] = rec['loss']
+    return out
+
+
+@pytest.mark.parametrize('seed', [0, None])
+def test_resume_matches_uninterrupted_run(seed, demo_root, tmp_path):
+    """Stop after epoch 1 (2 iterations), resume to epoch 2: same weights and losses as
+    training 2 epochs straight with the same seed.  Flip is disabled so the data are
+    deterministic.  Without ``randomness.seed`` (mmdet's runtime sets none) the interrupted
+    run draws one; the uninterrupted reference run is given that seed."""
+    config = 'configs/retinanet_soft_tiny_1x.py'
+    no_flip = {'train_dataloader.dataset.pipeline.3.prob': 0.0,
+               'default_hooks.logger.interval': 1, 'default_hooks.checkpoint.interval': 1}
+    opts = cfg_options(config, demo_root, iters=4, extra=no_flip)
+    seeded = opts + ([f'randomness.seed={seed}'] if seed is not None else [])
+    train(config, tmp_path / 'part', seeded + ['train_cfg.max_epochs=1'])
+    assert osp.isfile(tmp_path / 'part' / 'epoch_1.pth')
+    assert not osp.isfile(tmp_path / 'part' / 'epoch_2.pth')
+    drawn = torch.load(tmp_path / 'part' / 'epoch_1.pth', weights_only=True)['meta']['seed']
+    train(config, tmp_path / 'full', opts + [f'randomness.seed={drawn}'])
+    train(config, tmp_path / 'part', seeded, '--resume', str(tmp_path / 'part' / 'epoch_1.pth'))
+
+    full = torch.load(tmp_path / 'full' / 'epoch_2.pth', weights_only=True)['state_dict']
+    resumed = torch.load(tmp_path / 'part' / 'epoch_2.pth', weights_only=True)['state_dict']
+    assert full.keys() == resumed.keys()
+    for k in full:
+        torch.testing.assert_close(resumed[k], full[k], rtol=0, atol=0, msg=k)
+    lf, lr = _losses(tmp_path / 'full'), _losses(tmp_path / 'part')
+    assert set(lf) == {1, 2, 3, 4} and set(lr) == {1, 2, 3, 4}
+    assert lf == lr
+
+
+@pytest.mark.parametrize('case', ['unrelated_keys', 'other_arch'])
+def test_test_py_refuses_checkpoint_that_does_not_fit(case, demo_root, tmp_path):
+    """tools/test.py stops (exit 1, match report) instead of evaluating random weights;
+    --allow-partial evaluates anyway."""
+    from archs import build
+    config = 'configs/retinanet_soft_tiny_1x.py'
+    if case == 'unrelated_keys':
+        sd = {'encoder.layer1.weight': torch.zeros(8, 3), 'head.fc.weight': torch.zeros(2, 8)}
+    else:  # the backbone of a detector with other widths (the config's is SOFT-tiny)
+        sd = {f'backbone.{k}': v for k, v in build('SOFT').state_dict().items()}
+    ckpt = tmp_path / f'{case}.pth'
+    torch.save({'state_dict': sd, 'meta': {}}, ckpt)
+    args = [sys.executable, 'tools/test.py', config, str(ckpt), '--work-dir',
+            str(tmp_path / 'test')]
+    opts = ['--cfg-options', *cfg_options(config, demo_root)]
+    proc = subprocess.run(args + opts, cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert 'CheckpointMismatchError' in proc.stderr and 'filled only' in proc.stderr
+    assert '--allow-partial' in proc.stderr and 'Traceback' not in proc.stderr
+    assert (('other shapes' in proc.stderr) if case == 'other_arch'
+            else ('holds no detector / segmentor keys' in proc.stderr)), proc.stderr
+    if case == 'unrelated_keys':
+        run(args + ['--allow-partial'] + opts)
+        assert 'coco/bbox_mAP' in last_metrics(tmp_path / 'test')
+
+
+def test_missing_dataset_message(tmp_path):
+    proc = subprocess.run([sys.executable, 'tools/train.py', 'configs/retinanet_soft_tiny_1x.py',
+                           '--work-dir', str(tmp_path), '--cfg-options',
+                           f'train_dataloader.dataset.data_root={tmp_path}/nope/',
+                           f'val_dataloader.dataset.data_root={tmp_path}/nope/'],
+                          cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode != 0
+    assert 'annotations/instances_train2017.json' in proc.stderr
+    assert 'make_demo_data.py' in proc.stderr
+    assert 'Traceback' not in proc.stderr
+
+
+@pytest.fixture(scope='module')
+def full_demo_root(tmp_path_factory):
+    """The demo COCO set as ``tools/demo.sh`` writes it (64 training images)."""
+    from mmlinattn.datasets import make_demo_data
+    root = str(tmp_path_factory.mktemp('full_demo'))
+    make_demo_data(root, layouts=('coco', ), logger=None)
+    return root
+
+
+def test_nalaformer_demo_detector_learns(full_demo_root, tmp_path):
+    """The README demo's recipe (400 iterations, seed 0) with the NaLaFormer pico backbone
+    learns to detect: bbox mAP >= 0.2 against 0 untrained.
+
+    Single runs of this recipe vary with the thread count (the forward is bitwise equal; the
+    backward's reductions are not): the same code reached 0.409 with one thread and 0.274
+    with two.  Before NaLaFormer's depthwise convs took the authors' init it reached 0.283
+    (one thread), so this run cannot tell the two inits apart; tests/analysis/test_backbone_health.py
+    catches that bug (stream growth, float16, features across resolutions)."""
+    config = 'configs/demo/retinanet_nalaformer_pico_demo.py'
+    args = cfg_options(config, full_demo_root, iters=400, num_train=64,
+                       extra={'randomness.seed': 0})
+    train(config, tmp_path / 'train', args)
+    with open(tmp_path / 'train' / 'last_checkpoint') as f:
+        ckpt = f.read().strip()
+    run([sys.executable, 'tools/test.py', config, ckpt, '--work-dir', str(tmp_path / 'test'),
+         '--cfg-options', *args])
+    assert last_metrics(tmp_path / 'test')['coco/bbox_mAP'] >= 0.2
+
+
+def untrained_checkpoint(config, path, seed=0):
+    """The detector of ``config`` at its initialisation (what training starts from)."""
+    from mmdet.registry import MODELS
+    from mmdet.utils import register_all_modules
+    from mmengine.registry import DefaultScope
+    register_all_modules(init_default_scope=False)
+    torch.manual_seed(seed)
+    with DefaultScope.overwrite_default_scope('mmdet'):
+        model = MODELS.build(Config.fromfile(osp.join(ROOT, config)).model)
+    model.init_weights()
+    torch.save({'state_dict': model.state_dict(), 'meta': {}}, path)
+    return str(path)
+
+
+def test_train_then_test(full_demo_root, tmp_path):
+    """Training improves the detector: tools/test.py, on the same demo validation images,
+    gives the README demo's SOFT++ pico detector a higher bbox mAP after 112 iterations of
+    tools/train.py (7 epochs of the 64 demo images) than at its initialisation."""
+    config = 'configs/demo/retinanet_soft_pico_demo.py'
+    args = cfg_options(config, full_demo_root, iters=100, num_train=64,
+                       extra={'randomness.seed': 0, 'model.test_cfg.score_thr': 0.0})
+    untrained = untrained_checkpoint(config, tmp_path / 'untrained.pth')
+    run([sys.executable, 'tools/test.py', config, untrained, '--work-dir',
+         str(tmp_path / 'test_untrained'), '--cfg-options', *args])
+    before = last_metrics(tmp_path / 'test_untrained')['coco/bbox_mAP']
+    train(config, tmp_path / 'train', args)
+    with open(tmp_path / 'train' / 'last_checkpoint') as f:
+        ckpt = f.read().strip()
+    run([sys.executable, 'tools/test.py', config, ckpt, '--work-dir', str(tmp_path / 'test'),
+         '--cfg-options', *args])
+    after = last_metrics(tmp_path / 'test')['coco/bbox_mAP']
+    assert after >= before + 0.05, (before, after)
