@@ -3,6 +3,7 @@ segmentors from configs with the real mmdet / mmseg registries, make tiny synthe
 (``mmdet.testing.demo_mm_inputs``; ``SegDataSample`` + ``PixelData``), run one training step
 and one prediction.  Nothing here is mocked."""
 import contextlib
+import importlib
 import copy
 from typing import List, Tuple
 
@@ -137,3 +138,14 @@ def predict(model: torch.nn.Module, data: dict, scope: str) -> List:
     with DefaultScope.overwrite_default_scope(scope), torch.no_grad():
         batch = model.data_preprocessor(data, False)
         return model(**batch, mode='predict')
+
+
+def build_dense(scope, cfg):
+    """A backbone (or model) ``cfg`` built in ``scope`` (mmdet / mmseg) with that package's
+    registry, initialised (its ``init_cfg`` applied), in eval mode."""
+    importlib.import_module(f'{scope}.utils').register_all_modules(init_default_scope=False)
+    registry = importlib.import_module(f'{scope}.registry').MODELS
+    with DefaultScope.overwrite_default_scope(scope):
+        dense = registry.build(cfg)
+    dense.init_weights()
+    return dense.eval()

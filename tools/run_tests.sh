@@ -4,5 +4,6 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
-bash tools/setup.sh
+# --with deploy: the export tests run the model in ONNX Runtime and OpenVINO.
+bash tools/setup.sh --with deploy
 exec .venv/bin/python -m pytest -q -ra "$@"

@@ -2,6 +2,8 @@
 # Sets up everything mmlinattn needs on a fresh machine, unattended and idempotent:
 #   .venv/ (git-ignored) with the verified OpenMMLab stack, mmcv compiled with its ops,
 #   and mmlinattn itself in editable mode.  A second run only re-checks (seconds).
+#   bash tools/setup.sh [--with EXTRA ...]
+#   --with deploy   also installs requirements/deploy.txt (ONNX export, ONNX Runtime, OpenVINO)
 # The compiled mmcv wheel is kept outside the clone in $MMLINATTN_WHEELHOUSE
 # (default ~/.cache/mmlinattn/wheelhouse), keyed by the torch version, so later clones
 # on the same machine (and CI) install it in seconds instead of recompiling.
@@ -17,6 +19,21 @@ MMCV_VERSION="$(sed -n 's/^mmcv==//p' "$CONSTRAINTS")"
 WHEELHOUSE="${MMLINATTN_WHEELHOUSE:-$HOME/.cache/mmlinattn/wheelhouse}/torch-$TORCH_VERSION"
 STAMP="$VENV/.mmlinattn-setup"
 STEP="start"
+EXTRAS=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --with) [ $# -ge 2 ] || { echo "[setup] --with needs a name, e.g. --with deploy" >&2; exit 2; }
+            EXTRAS+=("$2"); shift 2 ;;
+    --with=*) EXTRAS+=("${1#--with=}"); shift ;;
+    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+    *) echo "[setup] unknown argument '$1' (usage: tools/setup.sh [--with deploy])" >&2; exit 2 ;;
+  esac
+done
+for extra in "${EXTRAS[@]}"; do
+  [ -f "$ROOT/requirements/$extra.txt" ] || {
+    echo "[setup] unknown extra '$extra': there is no requirements/$extra.txt (known: $(ls "$ROOT/requirements" | sed -n 's/\.txt$//p' | grep -v -e constraints -e runtime | tr '\n' ' '))" >&2
+    exit 2; }
+done
 
 log() { printf '[setup %s] %s\n' "$(date +%H:%M:%S)" "$*"; }
 fail() { printf '[setup] FAILED at step "%s": %s\n' "$STEP" "$*" >&2; exit 1; }
@@ -47,11 +64,29 @@ if ! command -v g++ >/dev/null; then
   fi
 fi
 
+# Optional extras, each with its own stamp so that asking for one does not redo the base.
+install_extras() {
+  for extra in "${EXTRAS[@]}"; do
+    STEP="install the '$extra' extra"
+    local stamp="$VENV/.mmlinattn-extra-$extra"
+    local want
+    want="$(cat "$CONSTRAINTS" "$ROOT/requirements/$extra.txt" | sha256sum | cut -c1-16)"
+    if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+      log "extra '$extra' up to date"
+    else
+      log "$STEP (requirements/$extra.txt)"
+      pipi -r "$ROOT/requirements/$extra.txt"
+      echo "$want" > "$stamp"
+    fi
+  done
+}
+
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$(digest)" ]; then
   STEP="verify existing environment"
   "$PY" "$ROOT/tools/misc/check_env.py" --quiet \
     || fail "the environment in .venv is broken; remove .venv and run tools/setup.sh again"
   log "environment up to date ($VENV)"
+  install_extras
   exit 0
 fi
 
@@ -124,4 +159,5 @@ STEP="check the installed stack"
 "$PY" "$ROOT/tools/misc/check_env.py" --quiet \
   || fail "tools/misc/check_env.py reported problems (see above)"
 digest > "$STAMP"
+install_extras
 log "done: $VENV is ready"

@@ -3,6 +3,7 @@
     python tools/test.py CONFIG CHECKPOINT [--work-dir DIR] [--out FILE_OR_DIR]
                          [--show] [--show-dir DIR] [--wait-time S] [--tta]
                          [--allow-partial] [--cfg-options k=v ...] [--launcher pytorch]
+    python tools/test.py CONFIG MODEL.onnx --backend onnxruntime|openvino [...]
 
 The library (mmdet or mmseg) is chosen from the config's ``default_scope``.  ``--out``:
 for mmdet a ``.pkl`` file of raw detections; for mmseg a directory of predicted label maps.
@@ -11,7 +12,9 @@ for mmdet a ``.pkl`` file of raw detections; for mmseg a directory of predicted 
 augmentation (the config's ``tta_model`` / ``tta_pipeline``, as in mmdet's and mmseg's tools).
 A checkpoint that fills less than 90 % of the model's parameters (another arch, another
 model) or holds NaN / Inf weights stops the run with the match report, unless
-``--allow-partial`` is given.
+``--allow-partial`` is given.  ``--backend onnxruntime|openvino``: evaluate a graph exported
+by tools/deployment/pytorch2onnx.py instead (the config's pre- and post-processing around
+it; :class:`mmlinattn.deployment.DeployedModel`).
 """
 import argparse
 import os
@@ -30,7 +33,10 @@ from mmlinattn.utils.runner import (add_custom_hook, check_config_channels,
 def parse_args():
     parser = argparse.ArgumentParser(description='Test (and evaluate) a model')
     parser.add_argument('config', help='test config file path')
-    parser.add_argument('checkpoint', help='checkpoint file')
+    parser.add_argument('checkpoint', help='checkpoint file (an .onnx file with --backend)')
+    parser.add_argument('--backend', choices=['pytorch', 'onnxruntime', 'openvino'],
+                        default='pytorch', help='run the model eagerly (default) or the '
+                        'exported ONNX graph in ONNX Runtime / OpenVINO on the CPU')
     parser.add_argument('--work-dir', help='the directory to save the evaluation metrics')
     parser.add_argument('--out', help='mmdet: .pkl file for raw results; mmseg: directory '
                         'for predicted label maps')
@@ -70,9 +76,18 @@ def main():
     scope = library_of(cfg)
     register_library(scope)
     set_work_dir(cfg, args.config, args.work_dir)
-    cfg.load_from = args.checkpoint
-    add_custom_hook(cfg, dict(type='mmlinattn.CheckpointMatchHook',
-                              allow_partial=args.allow_partial))
+    deployed = args.backend != 'pytorch'
+    if deployed:
+        if not args.checkpoint.endswith('.onnx') or args.tta:
+            raise SystemExit(f'--backend {args.backend} evaluates an exported .onnx graph '
+                             f'(got {args.checkpoint!r}) and has no --tta; export it with '
+                             f'tools/deployment/pytorch2onnx.py {args.config} --out MODEL.onnx '
+                             '--dynamic')
+        cfg.load_from = None
+    else:
+        cfg.load_from = args.checkpoint
+        add_custom_hook(cfg, dict(type='mmlinattn.CheckpointMatchHook',
+                                  allow_partial=args.allow_partial))
     if args.show or args.show_dir:
         enable_show(cfg, scope, args.show_dir, args.show, args.wait_time)
     if args.tta:
@@ -85,6 +100,9 @@ def main():
                           f'python tools/test.py {args.config} {args.checkpoint}')
     setup_launcher(cfg, args.launcher)
     runner = Runner.from_cfg(cfg)
+    if deployed:
+        from mmlinattn.deployment import DeployedModel
+        runner.model = DeployedModel(runner.model, args.checkpoint, args.backend)
     if args.out and scope == 'mmdet':
         if not args.out.endswith(('.pkl', '.pickle')):
             raise SystemExit(f'--out must be a .pkl file for mmdet configs, got {args.out!r}')

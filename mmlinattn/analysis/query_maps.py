@@ -18,10 +18,8 @@ one query over all keys (O(N^2), analysis only), head-averaged, as an (h, w) map
 import re
 from typing import Dict, Optional, Sequence, Tuple
 
-import numpy as np
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 from ..models.layers import GridDiffusion, NaLaAttention, SoftAttention, TokenGrid
 from ..models.layers.infsa_attention import LinearInfSA, PureInfSA

@@ -51,7 +51,7 @@ from typing import Optional, Tuple
 import torch
 import torch.nn.functional as F
 
-from ._grad import eager_inference
+from ._grad import eager_inference, needs_grad
 from .compiled import compile_each, compiled_path_allowed
 from .linear_attention import chunked_linear_attention, normalized_attention_reference
 from .precision import Float32Island
@@ -242,8 +242,8 @@ def _feature_maps_for(kernel: str, lam: float, alpha: float, eps: float, fuse: b
     eager maps (in place when no gradient is needed)."""
     if fuse and compiled_path_allowed(*tensors):
         return _compiled_feature_maps(kernel, lam, alpha, eps)
-    if fuse and torch.compiler.is_compiling():  # the same loops, traced into the outer graph
-        return _fused_feature_maps(kernel, lam, alpha, eps)
+    if fuse and torch.compiler.is_compiling() and not needs_grad(*tensors):
+        return _fused_feature_maps(kernel, lam, alpha, eps)  # the same loops, in the graph
     return _fast_feature_maps(kernel, lam, alpha, eps, inplace=eager_inference(*tensors))
 
 

@@ -299,7 +299,7 @@ def _ridged_cholesky(a: torch.Tensor, ridge: float, jitter: float) -> torch.Tens
 def _log_newton_cost(m: int) -> None:
     """Say once per process that Eq. 10 at ``m`` landmarks is the expensive part."""
     global _NEWTON_COST_LOGGED
-    if _NEWTON_COST_LOGGED or m <= NEWTON_LOG_LANDMARKS:
+    if _NEWTON_COST_LOGGED or torch.compiler.is_compiling() or m <= NEWTON_LOG_LANDMARKS:
         return
     _NEWTON_COST_LOGGED = True
     msg = (f'SOFT attention with m = {m} landmarks: the Newton-Schulz pseudo-inverse costs '

@@ -13,7 +13,7 @@ The model follows timm's classifier interface (``forward_features``, ``forward_h
 
 This module imports timm but never mmdet or mmseg.
 """
-from typing import Optional, Sequence, Set, Tuple, Union
+from typing import Optional, Set, Tuple
 
 import torch
 import torch.nn as nn

@@ -1,6 +1,5 @@
 """Per-family query attention maps (mmlinattn.analysis.query_maps), the figure and the
 tools/analysis_tools/attention_map.py CLI, on tiny models."""
-import os.path as osp
 import subprocess
 import sys
 

@@ -1,6 +1,5 @@
 """InfSA diagnostics: Neumann / Katz identities (§3.1-3.3), eigenvector alignment (§4.5),
 attention maps and the PNG overlay, and the attention-map command-line tool."""
-import os.path as osp
 import subprocess
 import sys
 

@@ -6,6 +6,7 @@ import re
 
 import pytest
 import torch
+from dense_helpers import build_dense
 from official_layouts import (as_float64, nalaformer_official_forward,
                               nalaformer_official_state_dict, soft_official_forward,
                               soft_official_state_dict)
@@ -17,6 +18,7 @@ from mmlinattn.models.converters import (convert_nalaformer_checkpoint, convert_
                                          soft_classifier_state_dict)
 from mmlinattn.timm.classifier import LinAttnClassifier
 from mmlinattn.utils.checkpoint import match_report
+from tool_runs import convert
 
 NALA_ARCH = dict(embed_dims=(8, 16, 32, 32), depths=(1, 2, 1, 1), num_heads=(1, 2, 2, 2),
                  mlp_ratios=4.0)
@@ -119,7 +121,6 @@ def test_nalaformer_converter_rejects_other_depths_and_rope():
 
 
 def test_convert_tool_official_nalaformer_loads_into_mmdet_and_mmseg(tmp_path):
-    from test_timm_models import _build_dense, convert
 
     src, dst = str(tmp_path / 'official.pth'), str(tmp_path / 'converted.pth')
     torch.save(_nala_sd(), src)
@@ -130,7 +131,7 @@ def test_convert_tool_official_nalaformer_loads_into_mmdet_and_mmseg(tmp_path):
     for scope in ('mmdet', 'mmseg'):
         cfg = dict(type='mmlinattn.NaLaFormer', arch=NALA_ARCH, **OFFICIAL_PRESET,
                    init_cfg=dict(type='Pretrained', checkpoint=dst))
-        dense = _build_dense(scope, cfg)
+        dense = build_dense(scope, cfg)
         report = match_report(dense, torch.load(dst)['state_dict'])
         assert report['fraction'] == 1.0 and not report['missing']
     # without --arch-check the tool refuses instead of guessing
@@ -267,7 +268,6 @@ def test_soft_plain_needs_its_preset():
 
 @pytest.mark.parametrize('preset', [None, 'plain'])
 def test_convert_tool_official_soft_loads_into_mmdet_and_mmseg(preset, tmp_path):
-    from test_timm_models import _build_dense, convert
 
     src, dst = str(tmp_path / 'official.pth'), str(tmp_path / 'converted.pth')
     torch.save({'model': _soft_sd()}, src)  # their main.py saves {'model': ...}
@@ -283,7 +283,7 @@ def test_convert_tool_official_soft_loads_into_mmdet_and_mmseg(preset, tmp_path)
     for scope in ('mmdet', 'mmseg'):
         cfg = dict(type='mmlinattn.SOFT', arch=SOFT_ARCH, **kwargs,
                    init_cfg=dict(type='Pretrained', checkpoint=dst))
-        dense = _build_dense(scope, cfg)
+        dense = build_dense(scope, cfg)
         report = match_report(dense, saved)
         assert report['fraction'] == 1.0 and not report['missing']
         own = dense.state_dict()

@@ -13,7 +13,8 @@ from backbone_checks import (SIZES, check_all_params_get_grad, check_bf16_autoca
 
 from mmlinattn.models.backbones.soft import SOFT
 from mmlinattn.models.layers import SOFTBlock, SoftmaxBlock
-from mmlinattn.models.layers.soft_attention import LandmarkSampler, SoftAttention, capped_grid
+from mmlinattn.models.layers.soft_attention import (LandmarkSampler, SoftAttention, capped_grid,
+                                                    capped_grid_slots)
 from mmlinattn.models.layers.token_grid import TokenGrid
 from mmlinattn.registry import MODELS
 
@@ -182,6 +183,31 @@ def test_capped_grid():
         gh, gw = capped_grid(h, w, cap)
         assert 1 <= gh <= h and 1 <= gw <= w and gh * gw <= cap
         assert gh * gw > cap // 2  # uses most of the budget
+
+
+def test_capped_grid_is_the_largest_rows_that_fit():
+    """h' = the largest g with g^2 w <= h M, by search (no float sqrt to round)."""
+    for h, w, cap in [(32, 48, 64), (10, 10, 49), (33, 17, 49), (7, 300, 49), (300, 7, 49)]:
+        gh, gw = capped_grid(h, w, cap)
+        if h * w > cap:
+            g = max(k for k in range(1, cap + 1) if k * k * w <= h * cap) if w <= h * cap \
+                else 1
+            assert gh == min(h, g), (h, w, cap)
+        assert gw == min(w, cap // gh)
+
+
+@pytest.mark.parametrize('h,w,cap', [(3, 4, 16), (4, 3, 12), (5, 3, 12), (32, 32, 49),
+                                     (17, 23, 49), (7, 300, 49), (1, 1, 4), (13, 2, 8)])
+def test_capped_grid_slots_are_adaptive_pooling(h, w, cap):
+    """The slot form used in traced graphs: the same grid and the same averages as
+    ``F.adaptive_avg_pool2d`` onto :func:`capped_grid`, in its first h' w' slots."""
+    x = torch.randn(2, 5, h, w, dtype=torch.float64)
+    pool_h, pool_w, used = capped_grid_slots(h, w, cap, x)
+    gh, gw = capped_grid(h, w, cap)
+    assert used.tolist() == [j < gh * gw for j in range(cap)]
+    slots = (x @ pool_w.T * pool_h.T).sum(-2)
+    expected = F.adaptive_avg_pool2d(x, (gh, gw)).flatten(2)
+    torch.testing.assert_close(slots[..., :gh * gw], expected, rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize('hw', [(16, 16), (17, 23), (9, 9), (3, 5)])

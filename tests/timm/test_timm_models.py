@@ -16,7 +16,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from archs import TINY
-from repo_paths import ROOT
+from dense_helpers import build_dense
+from tool_runs import convert
 from torch.overrides import TorchFunctionMode
 
 import mmlinattn.timm  # noqa: F401  (registers the timm models)
@@ -189,18 +190,6 @@ def _train(model, x, y, steps=10):  # the slowest tiny arch (LDN) needs 9
     return opt, ema, losses
 
 
-def _build_dense(scope, cfg):
-    import importlib
-
-    from mmengine.registry import DefaultScope
-    importlib.import_module(f'{scope}.utils').register_all_modules(init_default_scope=False)
-    registry = importlib.import_module(f'{scope}.registry').MODELS
-    with DefaultScope.overwrite_default_scope(scope):
-        dense = registry.build(cfg)
-    dense.init_weights()
-    return dense.eval()
-
-
 @pytest.mark.parametrize('family', list(SMALL))
 def test_train_save_convert_load_into_mmdet_and_mmseg(family, tmp_path):
     from timm.utils import CheckpointSaver
@@ -228,7 +217,7 @@ def test_train_save_convert_load_into_mmdet_and_mmseg(family, tmp_path):
         assert not any(k.startswith(('backbone.', 'head.')) for k in converted)
 
         cfg = dict(model.backbone_cfg, init_cfg=dict(type='Pretrained', checkpoint=dst))
-        dense = _build_dense(scope, cfg)
+        dense = build_dense(scope, cfg)
         assert type(dense) is type(model.backbone)
         report = match_report(dense, converted)
         assert report['fraction'] == 1.0 and not report['unexpected']
@@ -254,12 +243,6 @@ def test_train_save_convert_load_into_mmdet_and_mmseg(family, tmp_path):
     ckpt = load_timm_checkpoint(src)
     raw, emas = select_state_dict(ckpt), select_state_dict(ckpt, ema=True)
     assert any(not torch.equal(raw[k], emas[k]) for k in raw)
-
-
-def convert(*argv):
-    """tools/model_converters/convert_checkpoint.py as a user runs it."""
-    return subprocess.run([sys.executable, 'tools/model_converters/convert_checkpoint.py',
-                           *argv], cwd=ROOT, capture_output=True, text=True)
 
 
 def test_convert_rejects_missing_ema_and_wrong_arch(tmp_path):

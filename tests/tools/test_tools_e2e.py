@@ -17,6 +17,7 @@ import torch
 from mmengine.config import Config
 
 from dist_helpers import free_port
+from tool_runs import last_metrics, run
 
 from mmlinattn.datasets.demo_overrides import cfg_option_words, demo_options
 from repo_paths import ROOT
@@ -41,29 +42,9 @@ def cfg_options(config, demo_root, iters=2, extra=None, num_train=NUM_TRAIN):
     return cfg_option_words(opts)
 
 
-def run(args, **kw):
-    env = dict(os.environ, PYTHONUNBUFFERED='1', OMP_NUM_THREADS='2')
-    proc = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, **kw)
-    if proc.returncode:
-        raise AssertionError(f'{" ".join(args[:4])} ... failed ({proc.returncode}):\n'
-                             f'{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}')
-    return proc
-
-
 def train(config, work_dir, opts, *extra):
     return run([sys.executable, 'tools/train.py', config, '--work-dir', str(work_dir),
                 *extra, '--cfg-options', *opts])
-
-
-def last_metrics(work_dir):
-    files = sorted(glob.glob(osp.join(str(work_dir), '*', '[0-9]*_[0-9]*.json')))
-    assert files, f'no metrics json under {work_dir}'
-    merged = {}
-    with open(files[-1]) as f:
-        for line in f:
-            if line.strip():
-                merged.update(json.loads(line))
-    return merged
 
 
 # After two iterations no detection clears the default score threshold and mmdet would

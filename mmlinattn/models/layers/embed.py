@@ -19,8 +19,13 @@ from .token_grid import TokenGrid
 def pad_to_multiple(x: torch.Tensor, multiple: int) -> torch.Tensor:
     """Zero-pad the bottom/right of an NCHW map so H and W are multiples of ``multiple``."""
     h, w = x.shape[-2:]
-    ph, pw = (-h) % multiple, (-w) % multiple
-    if ph or pw:
+    # the padding up to the next multiple, by floor division only: traced, ``(-h) % m``
+    # becomes a symbolic Python-mod that AOTAutograd's index analysis cannot handle
+    ph = (h + multiple - 1) // multiple * multiple - h
+    pw = (w + multiple - 1) // multiple * multiple - w
+    # traced (torch.compile / export): pad unconditionally, a zero pad is free and the
+    # branch would fix the graph to sizes that are (or are not) multiples
+    if torch.compiler.is_compiling() or ph or pw:
         x = F.pad(x, (0, pw, 0, ph))
     return x
 
@@ -56,7 +61,8 @@ class PatchConv(nn.Module):
         x = grid.zero_padding(x)  # batch padding reads as zeros, like the conv's own padding
         if self.non_overlapping:
             x = pad_to_multiple(x, self.stride)
-        return self.act(self.norm(self.conv(x))), grid.downsample(self.stride)
+        x = self.act(self.norm(self.conv(x)))
+        return x, grid.downsample(self.stride, hw=x.shape[-2:])
 
 
 class ConvStem(nn.Sequential):

@@ -79,7 +79,9 @@ def resize_pos_embed(weight: torch.Tensor, size, mode: str = 'bicubic') -> torch
     """Resize a (1, C, h, w) position embedding to ``size`` (interpolated in float32, float64
     stays float64; returned in ``weight``'s dtype); the forward pass and checkpoint loading
     share it."""
-    if tuple(weight.shape[-2:]) == tuple(size):
+    # (traced: always resize -- the same values, see below -- since the test would fix the
+    # graph to one size; at equal size bilinear / bicubic sample the original points)
+    if not torch.compiler.is_compiling() and tuple(weight.shape[-2:]) == tuple(size):
         return weight
     dtype = torch.float64 if weight.dtype == torch.float64 else torch.float32
     return F.interpolate(weight.to(dtype), size=tuple(size), mode=mode,

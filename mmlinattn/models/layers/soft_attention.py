@@ -17,16 +17,49 @@ LANDMARK_GRIDS = ('pad', 'crop')
 from .embed import pad_to_multiple
 from .norm import build_act
 from .token_grid import TokenGrid
-from .utils import check_heads
+from .utils import check_heads, split_heads
 
 
 def capped_grid(h: int, w: int, max_tokens: int) -> Tuple[int, int]:
     """A grid (h', w') <= (h, w) with ``h' w' <= max_tokens``, close to h:w in aspect;
-    (h, w) itself when it already fits."""
+    (h, w) itself when it already fits.  ``h'`` is the largest g with ``g^2 w <= h *
+    max_tokens`` (integer arithmetic, so :func:`capped_grid_slots` can repeat it in tensors)."""
     if h * w <= max_tokens:
         return h, w
-    gh = min(h, max_tokens, max(1, int(h * math.sqrt(max_tokens / (h * w)))))
+    gh = min(h, max_tokens, max(1, math.isqrt(h * max_tokens // w)))
     return gh, min(w, max_tokens // gh)
+
+
+def _window_bounds(idx: torch.Tensor, size: torch.Tensor, out: torch.Tensor):
+    """PyTorch's adaptive-pooling windows: cell ``i`` of ``out`` covers
+    ``floor(i size / out) .. ceil((i + 1) size / out) - 1``."""
+    return (idx * size) // out, ((idx + 1) * size + out - 1) // out
+
+
+def capped_grid_slots(h, w, max_tokens: int, like: torch.Tensor):
+    """:func:`capped_grid` and the adaptive average pooling onto it, as tensor arithmetic on
+    a (possibly symbolic) ``h x w`` size: ``(pool_h (M, h), pool_w (M, w), used (M,))`` for
+    ``M = max_tokens`` slots, slot ``j`` being cell ``(j // w', j % w')`` of the ``h' x w'``
+    grid, so that ``pooled[j] = sum_rs pool_h[j, r] pool_w[j, s] x[r, s]`` and only the
+    first ``h' w'`` slots are ``used``.  A Python branch on the size (pool or not, and to
+    what) would fix, in a traced graph, the branch taken at the traced size; this serves
+    every size.  When ``h w <= M`` the windows are single cells: ``x`` itself."""
+    dev = like.device
+    ht = torch.ones(h, dtype=torch.int64, device=dev).sum()
+    wt = torch.ones(w, dtype=torch.int64, device=dev).sum()
+    k = torch.arange(1, max_tokens + 1, device=dev)
+    gh = (k * k * wt <= ht * max_tokens).sum().clamp(min=1)   # = isqrt(h M // w), <= M
+    gh = torch.minimum(gh, ht)
+    gw = torch.minimum(wt, torch.full_like(gh, max_tokens) // gh)
+    slot = torch.arange(max_tokens, device=dev)
+
+    def averaging(cell, size, cells, n):
+        start, end = _window_bounds(cell, size, cells)
+        pos = torch.arange(n, device=dev)
+        inside = (pos[None, :] >= start[:, None]) & (pos[None, :] < end[:, None])
+        return inside.to(like.dtype) / (end - start).clamp(min=1)[:, None].to(like.dtype)
+    return (averaging(slot // gw, ht, gh, h), averaging(slot % gw, wt, gw, w),
+            slot < gh * gw)
 
 
 class LandmarkSampler(nn.Module):
@@ -77,6 +110,30 @@ class LandmarkSampler(nn.Module):
 
     def forward(self, q: torch.Tensor, hw: Tuple[int, int]) -> torch.Tensor:
         """(B, h, H*W, d_h) tokens on an ``hw`` grid -> (B, h, m, d_h) landmarks."""
+        x = self._conv(q, hw)
+        if self.max_landmarks is not None:
+            pooled = capped_grid(x.shape[-2], x.shape[-1], self.max_landmarks)
+            if pooled != tuple(x.shape[-2:]):
+                x = F.adaptive_avg_pool2d(x, pooled)
+        return self._norm_act(x.flatten(2), *q.shape[:2])
+
+    def sample(self, q: torch.Tensor, grid: TokenGrid
+               ) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
+        """The landmarks of ``q`` (B, h, n, d) on ``grid`` and their (B, m) mask (None: all
+        used).  Traced (``torch.compile``, ``torch.export``) with ``max_landmarks`` and no
+        padding, the same landmarks sit in ``max_landmarks`` slots, the unused ones masked
+        (:func:`capped_grid_slots`): one graph for every size, pooled or not."""
+        if (self.max_landmarks is None or not torch.compiler.is_compiling()
+                or grid.padded):
+            return self(q, grid.hw), self.valid_landmarks(grid, q.device)
+        x = self._conv(q, grid.hw)
+        pool_h, pool_w, used = capped_grid_slots(x.shape[-2], x.shape[-1],
+                                                 self.max_landmarks, x)
+        x = (x @ pool_w.transpose(0, 1) * pool_h.transpose(0, 1)).sum(-2)  # (B*h, d, M)
+        return self._norm_act(x, *q.shape[:2]), used.expand(q.shape[0], -1)
+
+    def _conv(self, q: torch.Tensor, hw: Tuple[int, int]) -> torch.Tensor:
+        """(B, h, H*W, d_h) -> the sampled (B*h, d_h, H', W') grid."""
         b, nh, n, d = q.shape
         h, w = hw
         x = q.reshape(b * nh, h, w, d).permute(0, 3, 1, 2)
@@ -85,13 +142,12 @@ class LandmarkSampler(nn.Module):
         elif min(h, w) < self.ratio:
             raise ValueError(f"landmark grid 'crop' needs a token grid of at least "
                              f'{self.ratio} x {self.ratio}, got {h} x {w}')
-        x = self.conv(x)
-        if self.max_landmarks is not None:
-            pooled = capped_grid(x.shape[-2], x.shape[-1], self.max_landmarks)
-            if pooled != tuple(x.shape[-2:]):
-                x = F.adaptive_avg_pool2d(x, pooled)
-        x = self.act(self.norm(x.flatten(2).transpose(1, 2)))
-        return x.reshape(b, nh, -1, d)
+        return self.conv(x)
+
+    def _norm_act(self, x: torch.Tensor, b: int, nh: int) -> torch.Tensor:
+        """(B*h, d_h, m) sampled tokens -> (B, h, m, d_h) landmarks."""
+        x = self.act(self.norm(x.transpose(1, 2)))
+        return x.reshape(b, nh, -1, x.shape[-1])
 
     def landmark_grid(self, hw: Tuple[int, int]) -> Tuple[int, int]:
         """The conv's output grid for an ``hw`` token grid (before ``max_landmarks``)."""
@@ -170,7 +226,7 @@ class SoftAttention(nn.Module):
         """(B, H*W, C) tokens on an H x W ``grid`` -> (B, H*W, C)."""
         b, n, c = x.shape
         q, landmarks, landmark_valid = self.kernel_tokens(x, grid)
-        v = self.v(x).view(b, n, self.num_heads, self.head_dim).transpose(1, 2)
+        v = split_heads(self.v(x), self.num_heads)
         out = self.attend(q, landmarks, v, grid.valid_tokens(x), landmark_valid)
         if self.v_conv is not None:
             out = out + self._conv_v(v, grid)
@@ -180,13 +236,13 @@ class SoftAttention(nn.Module):
         """Queries (= keys) in kernel space (B, h, n, d), their landmarks (B, h, m, d) and
         the landmarks' (B, m) mask (or None)."""
         b, n, _ = x.shape
-        q = self.qk(x).view(b, n, self.num_heads, self.head_dim).transpose(1, 2)
+        q = split_heads(self.qk(x), self.num_heads)
         q = q * self.head_dim ** -0.25
         # a padded batch: padded queries neither feed the landmarks nor P^T V
         valid = grid.valid_tokens(x)
         if valid is not None:
             q = q * valid[:, None, :, None].to(q.dtype)
-        return q, self.sampler(q, grid.hw), self.sampler.valid_landmarks(grid, x.device)
+        return (q, *self.sampler.sample(q, grid))
 
     def attend(self, q: torch.Tensor, landmarks: torch.Tensor, v: torch.Tensor,
                valid: Optional[torch.Tensor] = None,

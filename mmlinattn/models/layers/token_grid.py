@@ -22,7 +22,6 @@ map.  The layers ask it for masks, built lazily once per grid object:
 An un-padded grid (no sizes, or every image filling the map) gives no masks, and nothing is
 computed.  See ``docs/batch_independence.md``.
 """
-import math
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
@@ -104,19 +103,24 @@ class TokenGrid:
     def num_tokens(self) -> int:
         return self.hw[0] * self.hw[1]
 
-    def downsample(self, stride: int, crop: bool = False) -> 'TokenGrid':
+    def downsample(self, stride: int, crop: bool = False,
+                   hw: Optional[Sequence[int]] = None) -> 'TokenGrid':
         """The grid of a map of stride ``stride`` over this one: ``ceil(H / s) x ceil(W / s)``
         cells with ``ceil(h / s) x ceil(w / s)`` valid per image (a cell is valid when its
         window holds a valid cell).  ``crop=True``: a conv that drops the last ``H mod s``
-        rows / columns, ``floor(H / s) x floor(W / s)`` cells, valid sizes clipped to it."""
+        rows / columns, ``floor(H / s) x floor(W / s)`` cells, valid sizes clipped to it.
+        ``hw``: the size of the map itself, when there is one (the same numbers; in a traced
+        graph the map's own symbolic size, so that the grid and the map share one expression
+        instead of two that a shape solver cannot prove equal)."""
         if stride == 1:
             return self
-        rnd = (lambda n: n // stride) if crop else (lambda n: math.ceil(n / stride))
-        hw = (rnd(self.hw[0]), rnd(self.hw[1]))
+        if hw is None:
+            rnd = (lambda n: n // stride) if crop else (lambda n: -(-n // stride))
+            hw = (rnd(self.hw[0]), rnd(self.hw[1]))
         if self.valid_hw is None:
             return TokenGrid(hw)
-        return TokenGrid(hw, [(min(math.ceil(h / stride), hw[0]),
-                               min(math.ceil(w / stride), hw[1])) for h, w in self.valid_hw])
+        return TokenGrid(hw, [(min(-(-h // stride), hw[0]), min(-(-w // stride), hw[1]))
+                              for h, w in self.valid_hw])
 
     # ----------------------------------------------------------------- masks
     def _check_batch(self, batch: int, what: str) -> None:

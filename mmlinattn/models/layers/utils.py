@@ -33,3 +33,13 @@ def maybe_checkpoint(module, *args, enabled: bool = False):
     if enabled and any(torch.is_tensor(a) and a.requires_grad for a in args):
         return cp.checkpoint(module, *args, use_reentrant=False)
     return module(*args)
+
+
+def split_heads(t: torch.Tensor, num_heads: int) -> torch.Tensor:
+    """(B, N, heads * d) -> (B, heads, N, d).  In a traced graph by channel slices, not a
+    view: a view re-factors N, and the shape solver cannot prove the facts about a conv's
+    token count (e.g. N != 1) that this asks, so the graph would be fixed to one size."""
+    if torch.compiler.is_compiling():
+        return torch.stack(t.chunk(num_heads, dim=-1), dim=1)
+    b, n, c = t.shape
+    return t.view(b, n, num_heads, c // num_heads).transpose(1, 2)

@@ -1,0 +1,68 @@
+"""An exported graph behind mmengine's model interface, so that the stock test loop,
+``CocoMetric`` and ``IoUMetric`` evaluate it (``tools/test.py CONFIG model.onnx
+--backend onnxruntime|openvino``).
+
+The PyTorch model built from the config is kept for what stays outside the graph: its
+data preprocessor (normalise, pad) before, and its head's post-processing after -- for
+a one-stage detector ``bbox_head.predict_by_feat`` (box decoding, score threshold, NMS),
+for a segmentor the resize to the image and ``postprocess_result``.  Its weights are not
+used: every learned tensor comes from the graph.
+"""
+from typing import List
+
+import torch
+import torch.nn.functional as F
+from mmengine.model import BaseModel
+
+from .runtimes import load_runtime
+from .tensor_graph import kind_of
+
+
+class DeployedModel(BaseModel):
+    """``model``'s pre- and post-processing around the graph in ``path`` run by
+    ``runtime`` (see the module docstring)."""
+
+    def __init__(self, model: torch.nn.Module, path: str, runtime: str = 'onnxruntime'):
+        self.kind = kind_of(model)
+        if self.kind == 'backbone':
+            raise ValueError(f'{path}: a backbone alone has no metric to evaluate; export '
+                             'the whole detector or segmentor (without --backbone-only)')
+        super().__init__(data_preprocessor=model.data_preprocessor)
+        self.head_model = [model]  # a list: not a submodule, its weights are not ours
+        self.path, self.runtime = path, runtime
+        self.run = load_runtime(path, runtime)
+
+    def forward(self, inputs, data_samples=None, mode='predict'):
+        if mode != 'predict':
+            raise ValueError(f'a deployed model only predicts (mode={mode!r})')
+        outs = [torch.from_numpy(o) for o in self.run(self._unpadded(inputs, data_samples))]
+        if self.kind == 'detector':
+            return self._detections(outs, data_samples)
+        return self._segmentation(outs[0], data_samples)
+
+    @staticmethod
+    def _unpadded(inputs: torch.Tensor, data_samples) -> torch.Tensor:
+        """Batch 1: the image without the preprocessor's padding (the graph takes any size,
+        and eagerly the backbone masks that padding anyway: it holds no image).  A larger
+        batch goes in as it is: its padding is not masked inside the graph."""
+        if inputs.shape[0] == 1 and data_samples:
+            h, w = data_samples[0].metainfo.get('img_shape', inputs.shape[-2:])[:2]
+            inputs = inputs[..., :max(int(h), 64), :max(int(w), 64)]
+        return inputs.float()
+
+    def _detections(self, outs: List[torch.Tensor], data_samples):
+        model = self.head_model[0]
+        levels = len(outs) // 2
+        metas = [s.metainfo for s in data_samples]
+        results = model.bbox_head.predict_by_feat(outs[:levels], outs[levels:],
+                                                  batch_img_metas=metas, rescale=True)
+        return model.add_pred_to_datasample(data_samples, results)
+
+    def _segmentation(self, logits: torch.Tensor, data_samples):
+        model = self.head_model[0]
+        metas = [s.metainfo for s in data_samples]
+        # as mmseg's EncoderDecoder.inference ('whole' mode): logits to the padded input
+        # size, then postprocess_result crops the padding and resizes to the image
+        logits = F.interpolate(logits, size=metas[0]['img_shape'], mode='bilinear',
+                               align_corners=model.decode_head.align_corners)
+        return model.postprocess_result(logits, data_samples)

@@ -1,0 +1,199 @@
+"""ONNX export through ``torch.export`` (``torch.onnx.export(dynamo=True)``).
+
+H and W are exported as symbolic dimensions, so the graph runs at sizes it never saw;
+the batch size stays the one of the example input (the token grid of a padded batch is
+resolved from Python sizes, see docs/deployment.md).
+"""
+import re
+from typing import Iterable, List, Optional, Sequence, Tuple
+
+import torch
+import torch.nn as nn
+from mmengine.logging import print_log
+
+from .runtimes import DEPLOY_HINT, max_relative_difference
+
+#: The domains of the standard ONNX operator sets; anything else needs a custom kernel.
+STANDARD_DOMAINS = ('', 'ai.onnx', 'ai.onnx.ml')
+
+
+def _require(module: str):
+    try:
+        return __import__(module)
+    except ImportError as err:
+        raise ImportError(f'{module} is not installed; {DEPLOY_HINT}') from err
+
+
+def export_onnx(module: nn.Module, example: torch.Tensor, path: str, *,
+                dynamic_hw: bool = True, opset: int = 18, min_size: int = 64,
+                max_size: int = 8192, output_names: Optional[Sequence[str]] = None) -> str:
+    """Export ``module(example)`` (a tensor in, a tuple of tensors out) to ``path``.
+
+    ``dynamic_hw`` marks H and W of the input as symbolic (``min_size``..``max_size``;
+    64 keeps every stage of a stride-32 pyramid at least 2 x 2 tokens) and checks the
+    traced program against ``module`` at two other sizes (:func:`check_program`); the ONNX
+    file is then checked with :func:`check_onnx`.  Returns ``path``.
+    """
+    _require('onnx'), _require('onnxscript')
+    if example.dim() != 4:
+        raise ValueError(f'export_onnx: the example input must be (B, C, H, W), got shape '
+                         f'{tuple(example.shape)}')
+    module = module.eval()
+    with torch.no_grad():
+        program, min_size = _export_program(module, example, dynamic_hw, min_size, max_size)
+        if dynamic_hw:
+            check_program(program, module, example, min_size)
+            print_log(f'{type(module).__name__}: one graph for H, W in {min_size}..{max_size}',
+                      logger='current')
+        onnx_program = torch.onnx.export(program, (example, ), dynamo=True,
+                                         opset_version=opset, input_names=['input'],
+                                         output_names=list(output_names) if output_names
+                                         else None, verbose=False)
+    onnx_program.save(path)
+    check_onnx(path)
+    if dynamic_hw:
+        check_onnx_sizes(path, module, example, min_size)
+    if dynamic_hw:
+        fixed = [name for name, dim in zip('HW', _input_dims(path)[2:]) if dim is not None]
+        if fixed:
+            raise RuntimeError(
+                f'{path}: {" and ".join(fixed)} of the input came out fixed although dynamic '
+                f'sizes were asked for: a Python int taken from the input size inside the '
+                f'model pins the graph to {tuple(example.shape[2:])}; export with '
+                f'dynamic_hw=False (then it runs at this size only) or report the model')
+    return path
+
+
+def _dims(min_size: int, max_size: int):
+    return ({2: torch.export.Dim('height', min=min_size, max=max_size),
+             3: torch.export.Dim('width', min=min_size, max=max_size)}, )
+
+
+def _export_program(module: nn.Module, example: torch.Tensor, dynamic_hw: bool,
+                    min_size: int, max_size: int):
+    """``torch.export`` with symbolic H, W -> (program, smallest size it accepts).
+
+    Where the model itself needs larger inputs (a RetinaNet's stride-128 level needs
+    H, W >= 129 for 2 x 2 cells), the range is raised to the model's minimum.  A fact about
+    sizes the shape solver cannot prove (typically ``N mod k != 0`` from a view of a conv's
+    token count, true for every size in the range) becomes a runtime assertion instead of
+    an error; whether the graph is right at other sizes is then checked by
+    :func:`check_program`."""
+    if not dynamic_hw:
+        return torch.export.export(module, (example, ), strict=False), None
+    deferred = False
+    for _ in range(4):
+        try:
+            program = torch.export.export(
+                module, (example, ), dynamic_shapes=_dims(min_size, max_size), strict=False,
+                prefer_deferred_runtime_asserts_over_guards=deferred)
+            return program, min_size
+        except Exception as err:  # ConstraintViolationError, wrapped as UserError
+            text = str(err)
+            if 'Constraints violated' not in text:
+                raise
+            mins = [int(v) for v in re.findall(r"Dim\('(?:height|width)', min=(\d+)", text)]
+            if mins and max(mins) > min_size:
+                min_size = max(mins)
+                if min(example.shape[2:]) < min_size:
+                    raise ValueError(f'{type(module).__name__} needs inputs of at least '
+                                     f'{min_size} x {min_size}; export with a larger '
+                                     f'example (--shape), got {tuple(example.shape[2:])}')
+            elif not deferred:
+                deferred = True
+            else:
+                raise
+    raise RuntimeError(f'{type(module).__name__}: no dynamic export found (last range '
+                       f'{min_size}..{max_size})')
+
+
+def check_sizes(h: int, w: int, min_size: int) -> List[Tuple[int, int]]:
+    """Sizes other than the example's, with other residues mod 32 and other aspect ratios,
+    at which :func:`check_program` compares the graph with eager PyTorch."""
+    return [(max(min_size, h + 13), max(min_size, w - 7)),
+            (max(min_size, w + 32), max(min_size, h + 1))]
+
+
+def check_program(program, module: nn.Module, example: torch.Tensor, min_size: int,
+                  tol: float = 1e-4) -> None:
+    """Run the exported program (with its runtime assertions) and ``module`` at two other
+    sizes; a different output means the trace fixed a branch on the input size."""
+    graph = program.module()
+    for h, w in check_sizes(*example.shape[2:], min_size):
+        x = torch.randn(example.shape[0], example.shape[1], h, w, dtype=example.dtype)
+        try:
+            outs = graph(x)
+        except Exception as err:
+            raise RuntimeError(f'{type(module).__name__}: the exported graph does not run at '
+                               f'{h} x {w} ({type(err).__name__}: {str(err)[:300]}); export '
+                               'with dynamic_hw=False') from err
+        refs = module(x)
+        diff = max_relative_difference(outs, refs)
+        if not diff <= tol:
+            raise RuntimeError(
+                f'{type(module).__name__}: the graph traced at {tuple(example.shape[2:])} is '
+                f'wrong at {h} x {w} (relative difference {diff:.1e}): the forward pass '
+                'branches on the input size; export with dynamic_hw=False (the graph then '
+                'runs at the example size only)')
+
+
+def check_onnx_sizes(path: str, module: nn.Module, example: torch.Tensor, min_size: int,
+                     tol: float = 1e-4) -> None:
+    """The written graph in ONNX Runtime against ``module`` at :func:`check_sizes` (the
+    ONNX translation of an op can fix a size the traced program kept symbolic).  Skipped
+    when onnxruntime is not installed."""
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        return
+    session = ort.InferenceSession(path, providers=['CPUExecutionProvider'])
+    name = session.get_inputs()[0].name
+    for h, w in check_sizes(*example.shape[2:], min_size):
+        x = torch.randn(example.shape[0], example.shape[1], h, w, dtype=example.dtype)
+        try:
+            outs = session.run(None, {name: x.numpy()})
+        except Exception as err:
+            raise RuntimeError(f'{path}: ONNX Runtime cannot run the graph at {h} x {w} '
+                               f'({str(err)[:300]}); an operator was exported for the '
+                               'example size only; export with dynamic_hw=False') from err
+        with torch.no_grad():
+            refs = module(x)
+        diff = max_relative_difference(outs, refs)
+        if not diff <= tol:
+            raise RuntimeError(f'{path}: in ONNX Runtime the graph differs from eager at '
+                               f'{h} x {w} (relative difference {diff:.1e}); export with '
+                               'dynamic_hw=False')
+
+
+def _input_dims(path: str) -> List[Optional[int]]:
+    """The first input's dimensions: an int where fixed, None where symbolic."""
+    onnx = _require('onnx')
+    dims = onnx.load(path, load_external_data=False).graph.input[0].type.tensor_type.shape.dim
+    return [d.dim_value if d.HasField('dim_value') else None for d in dims]
+
+
+def check_onnx(path: str) -> List[str]:
+    """Run the ONNX checker on ``path`` and fail if an operator is outside the standard
+    domains (it would need a custom runtime kernel).  Returns the op types used."""
+    onnx = _require('onnx')
+    model = onnx.load(path)
+    onnx.checker.check_model(model, full_check=False)
+    nodes = list(_all_nodes(model.graph))
+    custom = sorted({f'{n.domain}::{n.op_type}' for n in nodes
+                     if n.domain not in STANDARD_DOMAINS})
+    local = {f.name for f in model.functions}
+    custom = [c for c in custom if c.split('::')[1] not in local]
+    if custom:
+        raise RuntimeError(f'{path}: the graph uses operators outside the standard ONNX '
+                           f'domains, which ONNX Runtime / OpenVINO cannot run: {custom}')
+    return sorted({n.op_type for n in nodes})
+
+
+def _all_nodes(graph) -> Iterable:
+    for node in graph.node:
+        yield node
+        for attr in node.attribute:
+            if attr.g is not None and len(attr.g.node):
+                yield from _all_nodes(attr.g)
+            for sub in attr.graphs:
+                yield from _all_nodes(sub)

@@ -1,0 +1,114 @@
+"""One backbone timed in several runtimes in one process: eager PyTorch, ``torch.compile``
+(inductor), and its ONNX export in ONNX Runtime and OpenVINO (``tools/deployment/
+benchmark_runtimes.py``).
+
+Each model is exported once with dynamic H, W and run at every size; a model whose export
+cannot serve every size (e.g. a peer that branches on the input size) is exported per size
+(``export: fixed``).  The timed forwards of all (model, runtime) pairs of a size are
+interleaved round by round in a shuffled order, so that a drifting machine speed falls on
+all of them alike; each pair gets one untimed warm-up forward first.
+"""
+import os
+import random
+import statistics
+import tempfile
+import time
+from typing import Callable, Dict, List, Sequence
+
+import torch
+
+from .onnx_export import export_onnx
+from .runtimes import load_runtime
+from .tensor_graph import TensorGraph
+
+RUNTIME_CHOICES = ('eager', 'compile', 'onnxruntime', 'openvino')
+
+
+class _Model:
+    """A built backbone and its runners, made lazily per size."""
+
+    def __init__(self, label: str, module: torch.nn.Module, workdir: str, threads: int):
+        self.label, self.graph = label, TensorGraph(module).eval()
+        self.workdir, self.threads = workdir, threads
+        self.dynamic_path = None
+        self.export_mode = None
+        self.compiled = None
+
+    def onnx_path(self, h: int, w: int) -> str:
+        if self.export_mode is None:  # first use: try one dynamic export
+            path = os.path.join(self.workdir, f'{self.label}.onnx')
+            try:
+                export_onnx(self.graph, torch.randn(1, 3, 64, 96), path)
+                self.dynamic_path, self.export_mode = path, 'dynamic'
+            except RuntimeError:
+                self.export_mode = 'fixed'
+        if self.export_mode == 'dynamic':
+            return self.dynamic_path
+        path = os.path.join(self.workdir, f'{self.label}_{h}x{w}.onnx')
+        if not os.path.exists(path):
+            export_onnx(self.graph, torch.randn(1, 3, h, w), path, dynamic_hw=False)
+        return path
+
+    def runner(self, runtime: str, h: int, w: int) -> Callable:
+        if runtime == 'eager':
+            return self.graph
+        if runtime == 'compile':
+            if self.compiled is None:
+                self.compiled = torch.compile(self.graph, dynamic=True)
+            return self.compiled
+        return load_runtime(self.onnx_path(h, w), runtime, self.threads)
+
+
+def benchmark(models: Dict[str, torch.nn.Module], sizes: Sequence[int],
+              runtimes: Sequence[str], rounds: int = 3, threads: int = 2, seed: int = 0,
+              log: Callable[[str], None] = print) -> List[dict]:
+    """Median latency (ms) of one batch-1 forward per (model, runtime, size)."""
+    torch.set_num_threads(threads)
+    rng = random.Random(seed)
+    records = []
+    with tempfile.TemporaryDirectory() as workdir, torch.no_grad():
+        built = {label: _Model(label, m, workdir, threads) for label, m in models.items()}
+        for size in sizes:
+            x = torch.randn(1, 3, size, size, generator=torch.Generator().manual_seed(size))
+            runners, times = {}, {}
+            for label, model in built.items():
+                for runtime in runtimes:
+                    key = (label, runtime)
+                    try:
+                        start = time.perf_counter()
+                        runners[key] = model.runner(runtime, size, size)
+                        runners[key](x)  # warm-up (and the compile, for 'compile')
+                        log(f'{label} {runtime} {size}: ready in '
+                            f'{time.perf_counter() - start:.0f} s')
+                        times[key] = []
+                    except Exception as err:  # reported in the table, not a crash
+                        log(f'{label} {runtime} {size}: {type(err).__name__}: '
+                            f'{str(err)[:200]}')
+                        records.append(dict(model=label, runtime=runtime, size=size,
+                                            status='error', error=str(err)[:300]))
+            for _ in range(rounds):
+                order = list(times)
+                rng.shuffle(order)
+                for key in order:
+                    start = time.perf_counter()
+                    runners[key](x)
+                    times[key].append(1000 * (time.perf_counter() - start))
+            for (label, runtime), ts in times.items():
+                records.append(dict(model=label, runtime=runtime, size=size, status='ok',
+                                    latency_ms=statistics.median(ts),
+                                    export=built[label].export_mode
+                                    if runtime in ('onnxruntime', 'openvino') else None))
+            runners.clear()
+    return records
+
+
+def speedups(records: List[dict]) -> List[dict]:
+    """Each ok record with ``speedup`` = eager latency / its latency (same model, size)."""
+    eager = {(r['model'], r['size']): r['latency_ms'] for r in records
+             if r['status'] == 'ok' and r['runtime'] == 'eager'}
+    out = []
+    for r in records:
+        base = eager.get((r['model'], r['size']))
+        out.append(dict(r, speedup=base / r['latency_ms'] if base and r['status'] == 'ok'
+                        else None))
+    return out

@@ -1,0 +1,68 @@
+"""A detector, segmentor or backbone as a plain tensor function for export.
+
+``TensorGraph(model)(x)`` takes the pre-processing-normalised batch ``x`` (what the
+data preprocessor hands the model) and returns a flat tuple of tensors:
+
+* backbone: its feature maps;
+* mmdet one-stage detector (RetinaNet): per level the class scores, then per level the
+  box deltas (``model._forward``, mmdet's ``mode='tensor'``); box decoding and NMS stay
+  in Python (:mod:`mmlinattn.deployment.postprocess`);
+* mmseg encoder-decoder (UperNet, Semantic FPN): the decoder's segmentation logits at
+  its output stride, resized to the input in Python.
+
+Building one swaps the model's non-global ``nn.AdaptiveAvgPool2d`` (UperNet's pyramid
+pooling) for an equal form that exports with a symbolic size
+(:mod:`mmlinattn.deployment.adaptive_pool`), in place.
+"""
+from typing import List, Tuple
+
+import torch
+import torch.nn as nn
+
+from .adaptive_pool import make_pools_exportable
+
+
+def flatten_outputs(out) -> Tuple[torch.Tensor, ...]:
+    """Nested tuples / lists of tensors -> one flat tuple, depth first."""
+    if isinstance(out, torch.Tensor):
+        return (out, )
+    flat: List[torch.Tensor] = []
+    for item in out:
+        flat.extend(flatten_outputs(item))
+    return tuple(flat)
+
+
+def kind_of(model: nn.Module) -> str:
+    """'backbone', 'detector' or 'segmentor' (ValueError for anything else)."""
+    names = {cls.__name__ for cls in type(model).__mro__}
+    if 'BaseSegmentor' in names:
+        return 'segmentor'
+    if 'TwoStageDetector' in names:
+        raise ValueError(
+            f'{type(model).__name__}: two-stage detectors (Mask R-CNN, Faster R-CNN) select '
+            'proposals with data-dependent NMS between the stages, which this exporter does '
+            'not put in the graph; export the backbone (--backbone-only) or a one-stage '
+            'detector such as RetinaNet')
+    if 'SingleStageDetector' in names:
+        return 'detector'
+    if 'BackboneBase' in names or hasattr(model, 'out_indices'):
+        return 'backbone'
+    raise ValueError(f'{type(model).__name__} is neither an mmlinattn backbone, an mmdet '
+                     'one-stage detector nor an mmseg segmentor; nothing to export')
+
+
+class TensorGraph(nn.Module):
+    """The tensor-in, tensors-out view of ``model`` that ONNX export traces."""
+
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        self.kind = kind_of(model)
+        make_pools_exportable(model)
+        self.model = model
+
+    def forward(self, x: torch.Tensor) -> Tuple[torch.Tensor, ...]:
+        if self.kind == 'backbone':
+            return flatten_outputs(self.model(x))
+        if self.kind == 'segmentor':
+            return (self.model._forward(x, None), )
+        return flatten_outputs(self.model._forward(x))

@@ -1,0 +1,76 @@
+"""The deployment command lines and the model kinds they accept: wrong requests stop
+with a message that names the fix."""
+import subprocess
+import sys
+
+import pytest
+import torch
+from archs import build
+from repo_paths import ROOT
+
+from mmlinattn.benchmark.model_flops import build_config_model
+from mmlinattn.deployment import DeployedModel, TensorGraph
+
+
+def tool(*argv):
+    return subprocess.run([sys.executable, *argv], cwd=ROOT, capture_output=True, text=True)
+
+
+def test_verify_at_another_size_needs_dynamic(tmp_path):
+    proc = tool('tools/deployment/pytorch2onnx.py', 'configs/retinanet_ldn_tiny_1x.py',
+                '--out', str(tmp_path / 'm.onnx'), '--verify', '320', '480')
+    assert proc.returncode == 2 and 'needs --dynamic' in proc.stderr
+    assert not (tmp_path / 'm.onnx').exists()
+
+
+def test_backend_needs_an_onnx_file():
+    proc = tool('tools/test.py', 'configs/retinanet_ldn_tiny_1x.py', 'README.md',
+                '--backend', 'onnxruntime')
+    assert proc.returncode != 0
+    assert 'exported .onnx graph' in proc.stderr and 'pytorch2onnx.py' in proc.stderr
+
+
+def test_two_stage_detector_is_refused_with_the_alternative():
+    model, _ = build_config_model(f'{ROOT}/configs/maskrcnn_ldn_tiny_1x.py')
+    with pytest.raises(ValueError, match='--backbone-only'):
+        TensorGraph(model)
+    # its backbone alone is fine
+    assert TensorGraph(model.backbone).kind == 'backbone'
+
+
+def test_a_backbone_has_no_metric_to_evaluate(tmp_path):
+    with pytest.raises(ValueError, match='whole detector or segmentor'):
+        DeployedModel(build('LDN'), str(tmp_path / 'x.onnx'))
+
+
+def test_tensor_graph_of_a_retinanet_is_scores_then_deltas():
+    model, _ = build_config_model(f'{ROOT}/configs/retinanet_ldn_tiny_1x.py')
+    with torch.no_grad():
+        outs = TensorGraph(model)(torch.randn(1, 3, 128, 160))
+    levels = len(outs) // 2
+    head = model.bbox_head
+    assert len(outs) == 2 * 5
+    assert all(o.shape[1] == head.num_base_priors * head.cls_out_channels
+               for o in outs[:levels])
+    assert all(o.shape[1] == head.num_base_priors * 4 for o in outs[levels:])
+
+
+@pytest.mark.slow
+def test_runtime_benchmark_times_ours_and_an_mmdet_peer(tmp_path):
+    """One of ours and a small Swin (mmdet's backbones return None from ``eval()``, which
+    the tool must not chain): every case timed, eager = 1x."""
+    import json
+    out = tmp_path / 'rt.json'
+    ldn = "LDN:{'embed_dims':[16,32,64,64],'depths':[1,1,1,1],'num_heads':[1,2,2,2]}"
+    swin = 'Swin-T:embed_dims=24:depths=[1,1,1,1]'
+    proc = tool('tools/deployment/benchmark_runtimes.py', '--models', ldn, swin, '--sizes',
+                '64', '--runtimes', 'eager', 'onnxruntime', '--rounds', '1', '--json', str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    records = json.loads(out.read_text())['records']
+    assert {(r['model'].split(':')[0], r['runtime'], r['status']) for r in records} == {
+        (m, rt, 'ok') for m in ('LDN', 'Swin-T') for rt in ('eager', 'onnxruntime')}
+    for r in records:
+        assert r['latency_ms'] > 0
+        if r['runtime'] == 'eager':
+            assert r['speedup'] == 1.0
+    assert '| LDN:' in proc.stdout and f'| {swin} | 64² |' in proc.stdout

@@ -1,0 +1,95 @@
+"""ONNX export with dynamic H and W, run in ONNX Runtime and OpenVINO at sizes the export
+never saw: every family's backbone, and whole RetinaNet / UperNet / Semantic FPN graphs."""
+import pytest
+import torch
+from archs import FAMILIES, build
+
+from mmlinattn.deployment import (TensorGraph, check_onnx, export_onnx, load_runtime,
+                                  max_relative_difference)
+from mmlinattn.models.backbones.nalaformer import OFFICIAL_PRESET
+
+EXPORT_HW = (64, 96)
+# not used at export; one non-square and neither side a multiple of 32
+CHECK_HW = ((72, 100), (112, 80))
+TOL = 1e-4
+# the linear options: SOFT++ with a bounded landmark count (Eq. 9's sampling at stride s
+# grows with the image), NaLaFormer also as the authors' code.  8 landmarks: the export's
+# landmark grids (2 x 3) are not pooled, the check sizes' (3 x 4) are, so a graph that kept
+# the branch taken at export would fail.
+OPTIONS = {'SOFT': dict(max_landmarks=8)}
+
+
+def parity(graph, path, runtime, sizes=CHECK_HW):
+    run = load_runtime(path, runtime)
+    diffs = []
+    for h, w in sizes:
+        x = torch.randn(1, 3, h, w, generator=torch.Generator().manual_seed(h + w))
+        with torch.no_grad():
+            diffs.append(max_relative_difference(run(x), graph(x)))
+    return diffs
+
+
+@pytest.fixture(scope='module')
+def exported(tmp_path_factory):
+    """family -> (graph, path), exported once per module."""
+    cache = {}
+
+    def get(family, **options):
+        key = (family, repr(sorted(options.items())))
+        if key not in cache:
+            graph = TensorGraph(build(family, **OPTIONS.get(family, {}), **options))
+            path = str(tmp_path_factory.mktemp('onnx') / f'{family}.onnx')
+            export_onnx(graph, torch.randn(1, 3, *EXPORT_HW), path)
+            cache[key] = graph, path
+        return cache[key]
+    return get
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('family', FAMILIES)
+def test_onnx_backbone_matches_eager_at_unseen_sizes(exported, family):
+    graph, path = exported(family)
+    ops = check_onnx(path)  # checker passes, no custom-domain operator
+    assert 'Conv' in ops
+    diffs = parity(graph, path, 'onnxruntime')
+    assert max(diffs) <= TOL, diffs
+    # the feature maps follow the input: the output shapes are not the export's
+    out = load_runtime(path, 'onnxruntime')(torch.randn(1, 3, 72, 100))
+    assert [o.shape[-2:] for o in out] == [tuple(t.shape[-2:]) for t in
+                                          graph(torch.randn(1, 3, 72, 100))]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('family', ['NaLaFormer', 'SOFT'])
+def test_openvino_matches_eager(exported, family):
+    graph, path = exported(family)
+    diffs = parity(graph, path, 'openvino', sizes=CHECK_HW[:1])
+    assert max(diffs) <= TOL, diffs
+
+
+@pytest.mark.slow
+def test_onnx_nalaformer_authors_variant(exported):
+    graph, path = exported('NaLaFormer', **OFFICIAL_PRESET)
+    assert max(parity(graph, path, 'onnxruntime', CHECK_HW[:1])) <= TOL
+
+
+def test_fixed_size_export_runs_only_at_its_size(tmp_path):
+    """Without dynamic H, W the graph is bound to the example's size: the runtime refuses
+    another, it does not silently compute something else."""
+    graph = TensorGraph(build('InfViTPlain'))
+    path = str(tmp_path / 'fixed.onnx')
+    export_onnx(graph, torch.randn(1, 3, 64, 64), path, dynamic_hw=False)
+    run = load_runtime(path, 'onnxruntime')
+    assert max(parity(graph, path, 'onnxruntime', [(64, 64)])) <= TOL
+    with pytest.raises(Exception, match='(?i)dimension|shape'):
+        run(torch.randn(1, 3, 96, 64))
+
+
+def test_export_rejects_a_non_image_example(tmp_path):
+    with pytest.raises(ValueError, match=r'\(B, C, H, W\)'):
+        export_onnx(TensorGraph(build('LDN')), torch.randn(3, 64, 64), str(tmp_path / 'x.onnx'))
+
+
+def test_unknown_runtime_is_named(tmp_path):
+    with pytest.raises(ValueError, match='onnxruntime'):
+        load_runtime(str(tmp_path / 'x.onnx'), 'tensorrt')

@@ -1,0 +1,38 @@
+"""Running the command-line tools as a user types them, and reading what they wrote."""
+import glob
+import json
+import os
+import os.path as osp
+import subprocess
+import sys
+
+from repo_paths import ROOT
+
+
+def run(args, **kw):
+    """``args`` in a subprocess at the repository root; AssertionError with its output tail
+    when it fails."""
+    env = dict(os.environ, PYTHONUNBUFFERED='1', OMP_NUM_THREADS='2')
+    proc = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, **kw)
+    if proc.returncode:
+        raise AssertionError(f'{" ".join(args[:4])} ... failed ({proc.returncode}):\n'
+                             f'{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}')
+    return proc
+
+
+def last_metrics(work_dir):
+    """The metrics of the last run in an mmengine work dir (its ``<timestamp>.json``)."""
+    files = sorted(glob.glob(osp.join(str(work_dir), '*', '[0-9]*_[0-9]*.json')))
+    assert files, f'no metrics json under {work_dir}'
+    merged = {}
+    with open(files[-1]) as f:
+        for line in f:
+            if line.strip():
+                merged.update(json.loads(line))
+    return merged
+
+
+def convert(*argv):
+    """tools/model_converters/convert_checkpoint.py as a user runs it."""
+    return subprocess.run([sys.executable, 'tools/model_converters/convert_checkpoint.py',
+                           *argv], cwd=ROOT, capture_output=True, text=True)

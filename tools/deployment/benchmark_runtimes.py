@@ -1,0 +1,105 @@
+"""Latency of backbones in eager PyTorch, torch.compile, ONNX Runtime and OpenVINO, in one
+process on one machine (batch 1, float32, CPU).
+
+    python tools/deployment/benchmark_runtimes.py \\
+        [--models NaLaFormer:small SOFT:small:max_landmarks=49 Swin-T ...] \\
+        [--sizes 512 1024 2048] [--runtimes eager onnxruntime openvino [compile]] \\
+        [--rounds 3] [--threads 2] [--json out.json] [--markdown out.md] [--plot out.png]
+
+Models as in tools/analysis_tools/benchmark.py (``NAME:ARCH[:key=value]`` for ours, peer
+names such as ``Swin-T``).  Each is exported to ONNX once with dynamic H, W (per size when
+that fails); the timed forwards of a size are interleaved across models and runtimes
+(:mod:`mmlinattn.deployment.runtime_benchmark`).  ``speedup`` = eager / runtime latency.
+"""
+import argparse
+import json
+import sys
+
+from mmlinattn.benchmark.specs import build_model, parse_model_spec
+from mmlinattn.deployment.runtime_benchmark import RUNTIME_CHOICES, benchmark, speedups
+
+DEFAULT_MODELS = ['SOFT:small:max_landmarks=49', 'NaLaFormer:small', 'InfViT:small',
+                  'LDN:small', 'Swin-T']
+
+
+def markdown(records) -> str:
+    runtimes = list(dict.fromkeys(r['runtime'] for r in records))
+    lines = ['| model | size | ' + ' | '.join(f'{rt} ms (speed-up)' for rt in runtimes) + ' |',
+             '|---|---|' + '---|' * len(runtimes)]
+    keys = list(dict.fromkeys((r['model'], r['size']) for r in records))
+    by = {(r['model'], r['size'], r['runtime']): r for r in records}
+    for model, size in keys:
+        cells = []
+        for rt in runtimes:
+            r = by.get((model, size, rt))
+            if r is None or r['status'] != 'ok':
+                cells.append('error' if r else '-')
+            else:
+                cells.append(f"{r['latency_ms']:.0f} ({r['speedup']:.2f}x)")
+        lines.append(f'| {model} | {size}² | ' + ' | '.join(cells) + ' |')
+    return '\n'.join(lines) + '\n'
+
+
+def plot(path: str, records) -> None:
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    runtimes = [rt for rt in dict.fromkeys(r['runtime'] for r in records) if rt != 'eager']
+    models = list(dict.fromkeys(r['model'] for r in records))
+    fig, axes = plt.subplots(1, len(runtimes), figsize=(5 * len(runtimes), 4), squeeze=False)
+    for ax, rt in zip(axes[0], runtimes):
+        for model in models:
+            pts = [(r['size'], r['speedup']) for r in records if r['model'] == model
+                   and r['runtime'] == rt and r.get('speedup')]
+            if pts:
+                ax.plot(*zip(*pts), marker='o', label=model)
+        ax.axhline(1.0, color='grey', lw=0.8)
+        ax.set_xscale('log', base=2)
+        ax.set_xlabel('input size (square)')
+        ax.set_ylabel(f'speed-up over eager ({rt})')
+        ax.set_title(rt)
+    axes[0][0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description='backbone latency per runtime')
+    parser.add_argument('--models', nargs='+', default=DEFAULT_MODELS)
+    parser.add_argument('--sizes', nargs='+', type=int, default=[512, 1024, 2048])
+    parser.add_argument('--runtimes', nargs='+', choices=RUNTIME_CHOICES,
+                        default=['eager', 'onnxruntime', 'openvino'])
+    parser.add_argument('--rounds', type=int, default=3, help='timed forwards per case')
+    parser.add_argument('--threads', type=int, default=2, help='intra-op threads, every runtime')
+    parser.add_argument('--json')
+    parser.add_argument('--markdown')
+    parser.add_argument('--plot')
+    args = parser.parse_args(argv)
+    if 'eager' not in args.runtimes:
+        parser.error('--runtimes must include eager (the speed-ups are relative to it)')
+    if min(args.sizes) < 64:
+        parser.error(f'--sizes must be at least 64, got {args.sizes}')
+    specs = [parse_model_spec(m) for m in args.models]
+    models = {}
+    for spec in specs:
+        model = build_model(spec)
+        model.eval()  # not chained: mmdet's backbones override train() without returning self
+        models[spec.label] = model
+    records = speedups(benchmark(models, args.sizes, args.runtimes, args.rounds,
+                                 args.threads, log=lambda m: print(m, flush=True)))
+    table = markdown(records)
+    print(table)
+    if args.json:
+        with open(args.json, 'w') as f:
+            json.dump(dict(threads=args.threads, rounds=args.rounds, records=records), f,
+                      indent=1)
+    if args.markdown:
+        with open(args.markdown, 'w') as f:
+            f.write(table)
+    if args.plot:
+        plot(args.plot, records)
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
