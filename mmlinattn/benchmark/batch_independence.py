@@ -57,13 +57,9 @@ def detector_cfg(family: str, backbone: Optional[dict] = None):
 
 
 def build_detector(cfg, seed: int = 0):
-    from mmdet.registry import MODELS
-    from mmdet.utils import register_all_modules
-    from mmengine.registry import DefaultScope
-    register_all_modules(init_default_scope=False)
+    from ..utils.runner import build_in_scope
     torch.manual_seed(seed)
-    with DefaultScope.overwrite_default_scope('mmdet'):   # leaves the caller's scope alone
-        return MODELS.build(cfg).eval()
+    return build_in_scope(cfg, 'mmdet').eval()
 
 
 def detector_batch(images: List[torch.Tensor]) -> dict:

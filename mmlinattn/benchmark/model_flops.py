@@ -63,24 +63,16 @@ def build_config_model(config, cfg_options: Optional[dict] = None):
     """(model in eval mode on CPU, cfg) for a config path or a ``Config``; SyncBN -> BN."""
     from mmengine.config import Config
     from mmengine.model import revert_sync_batchnorm
-    from mmengine.registry import DefaultScope
+
+    from ..utils.runner import LIBRARIES, build_in_scope
 
     cfg = config if isinstance(config, Config) else Config.fromfile(config)
     if cfg_options:
         cfg.merge_from_dict(cfg_options)
     scope = cfg.get('default_scope')
-    if scope == 'mmdet':
-        from mmdet.registry import MODELS
-        from mmdet.utils import register_all_modules
-    elif scope == 'mmseg':
-        from mmseg.registry import MODELS
-        from mmseg.utils import register_all_modules
-    else:
+    if scope not in LIBRARIES:
         raise ValueError(f"config default_scope must be 'mmdet' or 'mmseg', got {scope!r}")
-    register_all_modules(init_default_scope=False)
-    import mmlinattn.models  # noqa: F401  (registers the backbones)
-    with DefaultScope.overwrite_default_scope(scope):
-        model = MODELS.build(cfg.model)
+    model = build_in_scope(cfg.model, scope)
     return revert_sync_batchnorm(model).eval(), cfg
 
 

@@ -118,9 +118,9 @@ def parse_model_spec(text: str) -> ModelSpec:
 def build_model(spec: ModelSpec):
     """Build the backbone of a spec (imports mmdet only for peers)."""
     if spec.peer:
-        import mmdet.models.backbones as mmdet_backbones
+        from ..utils.runner import build_in_scope
         cls_name, kwargs, _ = PEERS[spec.model]
-        return getattr(mmdet_backbones, cls_name)(**{**kwargs, **spec.kwargs})
+        return build_in_scope(dict(type=cls_name, **{**kwargs, **spec.kwargs}), 'mmdet')
     import mmlinattn.models  # noqa: F401  (registers the backbones)
     from mmlinattn.registry import MODELS
     return MODELS.build(dict(type=spec.model, arch=spec.arch, **spec.kwargs))

@@ -10,15 +10,7 @@ averaging matrix, so that ``pool(x) = P_h x P_w^T`` is two matmuls of standard o
 import torch
 import torch.nn as nn
 
-
-def _window_matrix(size, out: int, like: torch.Tensor) -> torch.Tensor:
-    """(out, size) matrix whose row i averages PyTorch's i-th adaptive window."""
-    idx = torch.arange(out, device=like.device)
-    start = (idx * size) // out
-    end = ((idx + 1) * size + out - 1) // out
-    pos = torch.arange(size, device=like.device)
-    inside = (pos[None, :] >= start[:, None]) & (pos[None, :] < end[:, None])
-    return inside.to(like.dtype) / (end - start)[:, None].to(like.dtype)
+from ..models.layers.utils import adaptive_window_matrix
 
 
 class ExportableAdaptiveAvgPool2d(nn.Module):
@@ -32,8 +24,9 @@ class ExportableAdaptiveAvgPool2d(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         oh, ow = (s if s is not None else x.shape[-2 + i]
                   for i, s in enumerate(self.output_size))
-        ph = _window_matrix(x.shape[-2], oh, x)
-        pw = _window_matrix(x.shape[-1], ow, x)
+        h, w = x.shape[-2:]
+        ph = adaptive_window_matrix(torch.arange(oh, device=x.device), h, oh, h, x)
+        pw = adaptive_window_matrix(torch.arange(ow, device=x.device), w, ow, w, x)
         return ph @ x @ pw.transpose(0, 1)
 
 

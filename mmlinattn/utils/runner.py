@@ -44,6 +44,15 @@ def register_library(scope: str) -> None:
     utils.register_all_modules(init_default_scope=False)
 
 
+def build_in_scope(cfg: dict, scope: str):
+    """Build a model config of mmdet or mmseg (``scope``) through mmengine's root registry,
+    as mmengine's Runner does: the library is imported by name, never by this package."""
+    from mmengine.registry import MODELS, DefaultScope
+    register_library(scope)
+    with DefaultScope.overwrite_default_scope(scope):   # leaves the caller's scope alone
+        return MODELS.build(cfg)
+
+
 def _replace_sync_bn(node) -> int:
     count = 0
     if isinstance(node, dict):

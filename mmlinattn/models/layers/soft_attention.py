@@ -17,7 +17,7 @@ LANDMARK_GRIDS = ('pad', 'crop')
 from .embed import pad_to_multiple
 from .norm import build_act
 from .token_grid import TokenGrid
-from .utils import check_heads, split_heads
+from .utils import adaptive_window_matrix, check_heads, split_heads
 
 
 def capped_grid(h: int, w: int, max_tokens: int) -> Tuple[int, int]:
@@ -28,12 +28,6 @@ def capped_grid(h: int, w: int, max_tokens: int) -> Tuple[int, int]:
         return h, w
     gh = min(h, max_tokens, max(1, math.isqrt(h * max_tokens // w)))
     return gh, min(w, max_tokens // gh)
-
-
-def _window_bounds(idx: torch.Tensor, size: torch.Tensor, out: torch.Tensor):
-    """PyTorch's adaptive-pooling windows: cell ``i`` of ``out`` covers
-    ``floor(i size / out) .. ceil((i + 1) size / out) - 1``."""
-    return (idx * size) // out, ((idx + 1) * size + out - 1) // out
 
 
 def capped_grid_slots(h, w, max_tokens: int, like: torch.Tensor):
@@ -52,14 +46,8 @@ def capped_grid_slots(h, w, max_tokens: int, like: torch.Tensor):
     gh = torch.minimum(gh, ht)
     gw = torch.minimum(wt, torch.full_like(gh, max_tokens) // gh)
     slot = torch.arange(max_tokens, device=dev)
-
-    def averaging(cell, size, cells, n):
-        start, end = _window_bounds(cell, size, cells)
-        pos = torch.arange(n, device=dev)
-        inside = (pos[None, :] >= start[:, None]) & (pos[None, :] < end[:, None])
-        return inside.to(like.dtype) / (end - start).clamp(min=1)[:, None].to(like.dtype)
-    return (averaging(slot // gw, ht, gh, h), averaging(slot % gw, wt, gw, w),
-            slot < gh * gw)
+    return (adaptive_window_matrix(slot // gw, ht, gh, h, like),
+            adaptive_window_matrix(slot % gw, wt, gw, w, like), slot < gh * gw)
 
 
 class LandmarkSampler(nn.Module):

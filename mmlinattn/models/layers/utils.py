@@ -43,3 +43,17 @@ def split_heads(t: torch.Tensor, num_heads: int) -> torch.Tensor:
         return torch.stack(t.chunk(num_heads, dim=-1), dim=1)
     b, n, c = t.shape
     return t.view(b, n, num_heads, c // num_heads).transpose(1, 2)
+
+
+def adaptive_window_matrix(cell: torch.Tensor, size, cells, n, like: torch.Tensor
+                           ) -> torch.Tensor:
+    """(len(cell), n) matrix whose row ``k`` averages PyTorch's adaptive-pooling window of
+    cell ``cell[k]`` of ``cells`` over a side of ``size`` (``floor(i size / cells) ..
+    ceil((i + 1) size / cells) - 1``), in ``like``'s dtype; a row whose window is empty is 0.
+    Sizes may be ints, symbolic ints or 0-d tensors: pooling as a matmul that a traced graph
+    keeps for every input size (ONNX has only global average pooling)."""
+    start = (cell * size) // cells
+    end = ((cell + 1) * size + cells - 1) // cells
+    pos = torch.arange(n, device=like.device)
+    inside = (pos[None, :] >= start[:, None]) & (pos[None, :] < end[:, None])
+    return inside.to(like.dtype) / (end - start).clamp(min=1)[:, None].to(like.dtype)
