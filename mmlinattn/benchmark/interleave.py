@@ -114,37 +114,81 @@ def run_interleaved(cases: Sequence[Case], rounds: int, seed: int, step_timeout:
 
 
 
+def _reference(group: list) -> Optional[int]:
+    """Index of the reference of paired rounds: the first peer (Swin-T in the defaults)."""
+    return next((i for i, g in enumerate(group) if g[1].peer), None)
+
+
 def interleave_group(group: list, rounds: int, budget: float, preload: Sequence[str],
-                     log) -> Optional[dict]:
+                     log, pairs: Optional[bool] = None) -> Optional[dict]:
     """Interleaved timing of the cases of one (size, mode) that ran: replaces the latency
     fields of their results in place (the isolated ones kept as ``isolated_latency_ms_*``).
-    Returns what was done, for the JSON's ``meta``, or None when fewer than two models fit
-    the time budget."""
+
+    All models step in the same rounds when their workers fit in memory together.  Otherwise
+    (or with ``pairs=True``) each model is interleaved with the reference peer alone (the
+    first peer of the group), two workers alive at a time: the model's ratio to the peer
+    then comes from steps taken in the same minutes (``paired_ref_latency_ms_median``), and
+    the peer's own latency from all its paired steps.  Returns what was done, for the JSON's
+    ``meta``, or None when fewer than two models fit the time budget."""
     fit = [g for g in group if g[3]['status'] == 'ok' and g[3].get('latency_ms_median')
            and g[3]['latency_ms_median'] / 1e3 * rounds <= budget]
     if len(fit) < 2:
         return None
-    cases = [g[2] for g in fit]
-    c = cases[0]
-    t0 = time.perf_counter()
     # a worker keeps its heap at the step's peak; allow twice the isolated peak (and the
     # model) for fragmentation
-    res = run_interleaved(cases, rounds, c.height * 1000 + c.width,
-                          [3 * g[3]['latency_ms_median'] / 1e3 + 30 for g in fit],
-                          [2 * (g[3].get('peak_total_mb') or 0) for g in fit], preload)
+    need = [2 * (g[3].get('peak_total_mb') or 0) for g in fit]
+    limit = [3 * g[3]['latency_ms_median'] / 1e3 + 30 for g in fit]
+    ref = _reference(fit)
+    if pairs is None:
+        avail = mem_available_mb()
+        pairs = avail is not None and sum(need) > avail and ref is not None
+    c = fit[0][2]
+    size = f'{c.height}x{c.width}'
+    if pairs and ref is None:
+        log(f'interleaved timing at {size} {c.mode}: no peer to pair with (isolated times '
+            'kept)')
+        return None
+    t0 = time.perf_counter()
     labels = [g[1].label for g in fit]
-    info = dict(size=f'{c.height}x{c.width}', mode=c.mode, models=labels,
-                status=res['status'], wall_s=time.perf_counter() - t0,
-                orders=[[labels[i] for i in o] for o in res.get('orders', [])])
-    if res['status'] != 'ok':
-        info['note'] = res.get('note', '')
-        log(f"interleaved timing at {info['size']} {c.mode}: {res['status']} "
-            f"{info['note'][:120]} (isolated times kept)")
-        return info
-    for (_, spec, _, r), ts, cts in zip(fit, res['times'], res['cpu_times']):
+    info = dict(size=size, mode=c.mode, models=labels, method='pairs' if pairs else 'all')
+    if not pairs:
+        runs = [(list(range(len(fit))), run_interleaved(
+            [g[2] for g in fit], rounds, c.height * 1000 + c.width, limit, need, preload))]
+    else:
+        info['reference'] = labels[ref]
+        need = [0.75 * n for n in need]   # two workers: less slack than for a crowd
+        runs = [([ref, i], run_interleaved([fit[ref][2], fit[i][2]], rounds,
+                                           c.height * 1000 + c.width + i,
+                                           [limit[ref], limit[i]], [need[ref], need[i]],
+                                           preload))
+                for i in range(len(fit)) if i != ref]
+    info.update(wall_s=time.perf_counter() - t0,
+                orders=[[labels[idx[j]] for j in o] for idx, res in runs
+                        for o in res.get('orders', [])])
+    bad = [res for _, res in runs if res['status'] != 'ok']
+    info['status'] = bad[0]['status'] if bad else 'ok'
+    if bad:
+        info['note'] = '; '.join(res.get('note', '') for res in bad)
+        log(f"interleaved timing at {size} {c.mode}: {info['status']} "
+            f"{info['note'][:120]} (isolated times kept where it failed)")
+    times: dict = {}
+    for idx, res in runs:
+        if res['status'] != 'ok':
+            continue
+        for j, i in enumerate(idx):
+            ts, cts = times.setdefault(i, ([], []))
+            ts.extend(res['times'][j])
+            cts.extend(res['cpu_times'][j])
+        if pairs:
+            fit[idx[1]][3]['paired_ref_latency_ms_median'] = \
+                time_stats(res['times'][0], res['cpu_times'][0])['latency_ms_median']
+            fit[idx[1]][3]['paired_with'] = labels[ref]
+    for i, (ts, cts) in times.items():
+        r = fit[i][3]
         for k in ('median', 'min', 'max'):
             r[f'isolated_latency_ms_{k}'] = r[f'latency_ms_{k}']
-        r.update(time_stats(ts, cts), repeats=len(ts), latency_method='interleaved')
-        log(f"{spec.label:34s} {info['size']} {c.mode:5s} interleaved x{len(ts)}: lat "
+        r.update(time_stats(ts, cts), repeats=len(ts),
+                 latency_method='interleaved_pairs' if pairs else 'interleaved')
+        log(f"{labels[i]:34s} {size} {c.mode:5s} interleaved x{len(ts)}: lat "
             f"{r['latency_ms_median']:.0f} ms (isolated {r['isolated_latency_ms_median']:.0f})")
     return info

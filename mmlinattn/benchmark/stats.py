@@ -6,7 +6,7 @@ import statistics
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 __all__ = ['RECORD_FIELDS', 'time_stats', 'tokens_at_stride4', 'make_record', 'fit_exponent',
-           'group_records', 'summarize', 'ratio']
+           'group_records', 'summarize', 'ratio', 'paired_ratio']
 
 #: the fields of a record, in the order of the CSV columns
 RECORD_FIELDS = [
@@ -17,7 +17,7 @@ RECORD_FIELDS = [
     'achieved_gflops_per_s', 'matmul_fraction', 'achieved_gflops_per_cpu_s',
     'matmul_fraction_cpu', 'threads', 'cpu_malloc', 'latency_method',
     'isolated_latency_ms_median', 'isolated_latency_ms_min', 'isolated_latency_ms_max',
-    'status', 'note'
+    'paired_with', 'paired_ref_latency_ms_median', 'status', 'note'
 ]
 
 
@@ -49,7 +49,7 @@ def make_record(spec, case, res: Dict[str, Any], matmul: Optional[dict]) -> Dict
               'peak_mem_mb', 'peak_total_mb', 'baseline_mem_mb', 'mem_method', 'status',
               'note', 'flops_method', 'hotspots', 'mem_limit_mb', 'wall_s',
               'latency_method', 'isolated_latency_ms_median', 'isolated_latency_ms_min',
-              'isolated_latency_ms_max'):
+              'isolated_latency_ms_max', 'paired_with', 'paired_ref_latency_ms_median'):
         if k in res:
             rec[k] = res[k]
     if res.get('flops_total') is not None:
@@ -117,12 +117,21 @@ def summarize(records: List[dict], peers: Sequence[str] = ('Swin-T', 'PVTv2-b2')
                     continue
                 key = f"{peer}@{r['height']}x{r['width']}"
                 entry['ratios'][key] = dict(
-                    latency=ratio(r, p, 'latency_ms_median'),
+                    latency=paired_ratio(r, peer) or ratio(r, p, 'latency_ms_median'),
                     cpu_time=ratio(r, p, 'cpu_ms_median'),
                     memory=ratio(r, p, 'peak_mem_mb'),
                     status=f"{r['status']}/{p['status']}")
         summary[f'{label}|{mode}'] = entry
     return summary
+
+
+def paired_ratio(r: dict, peer: str) -> Optional[float]:
+    """r's latency over the peer's in the rounds the two were interleaved alone (None when
+    r was not paired with ``peer``)."""
+    if r.get('paired_with') == peer and r.get('paired_ref_latency_ms_median') and \
+            r['status'] == 'ok':
+        return r['latency_ms_median'] / r['paired_ref_latency_ms_median']
+    return None
 
 
 def ratio(r: dict, p: dict, key: str) -> Optional[float]:

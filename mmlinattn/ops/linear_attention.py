@@ -27,7 +27,8 @@ from typing import Callable, Dict, List, Optional
 import torch
 import torch.nn.functional as F
 
-from ._grad import eager_inference, needs_grad
+from ._grad import eager_inference, needs_grad, recompute_in_backward
+from .compiled import LazyCompiled
 from .precision import Float32Island
 
 __all__ = [
@@ -78,6 +79,22 @@ def normalized_linear_attention(phi_q: torch.Tensor, phi_k: torch.Tensor, v: tor
                                     chunk=max(1, phi_q.shape[-2], phi_k.shape[-2]))
 
 
+def _features(feature: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+    """``feature(x)``; under autograd an eager map longer than one op (NaLa's without a
+    compiler: ~10 elementwise ops, each saving a tensor as large as ``x``) is recomputed in
+    the backward pass instead of keeping its intermediates, so only its output stays (the
+    matmul after it needs that).  One-op maps (ELU + 1 saves only its output), compiled ones
+    (:class:`~.compiled.LazyCompiled`, which save about ``x``) and any map inside a
+    ``torch.compile`` graph (whose partitioner chooses what to save) run as they are."""
+    # the graph test first: comparing function objects in a traced graph guards on them, and
+    # the eager maps are fresh closures per call (a recompile per call)
+    if torch.compiler.is_compiling() or feature is _identity or \
+            feature in FEATURE_MAPS.values() or \
+            (isinstance(feature, LazyCompiled) and not feature.failed):
+        return feature(x)
+    return recompute_in_backward(feature, x)
+
+
 def _chunks(total: int, chunk: int) -> List[slice]:
     """Slices of ``chunk`` tokens over ``total``; one slice of all tokens in a traced graph
     (``torch.compile`` / ``torch.export``), where a loop over a symbolic token count would
@@ -115,9 +132,10 @@ def chunked_linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     n, m = q.shape[-2], k.shape[-2]
     if chunk is None:
         chunk = max(256, CHUNK_ELEMENTS // max(1, q[..., :1, :].numel()))
+
     kv = ksum = None
     for s in _chunks(m, chunk):
-        pk = feature_k(k[..., s, :])
+        pk = _features(feature_k, k[..., s, :])
         if valid is not None:                                     # (B, M) for (B, h, M, F)
             pk = pk * valid[:, None, s, None].to(pk.dtype)
         part_kv, part_sum = pk.transpose(-2, -1) @ v[..., s, :], pk.sum(-2)
@@ -132,7 +150,7 @@ def chunked_linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     if not eager_inference(q, k, v):
         outs = []
         for s in _chunks(n, chunk):
-            out = feature_q(q[..., s, :]) @ kv
+            out = _features(feature_q, q[..., s, :]) @ kv
             outs.append(out[..., :-1] / (out[..., -1:] + eps))
         return outs[0] if len(outs) == 1 else torch.cat(outs, dim=-2)
     # no autograd: normalise each chunk straight into the output (no concatenation copy),

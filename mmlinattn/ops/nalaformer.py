@@ -27,7 +27,9 @@ Choices where the paper is silent:
 * the key-value product and the key sum are divided by ``N`` (authors' code) so magnitudes and
   the ``eps`` of the denominator do not drift with the resolution; it cancels otherwise;
 * without autograd the feature maps run as compiled fused loops (exact rewrites of Eq. 16,
-  :func:`_fused_feature_maps`; the compiling is :mod:`mmlinattn.ops.compiled`'s);
+  :func:`_fused_feature_maps`; the compiling is :mod:`mmlinattn.ops.compiled`'s); under
+  autograd the plain maps are compiled with their backward (one loop each way, and only
+  about the input saved for the backward instead of a dozen intermediates);
 * the core runs in a float32 island (:mod:`mmlinattn.ops.precision`; float64 stays
   float64), because ``|k|^3`` overflows half precision quickly.
 
@@ -202,7 +204,8 @@ def _fast_feature_maps(kernel: str, lam: float, alpha: float, eps: float, inplac
 
 def _fused_feature_maps(kernel: str, lam: float, alpha: float, eps: float):
     """``(phi_q, phi_k)`` equal to :func:`nala_feature_maps`' maps, written for one fused loop
-    each (:class:`~mmlinattn.ops.compiled.InferenceCompiled`; no autograd).
+    each (:class:`~mmlinattn.ops.compiled.LazyCompiled`; no autograd: ``log |d|`` has an
+    infinite derivative at 0, which :func:`_training_feature_maps` avoids).
 
     Exact rewrites of Eq. 16 that replace slow transcendental ops by fast ones:
 
@@ -236,12 +239,27 @@ def _compiled_feature_maps(kernel: str, lam: float, alpha: float, eps: float):
                         (f'NaLa query features ({kernel})', f'NaLa key features ({kernel})'))
 
 
+def _training_feature_maps(kernel: str, lam: float, alpha: float, eps: float):
+    """The out-of-place :func:`_fast_feature_maps`, to be compiled with their backward."""
+    return _fast_feature_maps(kernel, lam, alpha, eps, inplace=False)
+
+
+def _compiled_training_maps(kernel: str, lam: float, alpha: float, eps: float):
+    """The compiled :func:`_training_feature_maps`, one pair per setting (and process)."""
+    return compile_each(_training_feature_maps, (kernel, float(lam), float(alpha), float(eps)),
+                        (f'NaLa query features with backward ({kernel})',
+                         f'NaLa key features with backward ({kernel})'))
+
+
 def _feature_maps_for(kernel: str, lam: float, alpha: float, eps: float, fuse: bool,
                       *tensors: torch.Tensor):
-    """The fastest ``(phi_q, phi_k)`` allowed for ``tensors``: compiled fused loops, else the
-    eager maps (in place when no gradient is needed)."""
+    """The fastest ``(phi_q, phi_k)`` allowed for ``tensors``: compiled fused loops (with
+    their backward under autograd), else the eager maps (in place when no gradient is
+    needed)."""
     if fuse and compiled_path_allowed(*tensors):
         return _compiled_feature_maps(kernel, lam, alpha, eps)
+    if fuse and compiled_path_allowed(*tensors, allow_grad=True):
+        return _compiled_training_maps(kernel, lam, alpha, eps)
     if fuse and torch.compiler.is_compiling() and not needs_grad(*tensors):
         return _fused_feature_maps(kernel, lam, alpha, eps)  # the same loops, in the graph
     return _fast_feature_maps(kernel, lam, alpha, eps, inplace=eager_inference(*tensors))
@@ -286,9 +304,10 @@ def nala_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kernel: st
         eps: clamp of the norms and additive term of the normaliser.
         valid: optional (B, M) bool mask of the keys to use (batch padding excluded), for
             (B, heads, ., .) inputs.
-        fuse: when no gradient is needed, evaluate the feature maps as compiled fused
-            loops (:mod:`mmlinattn.ops.compiled`; same values up to float rounding; skipped
-            where no compiler is available or ``MMLINATTN_COMPILE=0``).
+        fuse: evaluate the feature maps as compiled fused loops (:mod:`mmlinattn.ops.compiled`;
+            under autograd the plain maps compiled with their backward; same values up to
+            float rounding; skipped where no compiler is available or
+            ``MMLINATTN_COMPILE=0``).
         rope_angles: ``(N, d / 2)`` RoPE angles of the tokens (N = M), for
             ``kernel='relu_split_rope'`` only (e.g. ``rope_2d_angles(H, W, d)``).
 

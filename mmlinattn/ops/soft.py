@@ -31,6 +31,7 @@ from typing import Optional, Union
 
 import torch
 
+from ._grad import eager_inference
 from .precision import Float32Island
 
 NEWTON_INITS = ('safe', 'paper', 'scaled')
@@ -40,6 +41,10 @@ PINV_SOLVERS = ('newton', 'cholesky')
 CHOLESKY_JITTER = 1e-6
 #: the ridge is multiplied by 100 at most this many times when a factorisation fails
 CHOLESKY_RETRIES = 3
+#: inference holds P = exp(Q - K~) whole up to this many elements (1 GiB in float32) ...
+SOFT_CHUNK_ELEMENTS = 1 << 28
+#: ... and above, computes it in token chunks of about this many elements
+SOFT_CHUNK_TARGET = 1 << 25
 #: above this many landmarks the Newton solver logs its cost once per process
 NEWTON_LOG_LANDMARKS = 256
 
@@ -82,7 +87,22 @@ def gaussian_kernel(a: torch.Tensor, b: torch.Tensor,
         denom = 2.0 * math.sqrt(a.shape[-1])
     if not denom > 0:
         raise ValueError(f'gaussian_kernel: denom must be > 0, got {denom!r}')
+    if eager_inference(a, b) and a.shape[:-2] == b.shape[:-2] and a.shape[-1] == b.shape[-1]:
+        return _gaussian_kernel_inplace(a, b, denom)
     return torch.exp(pairwise_sqdist(a, b) / -denom)
+
+
+def _gaussian_kernel_inplace(a: torch.Tensor, b: torch.Tensor, denom: float) -> torch.Tensor:
+    """:func:`gaussian_kernel` without autograd in three passes over the (p, q) output instead
+    of six: ``-||a_i - b_j||^2 / denom = (2 a_i . b_j - |a_i|^2 - |b_j|^2) / denom``, the
+    matmul starting from the ``-|b_j|^2`` row (``baddbmm``), then ``- |a_i|^2``, the clamp
+    at 0 (a distance is never negative) and ``exp`` in place.  The (p, q) matrix is the
+    largest tensor of SOFT++ at high resolution, so its passes are its cost."""
+    a3, b3 = a.reshape(-1, *a.shape[-2:]), b.reshape(-1, *b.shape[-2:])
+    row = b3.square().sum(-1).mul_(-1.0 / denom).unsqueeze(-2)            # (batch, 1, q)
+    out = torch.baddbmm(row, a3, b3.transpose(-1, -2), alpha=2.0 / denom)
+    out.sub_(a3.square().sum(-1, keepdim=True).mul_(1.0 / denom)).clamp_(max=0).exp_()
+    return out.view(*a.shape[:-1], b.shape[-2])
 
 
 def gaussian_kernel_reference(a: torch.Tensor, b: torch.Tensor,
@@ -318,6 +338,20 @@ def _log_newton_cost(m: int) -> None:
 _NEWTON_COST_LOGGED = False
 
 
+def _token_chunk(q: torch.Tensor, m: int) -> Optional[int]:
+    """Tokens per chunk when P = exp(Q - K~) (``q.shape[:-1] x m``) is too large to hold at
+    once in inference, else None.  Chunking computes P twice (once for ``P^T V``, once for
+    ``P (.)``), so it is kept for the sizes where P alone would take gigabytes: the paper's
+    landmark rule at 2048^2 makes P 13 GB in SOFT-small's first stage."""
+    if not eager_inference(q) or torch.jit.is_tracing():     # no size test in a graph
+        return None
+    n = q.shape[-2]
+    rows = q.numel() // (q.shape[-1] * n)                    # B * h
+    if rows * n * m <= SOFT_CHUNK_ELEMENTS:
+        return None
+    return max(1, SOFT_CHUNK_TARGET // (rows * m))
+
+
 def symmetric_normalize(a_pinv: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
     """SOFT++'s normalised bottleneck ``D^{-1/2} A^+ D^{-1/2}``, ``D = diag(A 1_m)`` (Eq. 17).
 
@@ -382,24 +416,46 @@ def soft_attention(q: torch.Tensor, landmarks: torch.Tensor, v: torch.Tensor,
         raise ValueError(f'pinv must be one of {PINV_SOLVERS}, got {pinv!r}')
     with Float32Island(q) as island:
         q32, lm32, v32 = island.cast(q, landmarks, v)
-        p = gaussian_kernel(q32, lm32, denom=2.0)            # exp(Q - K~): (B, h, n, m)
+        keep = None if landmark_valid is None else island.cast(landmark_valid[:, None])
+        # (B, 1, m); the order of what follows is that of the equation: P before A (with A
+        # first, AOTAutograd's replay of one view failed in the backward, torch 2.14)
+        rows = None if valid is None else island.cast(valid[:, None, :, None])
+
+        def kernel_rows(part: Optional[slice] = None) -> torch.Tensor:
+            """The rows ``part`` (default all) of P = exp(Q - K~), padded tokens and unused
+            landmarks zeroed: (B, h, tokens, m)."""
+            p = gaussian_kernel(q32 if part is None else q32[..., part, :], lm32, denom=2.0)
+            if keep is not None:
+                p = p * keep[..., None, :]
+            if rows is not None:
+                p = p * (rows if part is None else rows[..., part, :])
+            return p
+
+        chunk = _token_chunk(q32, lm32.shape[-2])
+        if chunk is None:
+            p = kernel_rows()
+            pv = p.transpose(-1, -2) @ v32                   # P^T V: (B, h, m, d_v)
+        else:   # P is never whole: P^T V summed over token chunks, P recomputed below
+            parts = [slice(i, i + chunk) for i in range(0, q32.shape[-2], chunk)]
+            pv = sum(kernel_rows(s).transpose(-1, -2) @ v32[..., s, :] for s in parts)
         a = gaussian_kernel(lm32, lm32, denom=2.0)           # exp(Q~ - K~): (B, h, m, m)
-        if landmark_valid is not None:
-            keep = island.cast(landmark_valid[:, None])         # (B, 1, m)
-            p = p * keep[..., None, :]
+        if keep is not None:
             a = a * (keep[..., :, None] * keep[..., None, :]) + torch.diag_embed(1 - keep)
-        if valid is not None:
-            p = p * island.cast(valid[:, None, :, None])
-        pv = p.transpose(-1, -2) @ v32                       # P^T V: (B, h, m, d_v)
         if pinv == 'cholesky':
             dinv = a.sum(-1, keepdim=True).rsqrt() if sym_norm else 1.0
-            out = p @ (dinv * cholesky_pinv_solve(a, dinv * pv, ridge))
+            middle = dinv * cholesky_pinv_solve(a, dinv * pv, ridge)
         else:
             _log_newton_cost(a.shape[-1])
             a_pinv = newton_schulz_pinv(a, num_iters, init, ridge)
             if sym_norm:
                 a_pinv = symmetric_normalize(a_pinv, a)
-            out = p @ (a_pinv @ pv)
+            middle = a_pinv @ pv
+        if chunk is None:
+            out = p @ middle
+        else:
+            out = pv.new_empty(*pv.shape[:-2], q32.shape[-2], pv.shape[-1])
+            for s in parts:
+                torch.matmul(kernel_rows(s), middle, out=out[..., s, :])
     return island.back(out)
 
 

@@ -269,13 +269,54 @@ def test_zero_rows_give_finite_values_and_gradients(kernel):
         assert torch.isfinite(t.grad).all()
 
 
-def test_gradcheck():
+@pytest.mark.parametrize('fuse', [False, True])
+def test_gradcheck(fuse):
+    """Eager maps and the maps compiled with their backward (gradcheck backpropagates twice
+    through one graph, which a compiled backward allows without donated buffers)."""
     q, k, v = _qkv(b=1, h=1, n=6, d=4, dv=3)
     q, k, v = q * 0.5, k + 0.1, v
     for kernel in KERNELS:
-        assert torch.autograd.gradcheck(
-            lambda a, b, c: nala_attention(a, b, c, kernel=kernel),
-            (q.requires_grad_(), k.requires_grad_(), v.requires_grad_()))
+        with torch._functorch.config.patch(donated_buffer=False):
+            assert torch.autograd.gradcheck(
+                lambda a, b, c: nala_attention(a, b, c, kernel=kernel, fuse=fuse),
+                (q.requires_grad_(), k.requires_grad_(), v.requires_grad_()))
+
+
+@pytest.mark.parametrize('compile_env', ['1', '0'])
+def test_training_keeps_little_for_the_backward(compile_env, monkeypatch):
+    """Under autograd the feature maps are compiled with their backward (or, without a
+    compiler, recomputed in the backward): the same gradients as the plain eager maps, and
+    what autograd keeps is a few tensors the size of the inputs, not the map's dozen
+    intermediates per chunk."""
+    import importlib
+    from unittest import mock
+
+    from torch.autograd.graph import saved_tensors_hooks
+    la = importlib.import_module('mmlinattn.ops.linear_attention')
+    monkeypatch.setenv(compiled.ENV_VAR, compile_env)
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(1, 2, 700, 16, requires_grad=True) for _ in range(3))
+    grad_out = torch.randn(1, 2, 700, 16)
+
+    def run(**kwargs):
+        saved = []
+
+        def pack(t):
+            saved.append(t.numel())
+            return t
+        with saved_tensors_hooks(pack, lambda t: t):
+            out = nala_attention(q, k, v, **kwargs)
+        return out, torch.autograd.grad(out, (q, k, v), grad_out), sum(saved)
+    out, grads, kept = run()
+    # the reference: the eager maps with every intermediate stored
+    with mock.patch.object(la, '_features', lambda feature, x: feature(x)):
+        ref_out, ref_grads, ref_kept = run(fuse=False)
+    torch.testing.assert_close(out, ref_out, rtol=1e-5, atol=1e-6)
+    for g, r in zip(grads, ref_grads):
+        torch.testing.assert_close(g, r, rtol=1e-4, atol=1e-5)
+    inputs = 3 * q.numel()
+    assert ref_kept > 8 * inputs          # positive control: the plain maps keep a lot
+    assert kept < 4 * inputs, (kept / inputs, ref_kept / inputs)
 
 
 @pytest.mark.parametrize('kwargs, name', [(dict(kernel='relu'), 'kernel'), (dict(lam=0), 'lam'),
@@ -367,7 +408,7 @@ def test_compile_failure_falls_back_to_eager_with_one_warning(monkeypatch):
             raise RuntimeError('no C++ compiler found')
         return run
     monkeypatch.setattr(torch, 'compile', broken_compile)
-    f = compiled.InferenceCompiled(lambda t: t * 2, 'doubling')
+    f = compiled.LazyCompiled(lambda t: t * 2, 'doubling')
     x = torch.arange(3.0)
     with pytest.warns(RuntimeWarning, match='doubling failed.*no C\\+\\+ compiler'):
         torch.testing.assert_close(f(x), x * 2)

@@ -220,6 +220,37 @@ def test_soft_attention_never_forms_n_by_n():
     assert (1, 2, n, n) in rec.shapes
 
 
+@pytest.mark.parametrize('pinv', ['newton', 'cholesky'])
+def test_soft_attention_in_token_chunks_is_the_same_attention(pinv, monkeypatch):
+    """Above a size P is never whole in inference: P^T V summed over token chunks, then P
+    recomputed chunk by chunk.  Same equation as the dense float64 Nystrom matrix, with and
+    without the padding masks, and P's largest piece is one chunk."""
+    torch.manual_seed(3)
+    b, h, n, m, d = 2, 3, 53, 7, 8
+    q = torch.randn(b, h, n, d, dtype=torch.float64) * 0.6
+    lm = torch.randn(b, h, m, d, dtype=torch.float64) * 0.6
+    v = torch.randn(b, h, n, 4, dtype=torch.float64)
+    valid, keep = torch.rand(b, n) > 0.2, torch.rand(b, m) > 0.3
+    with torch.no_grad():
+        whole = soft_attention(q, lm, v, valid=valid, landmark_valid=keep, pinv=pinv)
+    monkeypatch.setattr(soft_ops, 'SOFT_CHUNK_ELEMENTS', b * h * m * 10)
+    monkeypatch.setattr(soft_ops, 'SOFT_CHUNK_TARGET', b * h * m * 11)   # 11 tokens a chunk
+    with torch.no_grad(), _RecordShapes() as rec:
+        out = soft_attention(q, lm, v, pinv=pinv)
+    assert (b, h, 11, m) in rec.shapes and (b, h, n, m) not in rec.shapes
+    ref = soft_attention_reference(q, lm, v)
+    tol = 1e-8 if pinv == 'newton' else 1e-5     # the Cholesky ridge, 1e-6 of the trace
+    torch.testing.assert_close(out, ref, rtol=tol, atol=tol)
+    with torch.no_grad():
+        chunked = soft_attention(q, lm, v, valid=valid, landmark_valid=keep, pinv=pinv)
+    torch.testing.assert_close(chunked, whole, rtol=1e-12, atol=1e-12)
+    # training keeps P whole (autograd records it once, not twice)
+    q.requires_grad_(True)
+    with _RecordShapes() as rec:
+        soft_attention(q, lm, v, pinv=pinv)
+    assert (b, h, n, m) in rec.shapes
+
+
 def test_soft_attention_float32_under_autocast():
     torch.manual_seed(1)
     q, lm, v = (torch.randn(1, 2, 30, 8), torch.randn(1, 2, 6, 8), torch.randn(1, 2, 30, 8))

@@ -187,6 +187,32 @@ def test_interleaved_rounds_step_every_model_once_and_respect_the_budget(tmp_pat
     assert {r['repeats'] for r in res['records']} == {5}
 
 
+def test_paired_rounds_time_each_model_against_the_peer_alone(tmp_path):
+    """Training at detection sizes: the warm workers of all models need not fit together."""
+    models = [TINY['LDN'], TINY['Swin-T'], TINY['NaLaFormer']]
+    res = bench(tmp_path, '--models', *models, '--sizes', '64', '--flops', 'none',
+                '--matmul-size', '128', '--threads', '1', '--quiet', '--interleave', '2',
+                '--repeats', '1', '--interleave-pairs')
+    (group, ) = res['meta']['interleave']['groups']
+    assert group['status'] == 'ok' and group['method'] == 'pairs'
+    peer = models[1]
+    assert group['reference'] == peer
+    # two rounds per pair, each round the model and the peer once, never a third process
+    assert len(group['orders']) == 4
+    for order in group['orders']:
+        assert len(order) == 2 and peer in order
+    by = {r['label']: r for r in res['records']}
+    assert by[peer]['repeats'] == 4 and by[peer]['paired_with'] is None
+    summary = B.summarize(res['records'], peers=(peer, ))
+    for m in (models[0], models[2]):
+        r = by[m]
+        assert r['latency_method'] == 'interleaved_pairs' and r['repeats'] == 2
+        assert r['paired_with'] == peer and r['paired_ref_latency_ms_median'] > 0
+        # the ratio is the one of the pair's own rounds, not of the peer's pooled median
+        got = summary[f'{m}|infer']['ratios'][f'{peer}@64x64']['latency']
+        assert got == pytest.approx(r['latency_ms_median'] / r['paired_ref_latency_ms_median'])
+
+
 def _case(spec: str, size: int, cap_mb, **kw) -> B.Case:
     return B.Case(spec=asdict(B.parse_model_spec(spec)), height=size, width=size,
                   warmup=1, repeats=1, mem_cap_mb=cap_mb, flops='none', threads=1, **kw)

@@ -40,7 +40,10 @@ What each number means (see ``docs/benchmarks.md``):
   warm-up) or ``interleaved`` (``--interleave R``, the default on CPU: R more steps of each
   model of that size and mode, each model warm in a process of its own, the models stepping
   one at a time, once per round, in a shuffled order; the isolated times are kept as
-  ``isolated_latency_ms_*``).
+  ``isolated_latency_ms_*``) or ``interleaved_pairs`` (``--interleave-pairs``, and whenever
+  the warm workers of all models would not fit in memory together: each model interleaved
+  with the reference peer alone; its ratio to the peer comes from those rounds,
+  ``paired_ref_latency_ms_median``).
 
 The cases run size by size (every model at the smallest size, then the next size), so the
 models compared at one size are measured minutes apart on a machine whose speed drifts; the
@@ -103,6 +106,11 @@ def parse_args(argv=None):
                         f'{INTERLEAVE_ROUNDS} on CPU, 0 = off with --quick and on CUDA). '
                         'Models whose step takes longer than --budget / R keep their '
                         'isolated times')
+    p.add_argument('--interleave-pairs', action='store_true', default=None,
+                   help='interleave each model with the reference peer (Swin-T) alone, two '
+                        'processes alive at a time, instead of all models together; the '
+                        'default when all would not fit in memory together (training at '
+                        'detection sizes)')
     p.add_argument('--budget', type=float, default=None,
                    help='seconds of timed steps per case before stopping early (at least one '
                         'step; default 60, quick 8)')
@@ -195,7 +203,7 @@ def main(argv=None) -> dict:
                        profile=args.profile)
     res = run_sweep(specs, sizes, s['modes'], case_kwargs, timeout=s['timeout'],
                     interleave=s['interleave'], matmul_size=s['matmul_size'],
-                    no_skip=args.no_skip,
+                    no_skip=args.no_skip, interleave_pairs=args.interleave_pairs,
                     extra_sizes=GPU_EXTRA_SIZES if s['cuda'] and not args.sizes else None,
                     log=log)
     env = environment(args.device)

@@ -59,10 +59,12 @@ class NaLaFormer(PyramidBackbone):
             positive similarity then yields NaN).
         out_norm: a LayerNorm on every returned map (the project's dense default).
             ``False`` returns the raw stage maps, as the authors' classifier head reads them.
-        fuse_feature_maps: in inference (no gradient), evaluate the NaLa feature maps as
-            ``torch.compile``-d fused loops (same values up to float rounding; about 4x faster
-            on CPU; compiles once per process, ~15-20 s on 2 cores).  Skipped, with the eager
-            maps used instead, where no compiler is available or ``MMLINATTN_COMPILE=0``.
+        fuse_feature_maps: evaluate the NaLa feature maps as ``torch.compile``-d fused loops
+            (same values up to float rounding; in inference about 4x faster on CPU; in
+            training compiled with their backward, saving about the input instead of every
+            intermediate; compiles once per process, ~15-20 s on 2 cores).  Skipped, with the
+            eager maps used instead, where no compiler is available or
+            ``MMLINATTN_COMPILE=0``.
         drop_path_rate: stochastic depth; ``None`` takes the arch's value.
         norm_cfg: the norm of the stem and the down-samplers
             (:func:`~mmlinattn.models.layers.build_norm`), BatchNorm by default.

@@ -39,8 +39,8 @@ class NaLaAttention(nn.Module):
         lepe: add the depthwise 5x5 conv of V.
         rope: rotary 2-D position embedding of q and k for ``attn_type='softmax'``, computed
             from the current (H, W) on every call.
-        fuse: run NaLa's feature maps as compiled fused loops when no gradient is needed
-            (``fuse`` of :func:`mmlinattn.ops.nala_attention`).
+        fuse: run NaLa's feature maps as compiled fused loops (with their backward under
+            autograd; ``fuse`` of :func:`mmlinattn.ops.nala_attention`).
     """
 
     def __init__(self, dim: int, num_heads: int, attn_type: str = 'nala',
