@@ -14,7 +14,8 @@ A checkpoint that fills less than 90 % of the model's parameters (another arch, 
 model) or holds NaN / Inf weights stops the run with the match report, unless
 ``--allow-partial`` is given.  ``--backend onnxruntime|openvino``: evaluate a graph exported
 by tools/deployment/pytorch2onnx.py instead (the config's pre- and post-processing around
-it; :class:`mmlinattn.deployment.DeployedModel`).
+it; for Faster / Mask R-CNN the RoI graphs written beside MODEL.onnx too;
+:class:`mmlinattn.deployment.DeployedModel`).
 """
 import argparse
 import os

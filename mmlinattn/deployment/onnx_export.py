@@ -45,11 +45,7 @@ def export_onnx(module: nn.Module, example: torch.Tensor, path: str, *,
             check_program(program, module, example, min_size)
             print_log(f'{type(module).__name__}: one graph for H, W in {min_size}..{max_size}',
                       logger='current')
-        onnx_program = torch.onnx.export(program, (example, ), dynamo=True,
-                                         opset_version=opset, input_names=['input'],
-                                         output_names=list(output_names) if output_names
-                                         else None, verbose=False)
-    onnx_program.save(path)
+        export_program_onnx(program, [example], path, opset, ['input'], output_names)
     check_onnx(path)
     if dynamic_hw:
         check_onnx_sizes(path, module, example, min_size)
@@ -62,6 +58,17 @@ def export_onnx(module: nn.Module, example: torch.Tensor, path: str, *,
                 f'model pins the graph to {tuple(example.shape[2:])}; export with '
                 f'dynamic_hw=False (then it runs at this size only) or report the model')
     return path
+
+
+def export_program_onnx(program, inputs: Sequence[torch.Tensor], path: str, opset: int,
+                        input_names: Sequence[str],
+                        output_names: Optional[Sequence[str]] = None) -> None:
+    """Translate a ``torch.export`` program to ONNX and write it to ``path``."""
+    onnx_program = torch.onnx.export(program, tuple(inputs), dynamo=True, opset_version=opset,
+                                     input_names=list(input_names),
+                                     output_names=list(output_names) if output_names
+                                     else None, verbose=False)
+    onnx_program.save(path)
 
 
 def _dims(min_size: int, max_size: int):

@@ -1,7 +1,8 @@
 """Run an exported ``.onnx`` graph on the CPU with ONNX Runtime or OpenVINO.
 
-``load_runtime(path, 'onnxruntime' | 'openvino')`` returns a callable that maps a float32
-``(B, 3, H, W)`` array (or tensor) to the graph's outputs as a list of numpy arrays.
+``load_runtime(path, 'onnxruntime' | 'openvino')`` returns a callable that maps the graph's
+inputs (float32 arrays or tensors, in the graph's input order: an image graph takes one
+``(B, 3, H, W)`` batch) to its outputs as a list of numpy arrays.
 """
 from typing import Callable, List, Optional
 
@@ -31,8 +32,8 @@ def load_runtime(path: str, runtime: str = 'onnxruntime',
         if threads:
             options.intra_op_num_threads = threads
         session = ort.InferenceSession(path, options, providers=['CPUExecutionProvider'])
-        name = session.get_inputs()[0].name
-        return lambda x: session.run(None, {name: _as_array(x)})
+        names = [i.name for i in session.get_inputs()]
+        return lambda *xs: session.run(None, {n: _as_array(x) for n, x in zip(names, xs)})
     if runtime == 'openvino':
         try:
             import openvino as ov
@@ -45,8 +46,8 @@ def load_runtime(path: str, runtime: str = 'onnxruntime',
         compiled = core.compile_model(core.read_model(path), 'CPU', config)
         request = compiled.create_infer_request()
 
-        def run(x):
-            result = request.infer({0: _as_array(x)})
+        def run(*xs):
+            result = request.infer({i: _as_array(x) for i, x in enumerate(xs)})
             return [np.asarray(result[out]) for out in compiled.outputs]
         return run
     raise ValueError(f'unknown runtime {runtime!r}; choose one of {RUNTIMES}')

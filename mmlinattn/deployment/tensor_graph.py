@@ -6,7 +6,10 @@ data preprocessor hands the model) and returns a flat tuple of tensors:
 * backbone: its feature maps;
 * mmdet one-stage detector (RetinaNet): per level the class scores, then per level the
   box deltas (``model._forward``, mmdet's ``mode='tensor'``); box decoding and NMS stay
-  in Python (:mod:`mmlinattn.deployment.postprocess`);
+  in Python (``bbox_head.predict_by_feat``, :class:`mmlinattn.deployment.DeployedModel`);
+* mmdet two-stage detector (Faster / Mask R-CNN): the FPN features, then per level the
+  RPN class scores, then per level the RPN box deltas; proposals (NMS) are picked in
+  Python and the RoI stages are graphs of their own (:mod:`mmlinattn.deployment.roi_graph`);
 * mmseg encoder-decoder (UperNet, Semantic FPN): the decoder's segmentation logits at
   its output stride, resized to the input in Python.
 
@@ -33,22 +36,21 @@ def flatten_outputs(out) -> Tuple[torch.Tensor, ...]:
 
 
 def kind_of(model: nn.Module) -> str:
-    """'backbone', 'detector' or 'segmentor' (ValueError for anything else)."""
+    """'backbone', 'detector' (one-stage), 'two_stage' (Faster / Mask R-CNN) or
+    'segmentor' (ValueError for anything else)."""
     names = {cls.__name__ for cls in type(model).__mro__}
     if 'BaseSegmentor' in names:
         return 'segmentor'
     if 'TwoStageDetector' in names:
-        raise ValueError(
-            f'{type(model).__name__}: two-stage detectors (Mask R-CNN, Faster R-CNN) select '
-            'proposals with data-dependent NMS between the stages, which this exporter does '
-            'not put in the graph; export the backbone (--backbone-only) or a one-stage '
-            'detector such as RetinaNet')
+        from .roi_graph import check_two_stage
+        check_two_stage(model)
+        return 'two_stage'
     if 'SingleStageDetector' in names:
         return 'detector'
     if 'BackboneBase' in names or hasattr(model, 'out_indices'):
         return 'backbone'
     raise ValueError(f'{type(model).__name__} is neither an mmlinattn backbone, an mmdet '
-                     'one-stage detector nor an mmseg segmentor; nothing to export')
+                     'one- or two-stage detector nor an mmseg segmentor; nothing to export')
 
 
 class TensorGraph(nn.Module):
@@ -63,6 +65,9 @@ class TensorGraph(nn.Module):
     def forward(self, x: torch.Tensor) -> Tuple[torch.Tensor, ...]:
         if self.kind == 'backbone':
             return flatten_outputs(self.model(x))
+        if self.kind == 'two_stage':
+            feats = self.model.extract_feat(x)
+            return (*feats, *flatten_outputs(self.model.rpn_head(feats)))
         if self.kind == 'segmentor':
             return (self.model._forward(x, None), )
         return flatten_outputs(self.model._forward(x))

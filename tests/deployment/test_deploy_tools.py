@@ -30,9 +30,30 @@ def test_backend_needs_an_onnx_file():
     assert 'exported .onnx graph' in proc.stderr and 'pytorch2onnx.py' in proc.stderr
 
 
-def test_two_stage_detector_is_refused_with_the_alternative():
+def test_tensor_graph_of_a_mask_rcnn_is_features_then_rpn_outputs():
     model, _ = build_config_model(f'{ROOT}/configs/maskrcnn_ldn_tiny_1x.py')
-    with pytest.raises(ValueError, match='--backbone-only'):
+    graph = TensorGraph(model)
+    assert graph.kind == 'two_stage'
+    x = torch.randn(1, 3, 128, 160)
+    with torch.no_grad():
+        outs = graph(x)
+        feats = model.extract_feat(x)
+        cls_scores, deltas = model.rpn_head(feats)
+    assert len(outs) == 3 * len(feats) == 15
+    for out, ref in zip(outs, (*feats, *cls_scores, *deltas)):
+        torch.testing.assert_close(out, ref, rtol=0, atol=0)
+
+
+def test_two_stage_heads_the_roi_graphs_cannot_reproduce_are_refused():
+    import torch.nn as nn
+    from mmcv.ops import RoIPool
+    model, _ = build_config_model(f'{ROOT}/configs/maskrcnn_ldn_tiny_1x.py')
+    extractor = model.roi_head.mask_roi_extractor
+    extractor.roi_layers[0] = RoIPool((14, 14), 0.25)
+    with pytest.raises(ValueError, match='RoIAlign.*--backbone-only'):
+        TensorGraph(model)
+    model.roi_head.shared_head = nn.Identity()  # a C4-style shared head
+    with pytest.raises(ValueError, match='shared head.*--backbone-only'):
         TensorGraph(model)
     # its backbone alone is fine
     assert TensorGraph(model.backbone).kind == 'backbone'

@@ -1,5 +1,6 @@
 """ONNX export with dynamic H and W, run in ONNX Runtime and OpenVINO at sizes the export
-never saw: every family's backbone, and whole RetinaNet / UperNet / Semantic FPN graphs."""
+never saw: every family's backbone, whole RetinaNet / UperNet / Semantic FPN graphs, and the
+RoI stages of Mask R-CNN."""
 import pytest
 import torch
 from archs import FAMILIES, build
@@ -93,3 +94,31 @@ def test_export_rejects_a_non_image_example(tmp_path):
 def test_unknown_runtime_is_named(tmp_path):
     with pytest.raises(ValueError, match='onnxruntime'):
         load_runtime(str(tmp_path / 'x.onnx'), 'tensorrt')
+
+
+@pytest.mark.slow
+def test_roi_stages_equal_mmdets_eager_head(tmp_path):
+    """Mask R-CNN's box and mask RoI stages as graphs of (features, RoIs): against mmdet's
+    own head (mmcv RoIAlign, per-level gather) in both runtimes, at feature sizes and RoI
+    counts the export never saw, one RoI included."""
+    from repo_paths import ROOT
+
+    from mmlinattn.benchmark.model_flops import build_config_model
+    from mmlinattn.deployment.roi_graph import export_roi_graphs, roi_difference
+    torch.manual_seed(0)
+    model, _ = build_config_model(f'{ROOT}/configs/maskrcnn_ldn_tiny_1x.py')
+    model.eval()
+    gen = torch.Generator().manual_seed(0)
+    path = str(tmp_path / 'm.onnx')
+    feats = [torch.randn(1, 256, 64 // 2**i, 80 // 2**i, generator=gen) for i in range(5)]
+    written = export_roi_graphs(model, feats, path)
+    assert sorted(written) == ['bbox', 'mask']
+    for name in written.values():
+        assert 'RoiAlign' in check_onnx(name)
+    odd = [torch.randn(1, 256, 37 // 2**i + 1, 51 // 2**i + 1, generator=gen)
+           for i in range(5)]
+    for runtime in ('onnxruntime', 'openvino'):
+        for count in (1, 300):
+            diffs = roi_difference(model, odd, path, runtime, num_rois=count)
+            assert sorted(diffs) == ['bbox', 'mask']
+            assert all(d <= TOL for d in diffs.values()), (runtime, count, diffs)

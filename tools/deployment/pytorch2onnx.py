@@ -8,8 +8,11 @@
 The graph takes the pre-processing-normalised batch (what the data preprocessor hands
 the model: ``(B, 3, H, W)`` float32, mean/std applied, padded) and returns tensors: the
 backbone's feature maps (``--backbone-only``), a one-stage detector's per-level class
-scores then box deltas, or a segmentor's logits at the decoder's stride.  Box decoding,
-NMS and resizing to the image stay in Python (docs/deployment.md).  ``--dynamic``
+scores then box deltas, or a segmentor's logits at the decoder's stride.  A two-stage
+detector (Faster / Mask R-CNN) is written as ``OUT`` (image -> FPN features, RPN scores and
+deltas) and its RoI stages beside it, ``OUT`` with ``.bbox.onnx`` and ``.mask.onnx``
+((features, RoIs) -> head tensors).  Box decoding, NMS and resizing to the image stay in
+Python (docs/deployment.md).  ``--dynamic``
 exports H and W as symbolic sizes (the batch size stays the one of ``--shape``'s example,
 1); without it the graph only runs at ``--shape``.  Without CHECKPOINT the weights are the
 config's random initialisation (enough to check export and parity).
@@ -30,6 +33,7 @@ from mmengine.config import DictAction
 from mmlinattn.benchmark.model_flops import build_config_model
 from mmlinattn.deployment import (RUNTIMES, TensorGraph, export_onnx, load_runtime,
                                   max_relative_difference)
+from mmlinattn.deployment.roi_graph import export_roi_graphs, roi_difference
 
 
 def parse_args(argv=None):
@@ -86,6 +90,9 @@ def main(argv=None) -> int:
     example = torch.randn(1, 3, *args.shape)
     start = time.perf_counter()
     export_onnx(graph, example, args.out, dynamic_hw=args.dynamic, opset=args.opset)
+    if graph.kind == 'two_stage':
+        export_roi_graphs(model, features(graph, example), args.out,
+                          dynamic_hw=args.dynamic, opset=args.opset)
     print(f'exported {graph.kind} of {args.config} to {args.out} '
           f'({"dynamic H, W" if args.dynamic else "fixed %d x %d" % tuple(args.shape)}, '
           f'opset {args.opset}, {time.perf_counter() - start:.0f} s)')
@@ -97,11 +104,23 @@ def main(argv=None) -> int:
         x = torch.randn(1, 3, h, w, generator=torch.Generator().manual_seed(h * 10007 + w))
         with torch.no_grad():
             refs = graph(x)
-        diff = max_relative_difference(run(x), refs)
-        failed |= not diff <= args.tolerance
-        print(f'{args.runtime} {h} x {w}: max relative difference vs eager {diff:.2e}'
-              f'{"" if diff <= args.tolerance else f"  > tolerance {args.tolerance:g}"}')
+        diffs = {'': max_relative_difference(run(x), refs)}
+        if graph.kind == 'two_stage':  # the RoI stages on the eager features of x
+            diffs.update({f' ({head} RoI stage)': diff for head, diff in roi_difference(
+                model, refs[:len(refs) // 3], args.out, args.runtime).items()})
+        for stage, diff in diffs.items():
+            failed |= not diff <= args.tolerance
+            print(f'{args.runtime} {h} x {w}{stage}: max relative difference vs eager '
+                  f'{diff:.2e}'
+                  f'{"" if diff <= args.tolerance else f"  > tolerance {args.tolerance:g}"}')
     return int(failed)
+
+
+def features(graph: TensorGraph, x):
+    """A two-stage graph's FPN features for ``x`` (the first third of its outputs)."""
+    with torch.no_grad():
+        outs = graph(x)
+    return outs[:len(outs) // 3]
 
 
 if __name__ == '__main__':

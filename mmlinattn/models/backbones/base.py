@@ -255,7 +255,9 @@ class BackboneBase(BaseModule, metaclass=_FreezeAfterInit):
 
     def forward(self, x: torch.Tensor,
                 valid_hw: Optional[Sequence[Tuple[int, int]]] = None) -> Tuple[torch.Tensor, ...]:
-        """One NCHW map per ``out_indices`` entry.
+        """One NCHW map per ``out_indices`` entry, contiguous (the stages run
+        channels-last, but mmcv's extension ops, e.g. the ``RoIAlign`` of Mask R-CNN, index
+        their input as contiguous NCHW whatever its strides).
 
         Args:
             x: (B, C, H, W) images.
@@ -269,7 +271,7 @@ class BackboneBase(BaseModule, metaclass=_FreezeAfterInit):
         self.check_input(x)
         if x.shape[0] == 0:
             return tuple(x.new_zeros(0, *s) for s in self.output_shapes(*x.shape[-2:]))
-        return self.forward_pyramid(x, self.input_grid(x, valid_hw))
+        return tuple(o.contiguous() for o in self.forward_pyramid(x, self.input_grid(x, valid_hw)))
 
     def input_grid(self, x: torch.Tensor,
                    valid_hw: Optional[Sequence[Tuple[int, int]]] = None) -> TokenGrid:
