@@ -27,8 +27,15 @@ def _size_label(r: dict) -> str:
     return f"{r['height']}²" if r['height'] == r['width'] else f"{r['height']}x{r['width']}"
 
 
-def plot_title(meta: dict, time_key: str = 'latency_ms_median') -> str:
-    return (f"{meta['device']} {meta['dtype']} batch {meta['batch']}, {meta['processor']}, "
+MODE_WORDS = {'infer': 'inference', 'train': 'training (forward + backward)'}
+
+
+def plot_title(meta: dict, time_key: str = 'latency_ms_median',
+               records: List[dict] = ()) -> str:
+    """Device, dtype, batch, machine and the modes of ``records`` (inference / training)."""
+    modes = ' and '.join(MODE_WORDS.get(m, m) for m in sorted({r['mode'] for r in records}))
+    return ((f'{modes}: ' if modes else '')
+            + f"{meta['device']} {meta['dtype']} batch {meta['batch']}, {meta['processor']}, "
             f"torch {meta['torch']}, threads {meta.get('threads') or 'default'}"
             + (' (CPU time per step)' if time_key.startswith('cpu') else ''))
 
@@ -98,7 +105,7 @@ def replot(json_path: str, png_path: str, time_key: str = 'latency_ms_median') -
     """Re-render the plot of a finished run from its ``--json`` file, without measuring."""
     with open(json_path) as f:
         out = json.load(f)
-    write_plot(png_path, out['records'], title=plot_title(out['meta'], time_key),
+    write_plot(png_path, out['records'], title=plot_title(out['meta'], time_key, out['records']),
                time_key=time_key)
 
 

@@ -90,7 +90,6 @@ class RoIGraph(nn.Module):
         super().__init__()
         if head not in ROI_GRAPHS:
             raise ValueError(f'head must be one of {ROI_GRAPHS}, got {head!r}')
-        self.head_name = head
         self.extractor = getattr(roi_head, f'{head}_roi_extractor')
         self.head = getattr(roi_head, f'{head}_head')
 

@@ -7,13 +7,21 @@ cannot serve every size (e.g. a peer that branches on the input size) is exporte
 (``export: fixed``).  The timed forwards of all (model, runtime) pairs of a size are
 interleaved round by round in a shuffled order, so that a drifting machine speed falls on
 all of them alike; each pair gets one untimed warm-up forward first.
+
+ONNX Runtime and OpenVINO keep their working memory between runs, so at 2048² the runners
+of every model and runtime do not fit a 24 GiB machine together.  With ``peer`` (e.g.
+Swin-T) each model is timed in a group of its own with the peer (both in every runtime),
+group after group, and only one group's runners are alive at a time; the peer's records
+carry ``paired_with`` (the model of their group), and every ratio to the peer is taken
+within a group.
 """
+import gc
 import os
 import random
 import statistics
 import tempfile
 import time
-from typing import Callable, Dict, List, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
 import torch
 
@@ -59,56 +67,86 @@ class _Model:
         return load_runtime(self.onnx_path(h, w), runtime, self.threads)
 
 
+def groups_of(labels: Sequence[str], peer: Optional[str]) -> List[List[str]]:
+    """The models timed together: all at once, or each with ``peer``."""
+    if peer is None:
+        return [list(labels)]
+    if peer not in labels:
+        raise ValueError(f'the peer {peer!r} is not among the models {list(labels)}')
+    others = [label for label in labels if label != peer]
+    return [[label, peer] for label in others] or [[peer]]
+
+
 def benchmark(models: Dict[str, torch.nn.Module], sizes: Sequence[int],
               runtimes: Sequence[str], rounds: int = 3, threads: int = 2, seed: int = 0,
-              log: Callable[[str], None] = print) -> List[dict]:
-    """Median latency (ms) of one batch-1 forward per (model, runtime, size)."""
+              log: Callable[[str], None] = print, peer: Optional[str] = None) -> List[dict]:
+    """Median latency (ms) of one batch-1 forward per (model, runtime, size); with
+    ``peer``, group by group (module docstring)."""
     torch.set_num_threads(threads)
     rng = random.Random(seed)
     records = []
     with tempfile.TemporaryDirectory() as workdir, torch.no_grad():
         built = {label: _Model(label, m, workdir, threads) for label, m in models.items()}
         for size in sizes:
-            x = torch.randn(1, 3, size, size, generator=torch.Generator().manual_seed(size))
-            runners, times = {}, {}
-            for label, model in built.items():
-                for runtime in runtimes:
-                    key = (label, runtime)
-                    try:
-                        start = time.perf_counter()
-                        runners[key] = model.runner(runtime, size, size)
-                        runners[key](x)  # warm-up (and the compile, for 'compile')
-                        log(f'{label} {runtime} {size}: ready in '
-                            f'{time.perf_counter() - start:.0f} s')
-                        times[key] = []
-                    except Exception as err:  # reported in the table, not a crash
-                        log(f'{label} {runtime} {size}: {type(err).__name__}: '
-                            f'{str(err)[:200]}')
-                        records.append(dict(model=label, runtime=runtime, size=size,
-                                            status='error', error=str(err)[:300]))
-            for _ in range(rounds):
-                order = list(times)
-                rng.shuffle(order)
-                for key in order:
-                    start = time.perf_counter()
-                    runners[key](x)
-                    times[key].append(1000 * (time.perf_counter() - start))
-            for (label, runtime), ts in times.items():
-                records.append(dict(model=label, runtime=runtime, size=size, status='ok',
-                                    latency_ms=statistics.median(ts),
-                                    export=built[label].export_mode
-                                    if runtime in ('onnxruntime', 'openvino') else None))
-            runners.clear()
+            for group in groups_of(list(built), peer):
+                pair = group[0] if peer is not None and len(group) > 1 else None
+                records += _time_group({k: built[k] for k in group}, size, runtimes, rounds,
+                                       rng, log, peer if pair else None, pair)
+                gc.collect()  # the group's sessions go before the next group's
+    return records
+
+
+def _time_group(built: Dict[str, '_Model'], size: int, runtimes: Sequence[str], rounds: int,
+                rng: random.Random, log: Callable[[str], None], peer: Optional[str],
+                pair: Optional[str]) -> List[dict]:
+    """One group's interleaved rounds at ``size``; its runners are freed on return."""
+    records = []
+    x = torch.randn(1, 3, size, size, generator=torch.Generator().manual_seed(size))
+    runners, times = {}, {}
+    for label, model in built.items():
+        for runtime in runtimes:
+            key = (label, runtime)
+            try:
+                start = time.perf_counter()
+                runners[key] = model.runner(runtime, size, size)
+                runners[key](x)  # warm-up (and the compile, for 'compile')
+                log(f'{label} {runtime} {size}: ready in '
+                    f'{time.perf_counter() - start:.0f} s')
+                times[key] = []
+            except Exception as err:  # reported in the table, not a crash
+                log(f'{label} {runtime} {size}: {type(err).__name__}: '
+                    f'{str(err)[:200]}')
+                record = dict(model=label, runtime=runtime, size=size, status='error',
+                              error=str(err)[:300])
+                if label == peer:
+                    record['paired_with'] = pair
+                records.append(record)
+    for _ in range(rounds):
+        order = list(times)
+        rng.shuffle(order)
+        for key in order:
+            start = time.perf_counter()
+            runners[key](x)
+            times[key].append(1000 * (time.perf_counter() - start))
+    for (label, runtime), ts in times.items():
+        record = dict(model=label, runtime=runtime, size=size, status='ok',
+                      latency_ms=statistics.median(ts),
+                      export=built[label].export_mode
+                      if runtime in ('onnxruntime', 'openvino') else None)
+        if label == peer:
+            record['paired_with'] = pair
+        records.append(record)
+    runners.clear()
     return records
 
 
 def speedups(records: List[dict]) -> List[dict]:
     """Each ok record with ``speedup`` = eager latency / its latency (same model, size)."""
-    eager = {(r['model'], r['size']): r['latency_ms'] for r in records
+    eager = {(r['model'], r['size'], r.get('paired_with')): r['latency_ms'] for r in records
              if r['status'] == 'ok' and r['runtime'] == 'eager'}
     out = []
     for r in records:
-        base = eager.get((r['model'], r['size']))
+        base = eager.get((r['model'], r['size'], r.get('paired_with')))
         out.append(dict(r, speedup=base / r['latency_ms'] if base and r['status'] == 'ok'
                         else None))
     return out

@@ -25,7 +25,13 @@ def test_demo_config_is_its_own_400_iteration_demo_variant(name):
         ds = cfg[key].dataset
         assert ds.data_root == 'data/demo/coco/'
         assert tuple(ds.metainfo.classes) == DEMO_CLASSES
-    assert cfg.model.bbox_head.num_classes == len(DEMO_CLASSES)
+    heads = ([cfg.model.bbox_head] if 'bbox_head' in cfg.model  # one-stage
+             else [cfg.model.roi_head.bbox_head, cfg.model.roi_head.mask_head])
+    assert all(head.num_classes == len(DEMO_CLASSES) for head in heads)
+    if 'roi_head' in cfg.model:  # Mask R-CNN trains on the masks too
+        loads = [t for t in cfg.train_dataloader.dataset.pipeline
+                 if t.type == 'LoadAnnotations']
+        assert loads and loads[0].get('with_mask')
     # and the demo variant of another length still changes the schedule
     assert demo_config(cfg, 20).train_cfg.max_epochs == 2
 

@@ -77,21 +77,39 @@ def test_tensor_graph_of_a_retinanet_is_scores_then_deltas():
 
 
 @pytest.mark.slow
-def test_runtime_benchmark_times_ours_and_an_mmdet_peer(tmp_path):
+@pytest.mark.parametrize('paired', [False, True], ids=['together', 'paired'])
+def test_runtime_benchmark_times_ours_and_an_mmdet_peer(tmp_path, paired):
     """One of ours and a small Swin (mmdet's backbones return None from ``eval()``, which
-    the tool must not chain): every case timed, eager = 1x."""
+    the tool must not chain): every case timed, eager = 1x; paired, the peer's records
+    name their group and the table gives the ratio to the peer."""
     import json
     out = tmp_path / 'rt.json'
     ldn = "LDN:{'embed_dims':[16,32,64,64],'depths':[1,1,1,1],'num_heads':[1,2,2,2]}"
     swin = 'Swin-T:embed_dims=24:depths=[1,1,1,1]'
+    pair = ['--pair-with', swin] if paired else []
     proc = tool('tools/deployment/benchmark_runtimes.py', '--models', ldn, swin, '--sizes',
-                '64', '--runtimes', 'eager', 'onnxruntime', '--rounds', '1', '--json', str(out))
+                '64', '--runtimes', 'eager', 'onnxruntime', '--rounds', '1', '--json', str(out),
+                *pair)
     assert proc.returncode == 0, proc.stderr[-3000:]
     records = json.loads(out.read_text())['records']
     assert {(r['model'].split(':')[0], r['runtime'], r['status']) for r in records} == {
         (m, rt, 'ok') for m in ('LDN', 'Swin-T') for rt in ('eager', 'onnxruntime')}
+    assert len(records) == 4
     for r in records:
         assert r['latency_ms'] > 0
         if r['runtime'] == 'eager':
             assert r['speedup'] == 1.0
-    assert '| LDN:' in proc.stdout and f'| {swin} | 64² |' in proc.stdout
+        assert r.get('paired_with') == (ldn if paired and r['model'] == swin else None)
+    if paired:
+        assert 'onnxruntime / peer' in proc.stdout
+        assert f'| {swin} (with {ldn}) | 64² |' in proc.stdout
+    else:
+        assert '| LDN:' in proc.stdout and f'| {swin} | 64² |' in proc.stdout
+
+
+def test_runtime_benchmark_groups_each_model_with_the_peer():
+    from mmlinattn.deployment.runtime_benchmark import groups_of
+    assert groups_of(['a', 'b', 'p'], None) == [['a', 'b', 'p']]
+    assert groups_of(['a', 'p', 'b'], 'p') == [['a', 'p'], ['b', 'p']]
+    with pytest.raises(ValueError, match='peer'):
+        groups_of(['a', 'b'], 'p')

@@ -270,3 +270,9 @@ def test_replot_shows_sizes_and_marks_peers(tmp_path):
     assert {t.split(' (')[0] for t in legend if t.startswith('peer: ')} == {
         'peer: Swin-T', 'peer: ResNet-50', 'peer: PVTv2-b1', 'peer: PVTv2-b2'}
     assert not any(t.startswith('peer: ') for t in legend if 'SOFT' in t or 'LDN' in t)
+    assert captured['fig']._suptitle.get_text().startswith('inference: cpu float32')
+    train = os.path.join(ROOT, 'docs', 'benchmark_cpu_train.json')
+    with mock.patch.object(plt.Figure, 'savefig', grab):
+        B.replot(train, str(tmp_path / 'train.png'))
+    assert captured['fig']._suptitle.get_text().startswith(
+        'training (forward + backward): cpu float32')

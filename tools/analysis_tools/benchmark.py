@@ -226,7 +226,8 @@ def main(argv=None) -> dict:
     if args.csv:
         write_csv(args.csv, records)
     if args.plot:
-        write_plot(args.plot, records, title=plot_title(meta, time_key), time_key=time_key)
+        write_plot(args.plot, records, title=plot_title(meta, time_key, records),
+                   time_key=time_key)
     if args.markdown:
         write_markdown(args.markdown, records, summary)
     log('\n' + markdown_summary(summary) + '\n\n' + markdown_ratios(summary))

@@ -4,12 +4,16 @@ process on one machine (batch 1, float32, CPU).
     python tools/deployment/benchmark_runtimes.py \\
         [--models NaLaFormer:small SOFT:small:max_landmarks=49 Swin-T ...] \\
         [--sizes 512 1024 2048] [--runtimes eager onnxruntime openvino [compile]] \\
-        [--rounds 3] [--threads 2] [--json out.json] [--markdown out.md] [--plot out.png]
+        [--rounds 3] [--threads 2] [--pair-with Swin-T]
+        [--json out.json] [--markdown out.md] [--plot out.png]
 
 Models as in tools/analysis_tools/benchmark.py (``NAME:ARCH[:key=value]`` for ours, peer
 names such as ``Swin-T``).  Each is exported to ONNX once with dynamic H, W (per size when
 that fails); the timed forwards of a size are interleaved across models and runtimes
 (:mod:`mmlinattn.deployment.runtime_benchmark`).  ``speedup`` = eager / runtime latency.
+``--pair-with PEER`` times each model in a group with PEER only, one group after the other
+(the runtimes' working memory of every model at 2048² does not fit 24 GiB at once); the
+table then has a PEER row per group, and ``/ peer`` is the latency ratio within the group.
 """
 import argparse
 import json
@@ -23,20 +27,32 @@ DEFAULT_MODELS = ['SOFT:small:max_landmarks=49', 'NaLaFormer:small', 'InfViT:sma
 
 
 def markdown(records) -> str:
+    """Latency (speed-up over eager) per runtime; with paired groups also each model's
+    latency over the peer's in the same group and runtime (``/ peer``)."""
     runtimes = list(dict.fromkeys(r['runtime'] for r in records))
-    lines = ['| model | size | ' + ' | '.join(f'{rt} ms (speed-up)' for rt in runtimes) + ' |',
-             '|---|---|' + '---|' * len(runtimes)]
-    keys = list(dict.fromkeys((r['model'], r['size']) for r in records))
-    by = {(r['model'], r['size'], r['runtime']): r for r in records}
-    for model, size in keys:
+    paired = {r.get('paired_with') for r in records} - {None}
+    lines = ['| model | size | ' + ' | '.join(f'{rt} ms (speed-up)' for rt in runtimes)
+             + (' | ' + ' | '.join(f'{rt} / peer' for rt in runtimes) if paired else '')
+             + ' |', '|---|---|' + '---|' * len(runtimes) * (2 if paired else 1)]
+    keys = list(dict.fromkeys((r['model'], r['size'], r.get('paired_with')) for r in records))
+    by = {(r['model'], r['size'], r.get('paired_with'), r['runtime']): r for r in records}
+    peer = {(r['paired_with'], r['size'], r['runtime']): r for r in records
+            if r.get('paired_with') and r['status'] == 'ok'}
+    for model, size, pair in keys:
         cells = []
         for rt in runtimes:
-            r = by.get((model, size, rt))
+            r = by.get((model, size, pair, rt))
             if r is None or r['status'] != 'ok':
                 cells.append('error' if r else '-')
             else:
                 cells.append(f"{r['latency_ms']:.0f} ({r['speedup']:.2f}x)")
-        lines.append(f'| {model} | {size}² | ' + ' | '.join(cells) + ' |')
+        if paired:
+            for rt in runtimes:
+                r, p = by.get((model, size, pair, rt)), peer.get((model, size, rt))
+                ok = r is not None and p is not None and r['status'] == 'ok'
+                cells.append(f"{r['latency_ms'] / p['latency_ms']:.2f}" if ok else '-')
+        name = f'{model} (with {pair})' if pair else model
+        lines.append(f'| {name} | {size}² | ' + ' | '.join(cells) + ' |')
     return '\n'.join(lines) + '\n'
 
 
@@ -49,8 +65,11 @@ def plot(path: str, records) -> None:
     fig, axes = plt.subplots(1, len(runtimes), figsize=(5 * len(runtimes), 4), squeeze=False)
     for ax, rt in zip(axes[0], runtimes):
         for model in models:
-            pts = [(r['size'], r['speedup']) for r in records if r['model'] == model
-                   and r['runtime'] == rt and r.get('speedup')]
+            by_size = {}  # a paired peer has one record per group: their mean
+            for r in records:
+                if r['model'] == model and r['runtime'] == rt and r.get('speedup'):
+                    by_size.setdefault(r['size'], []).append(r['speedup'])
+            pts = [(size, sum(v) / len(v)) for size, v in sorted(by_size.items())]
             if pts:
                 ax.plot(*zip(*pts), marker='o', label=model)
         ax.axhline(1.0, color='grey', lw=0.8)
@@ -71,6 +90,8 @@ def main(argv=None) -> int:
                         default=['eager', 'onnxruntime', 'openvino'])
     parser.add_argument('--rounds', type=int, default=3, help='timed forwards per case')
     parser.add_argument('--threads', type=int, default=2, help='intra-op threads, every runtime')
+    parser.add_argument('--pair-with', metavar='PEER',
+                        help='time each model in a group with PEER only (one of --models)')
     parser.add_argument('--json')
     parser.add_argument('--markdown')
     parser.add_argument('--plot')
@@ -85,8 +106,12 @@ def main(argv=None) -> int:
         model = build_model(spec)
         model.eval()  # not chained: mmdet's backbones override train() without returning self
         models[spec.label] = model
+    if args.pair_with and args.pair_with not in models:
+        parser.error(f'--pair-with {args.pair_with} must be one of the --models labels '
+                     f'{list(models)}')
     records = speedups(benchmark(models, args.sizes, args.runtimes, args.rounds,
-                                 args.threads, log=lambda m: print(m, flush=True)))
+                                 args.threads, log=lambda m: print(m, flush=True),
+                                 peer=args.pair_with))
     table = markdown(records)
     print(table)
     if args.json:
