@@ -112,6 +112,14 @@ def example_rois(h: int, w: int, count: int, seed: int = 0) -> torch.Tensor:
     return torch.cat([torch.zeros(count, 1), corner, corner + size], 1)
 
 
+def _rois_over(model: nn.Module, feats: Sequence[torch.Tensor], count: int,
+               seed: int = 0) -> torch.Tensor:
+    """:func:`example_rois` inside the input that ``feats`` (finest level first) came from."""
+    stride = model.roi_head.bbox_roi_extractor.featmap_strides[0]
+    h, w = (int(s * stride) for s in feats[0].shape[2:])
+    return example_rois(h, w, count, seed)
+
+
 def roi_inputs(feats: Sequence[torch.Tensor], graph: RoIGraph,
                rois: torch.Tensor) -> List[torch.Tensor]:
     """The graph's inputs: the levels it pools from, then the RoIs."""
@@ -142,9 +150,7 @@ def export_roi_graphs(model: nn.Module, feats: Sequence[torch.Tensor], path: str
     file passes the ONNX checker and is compared with mmdet's eager head in ONNX Runtime
     at another RoI count (and other feature sizes when dynamic).  Returns {head: file}."""
     check_two_stage(model)
-    h, w = (int(s * model.roi_head.bbox_roi_extractor.featmap_strides[0])
-            for s in feats[0].shape[2:])
-    rois = example_rois(h, w, num_rois)
+    rois = _rois_over(model, feats, num_rois)
     written = {}
     for head in roi_heads(model):
         graph = RoIGraph(model.roi_head, head).eval()
@@ -196,9 +202,7 @@ def roi_difference(model: nn.Module, feats: Sequence[torch.Tensor], path: str,
                    seed: int = 1) -> Dict[str, float]:
     """Max relative difference of each RoI graph beside ``path`` in ``runtime`` against
     mmdet's eager RoI head, on ``feats`` and ``num_rois`` random RoIs."""
-    stride = model.roi_head.bbox_roi_extractor.featmap_strides[0]
-    h, w = (int(s * stride) for s in feats[0].shape[2:])
-    rois = example_rois(h, w, num_rois, seed)
+    rois = _rois_over(model, feats, num_rois, seed)
     diffs = {}
     for head in roi_heads(model):
         graph = RoIGraph(model.roi_head, head)
