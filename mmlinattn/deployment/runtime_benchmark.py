@@ -64,7 +64,10 @@ class _Model:
             if self.compiled is None:
                 self.compiled = torch.compile(self.graph, dynamic=True)
             return self.compiled
-        return load_runtime(self.onnx_path(h, w), runtime, self.threads)
+        # OpenVINO with the graph's H, W fixed to the size timed (as a peer's per-size export
+        # is): its kernels for dynamic shapes are much slower (load_runtime's static_shapes)
+        return load_runtime(self.onnx_path(h, w), runtime, self.threads,
+                            static_shapes=runtime == 'openvino')
 
 
 def groups_of(labels: Sequence[str], peer: Optional[str]) -> List[List[str]]:

@@ -20,8 +20,8 @@ TOL = 1e-4
 OPTIONS = {'SOFT': dict(max_landmarks=8)}
 
 
-def parity(graph, path, runtime, sizes=CHECK_HW):
-    run = load_runtime(path, runtime)
+def parity(graph, path, runtime, sizes=CHECK_HW, **options):
+    run = load_runtime(path, runtime, **options)
     diffs = []
     for h, w in sizes:
         x = torch.randn(1, 3, h, w, generator=torch.Generator().manual_seed(h + w))
@@ -66,6 +66,20 @@ def test_openvino_matches_eager(exported, family):
     graph, path = exported(family)
     diffs = parity(graph, path, 'openvino', sizes=CHECK_HW[:1])
     assert max(diffs) <= TOL, diffs
+
+
+@pytest.mark.slow
+def test_openvino_static_shapes_follow_the_input(exported):
+    """``static_shapes``: one compile per input size, each fixed to that size; a later
+    size is not run on the first size's graph."""
+    graph, path = exported('NaLaFormer')
+    diffs = parity(graph, path, 'openvino', sizes=CHECK_HW + CHECK_HW[:1], static_shapes=True)
+    assert max(diffs) <= TOL, diffs
+
+
+def test_static_shapes_is_refused_for_onnxruntime(tmp_path):
+    with pytest.raises(ValueError, match='OpenVINO'):
+        load_runtime(str(tmp_path / 'x.onnx'), 'onnxruntime', static_shapes=True)
 
 
 @pytest.mark.slow
