@@ -22,7 +22,7 @@ output dtype follows ``v``.  ``eps`` is added to the (mean) denominator.
 :func:`normalized_attention_reference` is the same normalisation on an explicit N x M
 similarity matrix, for tests.
 """
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -108,7 +108,9 @@ def chunked_linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                              feature_q: Callable[[torch.Tensor], torch.Tensor],
                              feature_k: Callable[[torch.Tensor], torch.Tensor],
                              eps: float = 1e-6, valid: Optional[torch.Tensor] = None,
-                             chunk: Optional[int] = None) -> torch.Tensor:
+                             chunk: Optional[int] = None,
+                             backward_features: Optional[Tuple[Callable, Callable]] = None
+                             ) -> torch.Tensor:
     """The shared O(N) core: ``phi_q (phi_k^T V / M) / (phi_q . mean_j phi_k_j + eps)`` with
     ``phi_q = feature_q(q)``, ``phi_k = feature_k(k)``.
 
@@ -128,43 +130,136 @@ def chunked_linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     which glibc serves with new zero-filled pages.  Chunks keep the chain in cache and the
     buffers small enough to be reused (NaLa stage 1 at 2048²: 0.88 s -> 0.44 s per block on
     2 CPU cores, ``docs/benchmarks.md``).
+
+    Under autograd (eager) the core is one :class:`_RecomputedCore`: the forward runs as in
+    inference and keeps only ``q, k, v`` and the small key summary; the backward recomputes
+    the features chunk by chunk with ``backward_features`` (default: ``feature_q,
+    feature_k``; a pair that supports autograd where the forward maps do not) and applies the
+    closed-form gradient of the normalisation.
     """
-    n, m = q.shape[-2], k.shape[-2]
     if chunk is None:
         chunk = max(256, CHUNK_ELEMENTS // max(1, q[..., :1, :].numel()))
+    if (needs_grad(q, k, v) and not torch.compiler.is_compiling()
+            and q.shape[:-2] == k.shape[:-2] == v.shape[:-2]):
+        grad_q, grad_k = backward_features or (feature_q, feature_k)
+        return _RecomputedCore.apply(q, k, v, valid, feature_q, feature_k, grad_q, grad_k,
+                                     eps, chunk)
 
+    summary, _ = _key_summary(k, v, feature_k, valid, chunk)
+    return _query_side(q, summary, feature_q, eps, chunk)
+
+
+def _key_summary(k, v, feature_k, valid, chunk):
+    """``S = [phi_k^T V | phi_k^T 1] / count`` (..., F, D + 1), accumulated over key chunks,
+    and ``count`` (the key count, or each image's valid-key count as (B, 1, 1, 1))."""
     kv = ksum = None
-    for s in _chunks(m, chunk):
-        pk = _features(feature_k, k[..., s, :])
-        if valid is not None:                                     # (B, M) for (B, h, M, F)
-            pk = pk * valid[:, None, s, None].to(pk.dtype)
+    for s in _chunks(k.shape[-2], chunk):
+        pk = _masked(_features(feature_k, k[..., s, :]), valid, s)
         part_kv, part_sum = pk.transpose(-2, -1) @ v[..., s, :], pk.sum(-2)
         kv = part_kv if kv is None else kv + part_kv
         ksum = part_sum if ksum is None else ksum + part_sum
-    if valid is None:
-        count = m
-    else:
-        count = valid.sum(-1).to(kv.dtype)[:, None, None, None]  # (B, 1, 1, 1)
+    count = k.shape[-2] if valid is None else valid.sum(-1).to(kv.dtype)[:, None, None, None]
     # the key mean as one more column: the normaliser comes out of the same matmul
-    kv = torch.cat([kv, ksum.unsqueeze(-1)], dim=-1) / count     # [mean phi_k v^T | mean phi_k]
-    if not eager_inference(q, k, v):
+    return torch.cat([kv, ksum.unsqueeze(-1)], dim=-1) / count, count
+
+
+def _query_side(q, summary, feature_q, eps, chunk):
+    """``u / (z + eps)`` for ``[u | z] = phi_q(q) S``, chunk by chunk."""
+    n = q.shape[-2]
+    if not eager_inference(q, summary):
         outs = []
         for s in _chunks(n, chunk):
-            out = _features(feature_q, q[..., s, :]) @ kv
+            out = _features(feature_q, q[..., s, :]) @ summary
             outs.append(out[..., :-1] / (out[..., -1:] + eps))
         return outs[0] if len(outs) == 1 else torch.cat(outs, dim=-2)
     # no autograd: normalise each chunk straight into the output (no concatenation copy),
     # laid out tokens-major for (..., heads, N, D): the usual (B, N, heads * D) merge of the
     # heads is then a view instead of a copy
-    batch = torch.broadcast_shapes(q.shape[:-2], kv.shape[:-2])
+    batch = torch.broadcast_shapes(q.shape[:-2], summary.shape[:-2])
+    width = summary.shape[-1] - 1
     if len(batch) >= 2:
-        result = kv.new_empty(batch[:-1] + (n, batch[-1], v.shape[-1])).transpose(-3, -2)
+        result = summary.new_empty(batch[:-1] + (n, batch[-1], width)).transpose(-3, -2)
     else:
-        result = kv.new_empty(batch + (n, v.shape[-1]))
+        result = summary.new_empty(batch + (n, width))
     for s in _chunks(n, chunk):
-        out = feature_q(q[..., s, :]) @ kv
+        out = feature_q(q[..., s, :]) @ summary
         torch.div(out[..., :-1], out[..., -1:].add_(eps), out=result[..., s, :])
     return result
+
+
+def _masked(pk: torch.Tensor, valid: Optional[torch.Tensor], s: slice) -> torch.Tensor:
+    """Key features with the padded keys of ``valid`` ((B, M) for (B, h, M, F)) zeroed."""
+    return pk if valid is None else pk * valid[:, None, s, None].to(pk.dtype)
+
+
+def _with_grad(feature: Callable, x: torch.Tensor):
+    """``(x', feature(x'))`` for a detached copy ``x'`` of ``x`` that requires grad."""
+    x = x.detach().requires_grad_()
+    with torch.enable_grad():
+        return x, feature(x)
+
+
+class _RecomputedCore(torch.autograd.Function):
+    """:func:`chunked_linear_attention` with a closed-form backward that recomputes the features.
+
+    With ``S = [phi_k^T V | phi_k^T 1] / M`` (F x (D + 1)), ``[u | z] = phi_q S`` and
+    ``out = u / (z + eps)``, the gradient ``G`` of ``out`` gives ``dL/du = G / (z + eps)``,
+    ``dL/dz = -sum(G * out) / (z + eps)``, ``dL/dphi_q = [dL/du | dL/dz] S^T`` and
+    ``dL/dS = phi_q^T [dL/du | dL/dz]``; then ``dL/dphi_k = (V dS_v^T + 1 dS_1^T) / M`` and
+    ``dL/dV = phi_k dS_v / M``, and the feature maps' own backward gives ``dL/dq``, ``dL/dk``.
+    Autograd through the plain form would keep both feature maps (each 2x ``q`` for NaLa),
+    the unnormalised output and the denominator of every chunk for the backward; this keeps
+    ``q, k, v`` and ``S``, and the forward runs the inference path (fused, in place).
+    """
+
+    @staticmethod
+    def forward(ctx, q, k, v, valid, feature_q, feature_k, grad_q, grad_k, eps, chunk):
+        summary, count = _key_summary(k, v, feature_k, valid, chunk)
+        out = _query_side(q, summary, feature_q, eps, chunk)
+        ctx.save_for_backward(q, k, v, valid, summary)
+        ctx.count = count
+        ctx.maps, ctx.eps, ctx.chunk = (grad_q, grad_k), eps, chunk
+        return out
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_out):
+        q, k, v, valid, summary = ctx.saved_tensors
+        feature_q, feature_k = ctx.maps
+        eps, chunk, count = ctx.eps, ctx.chunk, ctx.count
+        if torch._C._functorch.is_legacy_batchedtensor(grad_out):
+            # a vectorised Jacobian (``jacobian(..., vectorize=True)``) batches the gradient;
+            # the chunk writes below have no batching rule, the plain ops' backward does
+            with torch.enable_grad():
+                leaves = [t.detach().requires_grad_() for t in (q, k, v)]
+                out = _query_side(leaves[0], _key_summary(*leaves[1:], feature_k, valid,
+                                                          chunk)[0], feature_q, eps, chunk)
+                grads = torch.autograd.grad(out, leaves, grad_out)
+            return (*grads, None, None, None, None, None, None, None)
+        with Float32Island(q):
+            grad_out = grad_out.to(q.dtype)
+            grad_q = torch.empty_like(q)
+            grad_summary = None
+            for s in _chunks(q.shape[-2], chunk):
+                q_s, pq = _with_grad(feature_q, q[..., s, :])
+                ud = pq.detach() @ summary
+                den = ud[..., -1:] + eps
+                g = grad_out[..., s, :] / den
+                g_ud = torch.cat([g, -(g * ud[..., :-1]).sum(-1, keepdim=True) / den], -1)
+                part = pq.detach().transpose(-2, -1) @ g_ud
+                grad_summary = part if grad_summary is None else grad_summary + part
+                g_pq = g_ud @ summary.transpose(-2, -1)
+                grad_q[..., s, :] = torch.autograd.grad(pq, q_s, g_pq)[0]
+            grad_summary = grad_summary / count
+            g_kv, g_sum = grad_summary[..., :-1], grad_summary[..., -1:].transpose(-2, -1)
+            grad_k, grad_v = torch.empty_like(k), torch.empty_like(v)
+            for s in _chunks(k.shape[-2], chunk):
+                k_s, pk = _with_grad(feature_k, k[..., s, :])
+                pk_masked = _masked(pk.detach(), valid, s)
+                grad_v[..., s, :] = pk_masked @ g_kv
+                g_pk = _masked(v[..., s, :] @ g_kv.transpose(-2, -1) + g_sum, valid, s)
+                grad_k[..., s, :] = torch.autograd.grad(pk, k_s, g_pk)[0]
+        return grad_q, grad_k, grad_v, None, None, None, None, None, None, None
 
 
 def normalized_attention_reference(sim: torch.Tensor, v: torch.Tensor, eps: float = 0.0,
@@ -220,10 +315,14 @@ def linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                          f'v {tuple(v.shape)}; expected (B, heads, N, d), (B, heads, M, d), '
                          f'(B, heads, M, d_v)')
     phi = FEATURE_MAPS[feature_map]
-    if not needs_grad(q, k, v):
-        phi = _NO_GRAD_FEATURE_MAPS.get(feature_map, phi)
+    fast = _NO_GRAD_FEATURE_MAPS.get(feature_map, phi)
     with Float32Island(v) as island:
-        out = chunked_linear_attention(*island.cast(q, k, v), phi, phi, eps, valid)
+        q, k, v = island.cast(q, k, v)
+        if needs_grad(q, k, v) and torch.compiler.is_compiling():  # the graph's autograd
+            out = chunked_linear_attention(q, k, v, phi, phi, eps, valid)
+        else:  # eager autograd runs the forward without it too (:class:`_RecomputedCore`)
+            out = chunked_linear_attention(q, k, v, fast, fast, eps, valid,
+                                           backward_features=(phi, phi))
     return island.back(out)
 
 

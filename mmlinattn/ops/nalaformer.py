@@ -26,10 +26,11 @@ Choices where the paper is silent:
 * norms clamped to ``>= eps``; absolute values taken before any fractional power;
 * the key-value product and the key sum are divided by ``N`` (authors' code) so magnitudes and
   the ``eps`` of the denominator do not drift with the resolution; it cancels otherwise;
-* without autograd the feature maps run as compiled fused loops (exact rewrites of Eq. 16,
-  :func:`_fused_feature_maps`; the compiling is :mod:`mmlinattn.ops.compiled`'s); under
-  autograd the plain maps are compiled with their backward (one loop each way, and only
-  about the input saved for the backward instead of a dozen intermediates);
+* the feature maps run as compiled fused loops (exact rewrites of Eq. 16,
+  :func:`_fused_feature_maps`; the compiling is :mod:`mmlinattn.ops.compiled`'s); in eager
+  training too, where the core keeps only ``q, k, v`` and recomputes the maps in its
+  backward with the plain maps compiled with their backward
+  (:func:`~mmlinattn.ops.linear_attention.chunked_linear_attention`);
 * the core runs in a float32 island (:mod:`mmlinattn.ops.precision`; float64 stays
   float64), because ``|k|^3`` overflows half precision quickly.
 
@@ -53,7 +54,7 @@ from typing import Optional, Tuple
 import torch
 import torch.nn.functional as F
 
-from ._grad import eager_inference, needs_grad
+from ._grad import needs_grad
 from .compiled import compile_each, compiled_path_allowed
 from .linear_attention import chunked_linear_attention, normalized_attention_reference
 from .precision import Float32Island
@@ -252,16 +253,17 @@ def _compiled_training_maps(kernel: str, lam: float, alpha: float, eps: float):
 
 
 def _feature_maps_for(kernel: str, lam: float, alpha: float, eps: float, fuse: bool,
-                      *tensors: torch.Tensor):
-    """The fastest ``(phi_q, phi_k)`` allowed for ``tensors``: compiled fused loops (with
-    their backward under autograd), else the eager maps (in place when no gradient is
-    needed)."""
+                      grad: bool, *tensors: torch.Tensor):
+    """The fastest ``(phi_q, phi_k)`` allowed for ``tensors``, with autograd support if
+    ``grad``: compiled fused loops (with their backward for ``grad``), else the eager maps
+    (in place when no gradient is needed and no graph is traced)."""
     if fuse and compiled_path_allowed(*tensors, allow_grad=True):
-        maps = _compiled_training_maps if needs_grad(*tensors) else _compiled_feature_maps
+        maps = _compiled_training_maps if grad else _compiled_feature_maps
         return maps(kernel, lam, alpha, eps)
-    if fuse and torch.compiler.is_compiling() and not needs_grad(*tensors):
+    if fuse and torch.compiler.is_compiling() and not grad:
         return _fused_feature_maps(kernel, lam, alpha, eps)  # the same loops, in the graph
-    return _fast_feature_maps(kernel, lam, alpha, eps, inplace=eager_inference(*tensors))
+    inplace = not grad and not torch.compiler.is_compiling()
+    return _fast_feature_maps(kernel, lam, alpha, eps, inplace=inplace)
 
 
 def _rope_linear_attention(phq: torch.Tensor, phk: torch.Tensor, v: torch.Tensor,
@@ -329,11 +331,19 @@ def nala_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kernel: st
         raise ValueError(f'rope_angles must be (N, d / 2) = ({k.shape[-2]}, '
                          f'{k.shape[-1] // 2}) for N queries = N keys, got '
                          f'{tuple(rope_angles.shape)} for q {tuple(q.shape)}')
-    phi_q, phi_k = _feature_maps_for(_feature_kernel(kernel), lam, alpha, eps, fuse, q, k, v)
+    settings = (_feature_kernel(kernel), lam, alpha, eps, fuse)
+    grad = needs_grad(q, k, v)
+    phi_q, phi_k = _feature_maps_for(*settings, grad, q, k, v)
     with Float32Island(q) as island:
         q, k, v = island.cast(q, k, v)
         if rope:
             out = _rope_linear_attention(phi_q(q), phi_k(k), v, rope_angles, eps, valid)
+        elif grad and not torch.compiler.is_compiling():
+            # eager training: the core runs its forward with the inference maps and
+            # recomputes the features with the autograd ones in its backward
+            out = chunked_linear_attention(
+                q, k, v, *_feature_maps_for(*settings, False, q, k, v), eps, valid,
+                backward_features=(phi_q, phi_k))
         else:
             out = chunked_linear_attention(q, k, v, phi_q, phi_k, eps, valid)
     return island.back(out)

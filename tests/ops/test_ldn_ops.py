@@ -261,6 +261,27 @@ def test_linear_attention_equals_explicit_row_normalised_form(feature_map):
     torch.testing.assert_close(got_eps, expected, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize('feature_map', ['elu', 'relu'])
+def test_linear_attention_gradients_equal_the_explicit_form(feature_map):
+    """Training's closed-form backward (features recomputed chunk by chunk), float64, with
+    batch padding, against autograd through the explicit similarities."""
+    torch.manual_seed(0)
+    q, k = (torch.randn(2, 3, 600, 4, dtype=torch.float64) for _ in range(2))
+    if feature_map == 'relu':
+        q, k = q.abs() + 0.1, k.abs() + 0.1
+    q, k = q.requires_grad_(), k.requires_grad_()
+    v = torch.randn(2, 3, 600, 5, dtype=torch.float64, requires_grad=True)
+    valid = torch.ones(2, 600, dtype=torch.bool)
+    valid[0, 450:] = False
+    grad_out = torch.randn(2, 3, 600, 5, dtype=torch.float64)
+    got = torch.autograd.grad(linear_attention(q, k, v, feature_map, 1e-6, valid),
+                              (q, k, v), grad_out)
+    expected = torch.autograd.grad(
+        linear_attention_reference(q, k, v, feature_map, 1e-6, valid), (q, k, v), grad_out)
+    for a, b in zip(got, expected):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+
+
 def test_linear_attention_identical_values_give_that_value():
     q, k = torch.randn(1, 2, 9, 4), torch.randn(1, 2, 9, 4)
     row = torch.randn(1, 2, 1, 6)

@@ -5,6 +5,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from autograd_helpers import plain_autograd_core
 from scipy.stats import spearmanr
 
 from mmlinattn.ops import compiled
@@ -284,15 +285,11 @@ def test_gradcheck(fuse):
 
 @pytest.mark.parametrize('compile_env', ['1', '0'])
 def test_training_keeps_little_for_the_backward(compile_env, monkeypatch):
-    """Under autograd the feature maps are compiled with their backward (or, without a
-    compiler, recomputed in the backward): the same gradients as the plain eager maps, and
-    what autograd keeps is a few tensors the size of the inputs, not the map's dozen
-    intermediates per chunk."""
-    import importlib
-    from unittest import mock
-
+    """Under autograd the core keeps q, k, v and its key summary and recomputes the feature
+    maps in its backward (compiled with their own backward, or eager): the same gradients
+    as plain autograd through the eager maps, which keeps the maps' dozen intermediates per
+    chunk."""
     from torch.autograd.graph import saved_tensors_hooks
-    la = importlib.import_module('mmlinattn.ops.linear_attention')
     monkeypatch.setenv(compiled.ENV_VAR, compile_env)
     torch.manual_seed(0)
     q, k, v = (torch.randn(1, 2, 700, 16, requires_grad=True) for _ in range(3))
@@ -308,15 +305,44 @@ def test_training_keeps_little_for_the_backward(compile_env, monkeypatch):
             out = nala_attention(q, k, v, **kwargs)
         return out, torch.autograd.grad(out, (q, k, v), grad_out), sum(saved)
     out, grads, kept = run()
-    # the reference: the eager maps with every intermediate stored
-    with mock.patch.object(la, '_features', lambda feature, x: feature(x)):
+    # the reference: plain autograd through the chunked core and the eager maps, every
+    # intermediate stored
+    with plain_autograd_core():
         ref_out, ref_grads, ref_kept = run(fuse=False)
     torch.testing.assert_close(out, ref_out, rtol=1e-5, atol=1e-6)
     for g, r in zip(grads, ref_grads):
         torch.testing.assert_close(g, r, rtol=1e-4, atol=1e-5)
     inputs = 3 * q.numel()
     assert ref_kept > 8 * inputs          # positive control: the plain maps keep a lot
-    assert kept < 4 * inputs, (kept / inputs, ref_kept / inputs)
+    # q, k, v and the (heads x 2d x (d + 1)) key summary: the features are recomputed
+    assert kept < 1.1 * inputs, (kept / inputs, ref_kept / inputs)
+
+
+@pytest.mark.parametrize('masked', [False, True])
+@pytest.mark.parametrize('chunk', [None, 5])
+def test_closed_form_backward_equals_the_dense_reference(masked, chunk):
+    """The core's own backward (features recomputed, the normalisation's gradient in closed
+    form) against autograd through the explicit N x M attention, float64, over several
+    chunks and with padded keys."""
+    from mmlinattn.ops.linear_attention import chunked_linear_attention
+    from mmlinattn.ops.nalaformer import _fast_feature_maps
+    torch.manual_seed(0)
+    q, k, v = (t.requires_grad_() for t in _qkv(b=2, h=2, n=17, m=17, d=4, dv=3))
+    valid = torch.ones(2, 17, dtype=torch.bool)
+    if masked:
+        valid[1, 12:] = False
+    maps = _fast_feature_maps('cos_sin', 3.0, 20.0, 1e-6, inplace=False)
+    grad_out = torch.randn(2, 2, 17, 3, dtype=f64)
+    out = chunked_linear_attention(q, k, v, *maps, 1e-6, valid, chunk)
+    fast = torch.autograd.grad(out, (q, k, v), grad_out)
+    ref = nala_attention_reference(q, k, v, valid=valid)
+    dense = torch.autograd.grad(ref, (q, k, v), grad_out)
+    torch.testing.assert_close(out, ref, rtol=1e-12, atol=1e-13)
+    for a, b in zip(fast, dense):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+    if masked:  # a padded key gets no gradient, nor does its value
+        assert fast[1][1, :, 12:].abs().max() == 0 and fast[2][1, :, 12:].abs().max() == 0
+        assert fast[1][1, :, :12].abs().max() > 0
 
 
 @pytest.mark.parametrize('kwargs, name', [(dict(kernel='relu'), 'kernel'), (dict(lam=0), 'lam'),

@@ -4,6 +4,7 @@ from typing import Optional
 import torch
 import torch.nn as nn
 
+from ...ops._grad import recompute_in_backward
 from .channels_last import conv_tokens
 from .fused import residual_branch
 from .norm import build_act
@@ -24,10 +25,15 @@ class ConvFFN(nn.Module):
         dw_residual: add the depthwise conv's input back to its output.
         act_before_dw: apply the activation before (NaLaFormer) or after (Mix-FFN) the dwconv.
         drop: dropout after each linear.
+        recompute_hidden: in eager training keep only fc1's output for the backward and
+            recompute the activation and the depthwise conv there (activation checkpointing
+            of that stretch): one hidden-size tensor less per block, for one more depthwise
+            conv forward.
     """
 
     def __init__(self, dim: int, hidden_dim: int, act_cfg: dict = dict(type='GELU'),
-                 dw_residual: bool = False, act_before_dw: bool = False, drop: float = 0.0):
+                 dw_residual: bool = False, act_before_dw: bool = False, drop: float = 0.0,
+                 recompute_hidden: bool = False):
         super().__init__()
         self.fc1 = nn.Linear(dim, hidden_dim)
         self.dwconv = nn.Conv2d(hidden_dim, hidden_dim, 3, 1, 1, groups=hidden_dim)
@@ -36,6 +42,7 @@ class ConvFFN(nn.Module):
         self.drop = nn.Dropout(drop)
         self.dw_residual = dw_residual
         self.act_before_dw = act_before_dw
+        self.recompute_hidden = recompute_hidden
 
     def forward(self, x: torch.Tensor, grid: TokenGrid, shortcut: Optional[torch.Tensor] = None,
                 gamma: Optional[torch.Tensor] = None,
@@ -52,6 +59,14 @@ class ConvFFN(nn.Module):
     def _hidden(self, x: torch.Tensor, grid: TokenGrid) -> torch.Tensor:
         """Everything before ``fc2`` (its input, after the first dropout)."""
         x = self.fc1(x)
+        if torch.compiler.is_compiling() or not self.recompute_hidden:
+            x = self._mix(x, grid)
+        else:  # keep fc1's output only; the rest is recomputed in the backward
+            x = recompute_in_backward(lambda h: self._mix(h, grid), x)
+        return self.drop(x)
+
+    def _mix(self, x: torch.Tensor, grid: TokenGrid) -> torch.Tensor:
+        """The activation and the depthwise conv (+ residual), in the configured order."""
         if self.act_before_dw:
             x = self.act(x)
         # channels-last views: oneDNN keeps that layout, so no copy either way (a transposed
@@ -59,4 +74,4 @@ class ConvFFN(nn.Module):
         x = conv_tokens(self.dwconv, x, grid, residual=self.dw_residual)
         if not self.act_before_dw:
             x = self.act(x)
-        return self.drop(x)
+        return x

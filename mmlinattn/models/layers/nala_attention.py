@@ -6,6 +6,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from timm.layers import DropPath
 
+from ...ops._grad import recompute_in_backward
 from ...ops.nalaformer import KERNELS, nala_attention
 from ...ops.precision import compute_dtype
 from .channels_last import conv_tokens
@@ -97,6 +98,14 @@ class NaLaAttention(nn.Module):
         o = o.transpose(1, 2).reshape(b, n, c)
         if self.lepe is not None:
             o = o + conv_tokens(self.lepe, v, grid)
+        if torch.compiler.is_compiling():  # the graph's partitioner chooses what to keep
+            return self._gate(o, g)
+        # eager training keeps o and g and recomputes the norm and the gate in the backward:
+        # two fewer token-sized tensors per block held until then
+        return recompute_in_backward(self._gate, o, g)
+
+    def _gate(self, o: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+        """``LayerNorm(o) * SiLU(g)``."""
         return self.norm(o) * self.act(g)
 
     def _projections(self, x: torch.Tensor):
@@ -161,7 +170,9 @@ class NaLaBlock(nn.Module):
         self.norm1 = nn.LayerNorm(dim, eps=1e-6)
         self.attn = NaLaAttention(dim, num_heads, **attn_cfg)
         self.norm2 = nn.LayerNorm(dim, eps=1e-6)
-        self.ffn = ConvFFN(dim, int(mlp_ratio * dim), dw_residual=True, act_before_dw=True)
+        # recompute_hidden: activations are what limit NaLa training sizes (docs/benchmarks.md)
+        self.ffn = ConvFFN(dim, int(mlp_ratio * dim), dw_residual=True, act_before_dw=True,
+                           recompute_hidden=True)
         self.drop_path = DropPath(drop_path) if drop_path > 0 else nn.Identity()
         if layer_scale_init_value is None:
             self.gamma1 = self.gamma2 = None
