@@ -131,8 +131,8 @@ def chunked_linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     buffers small enough to be reused (NaLa stage 1 at 2048²: 0.88 s -> 0.44 s per block on
     2 CPU cores, ``docs/benchmarks.md``).
 
-    Under autograd (eager) the core is one :class:`_RecomputedCore`: the forward runs as in
-    inference and keeps only ``q, k, v`` and the small key summary; the backward recomputes
+    Under autograd (eager) the core is one :class:`_RecomputedCore`: the forward runs
+    without autograd and keeps only ``q, k, v`` and the small key summary; the backward recomputes
     the features chunk by chunk with ``backward_features`` (default: ``feature_q,
     feature_k``; a pair that supports autograd where the forward maps do not) and applies the
     closed-form gradient of the normalisation.
@@ -209,7 +209,7 @@ class _RecomputedCore(torch.autograd.Function):
     ``dL/dV = phi_k dS_v / M``, and the feature maps' own backward gives ``dL/dq``, ``dL/dk``.
     Autograd through the plain form would keep both feature maps (each 2x ``q`` for NaLa),
     the unnormalised output and the denominator of every chunk for the backward; this keeps
-    ``q, k, v`` and ``S``, and the forward runs the inference path (fused, in place).
+    ``q, k, v`` and ``S``, and the forward runs without autograd (tokens-major output).
     """
 
     @staticmethod

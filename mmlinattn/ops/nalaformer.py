@@ -26,10 +26,11 @@ Choices where the paper is silent:
 * norms clamped to ``>= eps``; absolute values taken before any fractional power;
 * the key-value product and the key sum are divided by ``N`` (authors' code) so magnitudes and
   the ``eps`` of the denominator do not drift with the resolution; it cancels otherwise;
-* the feature maps run as compiled fused loops (exact rewrites of Eq. 16,
+* without autograd the feature maps run as compiled fused loops (exact rewrites of Eq. 16,
   :func:`_fused_feature_maps`; the compiling is :mod:`mmlinattn.ops.compiled`'s); in eager
-  training too, where the core keeps only ``q, k, v`` and recomputes the maps in its
-  backward with the plain maps compiled with their backward
+  training the plain maps, compiled with their backward, which the core evaluates without
+  autograd in its forward (the same values as before, bit for bit) and again with autograd
+  in its backward, keeping only ``q, k, v``
   (:func:`~mmlinattn.ops.linear_attention.chunked_linear_attention`);
 * the core runs in a float32 island (:mod:`mmlinattn.ops.precision`; float64 stays
   float64), because ``|k|^3`` overflows half precision quickly.
@@ -331,19 +332,14 @@ def nala_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kernel: st
         raise ValueError(f'rope_angles must be (N, d / 2) = ({k.shape[-2]}, '
                          f'{k.shape[-1] // 2}) for N queries = N keys, got '
                          f'{tuple(rope_angles.shape)} for q {tuple(q.shape)}')
-    settings = (_feature_kernel(kernel), lam, alpha, eps, fuse)
-    grad = needs_grad(q, k, v)
-    phi_q, phi_k = _feature_maps_for(*settings, grad, q, k, v)
+    # in eager training the core evaluates these maps without autograd in its forward (the
+    # same values as the maps with it) and recomputes them with autograd in its backward
+    phi_q, phi_k = _feature_maps_for(_feature_kernel(kernel), lam, alpha, eps, fuse,
+                                     needs_grad(q, k, v), q, k, v)
     with Float32Island(q) as island:
         q, k, v = island.cast(q, k, v)
         if rope:
             out = _rope_linear_attention(phi_q(q), phi_k(k), v, rope_angles, eps, valid)
-        elif grad and not torch.compiler.is_compiling():
-            # eager training: the core runs its forward with the inference maps and
-            # recomputes the features with the autograd ones in its backward
-            out = chunked_linear_attention(
-                q, k, v, *_feature_maps_for(*settings, False, q, k, v), eps, valid,
-                backward_features=(phi_q, phi_k))
         else:
             out = chunked_linear_attention(q, k, v, phi_q, phi_k, eps, valid)
     return island.back(out)
