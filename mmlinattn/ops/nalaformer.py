@@ -55,7 +55,7 @@ from typing import Optional, Tuple
 import torch
 import torch.nn.functional as F
 
-from ._grad import needs_grad
+from ._grad import eager_inference, needs_grad
 from .compiled import compile_each, compiled_path_allowed
 from .linear_attention import chunked_linear_attention, normalized_attention_reference
 from .precision import Float32Island
@@ -254,17 +254,16 @@ def _compiled_training_maps(kernel: str, lam: float, alpha: float, eps: float):
 
 
 def _feature_maps_for(kernel: str, lam: float, alpha: float, eps: float, fuse: bool,
-                      grad: bool, *tensors: torch.Tensor):
-    """The fastest ``(phi_q, phi_k)`` allowed for ``tensors``, with autograd support if
-    ``grad``: compiled fused loops (with their backward for ``grad``), else the eager maps
-    (in place when no gradient is needed and no graph is traced)."""
+                      *tensors: torch.Tensor):
+    """The fastest ``(phi_q, phi_k)`` allowed for ``tensors``: compiled fused loops (with
+    their backward under autograd), else the eager maps (in place when no gradient is
+    needed)."""
     if fuse and compiled_path_allowed(*tensors, allow_grad=True):
-        maps = _compiled_training_maps if grad else _compiled_feature_maps
+        maps = _compiled_training_maps if needs_grad(*tensors) else _compiled_feature_maps
         return maps(kernel, lam, alpha, eps)
-    if fuse and torch.compiler.is_compiling() and not grad:
+    if fuse and torch.compiler.is_compiling() and not needs_grad(*tensors):
         return _fused_feature_maps(kernel, lam, alpha, eps)  # the same loops, in the graph
-    inplace = not grad and not torch.compiler.is_compiling()
-    return _fast_feature_maps(kernel, lam, alpha, eps, inplace=inplace)
+    return _fast_feature_maps(kernel, lam, alpha, eps, inplace=eager_inference(*tensors))
 
 
 def _rope_linear_attention(phq: torch.Tensor, phk: torch.Tensor, v: torch.Tensor,
@@ -334,8 +333,7 @@ def nala_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kernel: st
                          f'{tuple(rope_angles.shape)} for q {tuple(q.shape)}')
     # in eager training the core evaluates these maps without autograd in its forward (the
     # same values as the maps with it) and recomputes them with autograd in its backward
-    phi_q, phi_k = _feature_maps_for(_feature_kernel(kernel), lam, alpha, eps, fuse,
-                                     needs_grad(q, k, v), q, k, v)
+    phi_q, phi_k = _feature_maps_for(_feature_kernel(kernel), lam, alpha, eps, fuse, q, k, v)
     with Float32Island(q) as island:
         q, k, v = island.cast(q, k, v)
         if rope:
