@@ -16,7 +16,8 @@ from .cases import Case, case_child, matmul_rate, run_case
 from .flops import count_flops, flop_counter, scoped_flops
 from .interleave import interleave_group, run_interleaved
 from .isolation import run_isolated, time_limit
-from .memory import GLIBC_TUNABLES_REUSE, is_oom, reuse_freed_cpu_memory
+from .memory import (GLIBC_TUNABLES_REUSE, is_oom, return_freed_cpu_memory,
+                     reuse_freed_cpu_memory)
 from .report import markdown_ratios, markdown_summary, markdown_table, replot, write_csv
 from .report import write_plot
 from .specs import DEFAULT_MODELS, PEERS, ModelSpec, build_model, parse_model_spec, parse_size
@@ -26,8 +27,8 @@ from .sweep import environment, run_sweep
 __all__ = [
     'Case', 'case_child', 'matmul_rate', 'run_case', 'count_flops', 'flop_counter',
     'scoped_flops', 'interleave_group', 'run_interleaved', 'run_isolated', 'time_limit',
-    'GLIBC_TUNABLES_REUSE', 'is_oom', 'reuse_freed_cpu_memory', 'markdown_ratios',
-    'markdown_summary', 'markdown_table', 'replot', 'write_csv', 'write_plot',
+    'GLIBC_TUNABLES_REUSE', 'is_oom', 'return_freed_cpu_memory', 'reuse_freed_cpu_memory',
+    'markdown_ratios', 'markdown_summary', 'markdown_table', 'replot', 'write_csv', 'write_plot',
     'DEFAULT_MODELS', 'PEERS', 'ModelSpec', 'build_model', 'parse_model_spec', 'parse_size',
     'RECORD_FIELDS', 'fit_exponent', 'make_record', 'ratio', 'summarize', 'environment',
     'run_sweep'

@@ -11,7 +11,9 @@ What each number means (``docs/benchmarks.md``):
   SOFT++'s Newton-Schulz pseudo-inverse.
 * ``peak_mem_mb``: the memory a step needs beyond the built model and its input.  CPU: the
   peak RSS (``VmHWM``, reset just before the first step) minus the RSS after the model and
-  the input were created.  CUDA: ``torch.cuda.max_memory_allocated()`` minus the allocated
+  the input were created; with ``cpu_malloc='reuse'`` glibc's mmap threshold is fixed at
+  128 KiB until then (:func:`~.memory.return_freed_cpu_memory`), so that RSS follows the live
+  tensors.  CUDA: ``torch.cuda.max_memory_allocated()`` minus the allocated
   bytes after the model and the input were created; ``peak_total_mb`` is the absolute peak.
 
 On CPU the case builds the model, runs one step on a 64 x 64 input (lazy imports, thread
@@ -29,7 +31,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from .flops import count_flops
 from .memory import (apply_cpu_malloc, cap_address_space, current_rss_kb, is_oom, peak_rss_kb,
-                     reset_peak_rss)
+                     reset_peak_rss, return_freed_cpu_memory)
 from .specs import ModelSpec, build_model
 from .stats import time_stats
 
@@ -150,6 +152,9 @@ def run_case(case: Case) -> Dict[str, Any]:
     torch.manual_seed(case.seed)
     spec = ModelSpec(**case.spec)
     cuda = case.device.startswith('cuda')
+    # peak memory is taken before the switch to reuse; until then freed memory goes back to
+    # the kernel from the first allocation on, so the peak RSS is the live tensors' peak
+    live_rss = not cuda and case.cpu_malloc == 'reuse' and return_freed_cpu_memory()
     model = x = None
     try:
         model = prepared_model(spec, case)
@@ -186,7 +191,8 @@ def run_case(case: Case) -> Dict[str, Any]:
             res['mem_method'] = 'cuda_max_memory_allocated'
         else:
             base = current_rss_kb() * 1024
-            res['mem_method'] = 'vmhwm_reset' if reset_peak_rss() else 'ru_maxrss'
+            res['mem_method'] = (('vmhwm_reset' if reset_peak_rss() else 'ru_maxrss')
+                                 + ('_mmap_128k' if live_rss else ''))
         res['baseline_mem_mb'] = base / 2**20
 
         n_warm = max(case.warmup, int(case.flops == 'real'))
@@ -211,8 +217,8 @@ def run_case(case: Case) -> Dict[str, Any]:
             res['baseline_mem_mb'] = base / 2**20
         peak_default_malloc = None
         if not cuda:
-            # memory under glibc's defaults (freed tensors go back to the kernel, so the peak
-            # RSS is the live tensors' peak); then the timed steps under the chosen allocator
+            # memory while freed tensors go back to the kernel (the live tensors' peak), then
+            # the timed steps under the chosen allocator
             if case.cpu_malloc == 'reuse':
                 if case.compile or n_warm == 0:
                     step()

@@ -18,12 +18,14 @@ import ctypes
 import ctypes.util
 from typing import Optional
 
-__all__ = ['reuse_freed_cpu_memory', 'GLIBC_TUNABLES_REUSE', 'apply_cpu_malloc', 'is_oom',
+__all__ = ['reuse_freed_cpu_memory', 'GLIBC_TUNABLES_REUSE', 'apply_cpu_malloc',
+           'return_freed_cpu_memory', 'is_oom',
            'proc_status_kb', 'reset_peak_rss', 'peak_rss_kb', 'current_rss_kb',
            'cap_address_space', 'mem_available_mb']
 
 # glibc <malloc.h>
 _M_TRIM_THRESHOLD = -1
+_M_MMAP_THRESHOLD = -3
 _M_MMAP_MAX = -4
 
 #: the same settings for a process that has not started yet (e.g. ``tools/train.py``)
@@ -42,6 +44,29 @@ def reuse_freed_cpu_memory() -> bool:
         True when both settings were applied; False where the C library is not glibc
         (macOS, musl), which is left unchanged.
     """
+    return _mallopt((_M_MMAP_MAX, 0), (_M_TRIM_THRESHOLD, 2**31 - 1))
+
+
+def return_freed_cpu_memory(threshold: int = 128 * 1024) -> bool:
+    """Make glibc serve every allocation of at least ``threshold`` bytes with ``mmap`` and
+    hand it back on ``free``, for the rest of the process: the resident size then follows
+    the live tensors, and its peak is theirs.
+
+    glibc's default threshold starts at 128 KiB but rises to the size of each mmapped block
+    freed (up to 32 MiB); tensors below it then come from the heap, whose freed holes stay
+    resident, so the peak RSS also counts that fragmentation.  Measured on one training step
+    of LDN small at 1024²: 2109 MiB with the rising threshold, 1782 MiB fixed; with
+    ``with_cp=True`` 1364 against 455 MiB (what ``torch.profiler`` sees live).  Setting the
+    threshold fixes it (glibc stops adjusting it).  Affects later allocations only.
+
+    Returns:
+        True when applied; False where the C library is not glibc.
+    """
+    return _mallopt((_M_MMAP_THRESHOLD, threshold))
+
+
+def _mallopt(*settings) -> bool:
+    """glibc ``mallopt(param, value)`` for each pair; False if any fails or there is none."""
     name = ctypes.util.find_library('c')
     try:
         libc = ctypes.CDLL(name)
@@ -49,7 +74,7 @@ def reuse_freed_cpu_memory() -> bool:
     except (OSError, AttributeError, TypeError):
         return False
     mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
-    return bool(mallopt(_M_MMAP_MAX, 0)) and bool(mallopt(_M_TRIM_THRESHOLD, 2**31 - 1))
+    return all([bool(mallopt(param, value)) for param, value in settings])
 
 
 def apply_cpu_malloc(mode: str) -> str:

@@ -50,3 +50,39 @@ def test_reuse_removes_most_page_faults_on_glibc():
     # the documented environment variable does the same for a process not yet started
     _, tuned = _fewest_faults_per_step('system', GLIBC_TUNABLES_REUSE)
     assert tuned < system / 2, (tuned, system)
+
+
+# A freed 24 MiB block raises glibc's default mmap threshold to 24 MiB; two 16 MiB tensors
+# then come from the heap, and freeing the lower one leaves a resident hole.  With the
+# threshold fixed, both are mmapped and the freed one leaves nothing behind.
+FRAGMENT = textwrap.dedent("""
+    import sys, torch
+    from mmlinattn.benchmark.memory import current_rss_kb, return_freed_cpu_memory
+    applied = return_freed_cpu_memory() if sys.argv[1] == 'fixed' else False
+    big = torch.ones(24 << 18)
+    del big
+    start = current_rss_kb()
+    a, b = torch.ones(16 << 18), torch.ones(16 << 18)
+    del a
+    print(applied, (current_rss_kb() - start) / 1024)
+""")
+
+
+def _resident_after_free(mode: str):
+    env = {k: v for k, v in os.environ.items() if k != 'GLIBC_TUNABLES'}
+    out = subprocess.run([sys.executable, '-c', FRAGMENT, mode], capture_output=True,
+                         text=True, check=True, env=env).stdout.split()
+    return out[0] == 'True', float(out[1])
+
+
+def test_fixed_mmap_threshold_makes_rss_follow_the_live_tensors():
+    """What the benchmark's peak-memory step relies on (``return_freed_cpu_memory``)."""
+    if platform.libc_ver()[0] != 'glibc':
+        from mmlinattn.benchmark.memory import return_freed_cpu_memory
+        assert return_freed_cpu_memory() is False
+        return
+    applied, fixed = _resident_after_free('fixed')
+    _, default = _resident_after_free('default')
+    assert applied
+    assert default >= 30, default           # both 16 MiB tensors stay resident
+    assert 14 <= fixed <= 20, fixed         # only the live one
