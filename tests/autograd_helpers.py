@@ -19,3 +19,16 @@ def plain_autograd_core():
     with mock.patch.object(la, '_features', lambda feature, x: feature(x)), \
             mock.patch.object(la._RecomputedCore, 'apply', plain):
         yield
+
+
+def kept_bytes(fn) -> int:
+    """Bytes of the distinct storages autograd saves for the backward while ``fn()`` runs."""
+    from torch.autograd.graph import saved_tensors_hooks
+    sizes = {}
+
+    def pack(t):
+        sizes[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t
+    with saved_tensors_hooks(pack, lambda t: t):
+        fn()
+    return sum(sizes.values())

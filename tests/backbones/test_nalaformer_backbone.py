@@ -4,7 +4,7 @@ import math
 import pytest
 import torch
 from archs import TINY
-from autograd_helpers import plain_autograd_core
+from autograd_helpers import kept_bytes, plain_autograd_core
 import torch.nn.functional as F
 from backbone_checks import (check_all_params_get_grad, check_bf16_autocast,
                              check_frozen_stages, check_output_shapes, check_strict_reload)
@@ -230,20 +230,12 @@ def test_block_training_keeps_fewer_activations():
     """In training the block recomputes the attention's feature maps, its norm and gate, and
     the FFN's activation and depthwise conv in the backward: what autograd keeps from the
     forward is about 2 / 3 of the plain formulation's."""
-    from torch.autograd.graph import saved_tensors_hooks
     torch.manual_seed(0)
     blk = NaLaBlock(32, 1, mlp_ratio=3.5).train()
     x = torch.randn(1, 32 * 32, 32, requires_grad=True)
 
-    def kept(fn):
-        sizes = {}
-
-        def pack(t):
-            sizes[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
-            return t
-        with saved_tensors_hooks(pack, lambda t: t):
-            fn()
-        return sum(sizes.values()) / x.numel() / 4   # in tensors the size of x
+    def kept(fn):   # in tensors the size of x
+        return kept_bytes(fn) / x.numel() / 4
     fast = kept(lambda: blk(x, TokenGrid((32, 32))))
     with plain_autograd_core():
         plain = kept(lambda: _plain_block(blk, x, (32, 32)))

@@ -1,14 +1,17 @@
 """Feed-forward blocks on token sequences (B, N, C) with the token grid passed explicitly."""
-from typing import Optional
+from typing import Callable, Optional, Tuple
 
 import torch
 import torch.nn as nn
+from timm.layers import Mlp as TimmMlp
 
-from ...ops._grad import recompute_in_backward
+from ...ops._grad import needs_grad, recompute_in_backward
 from .channels_last import conv_tokens
-from .fused import residual_branch
+from .fused import add_residual, residual_branch
 from .norm import build_act
 from .token_grid import TokenGrid
+
+RECOMPUTE = ('none', 'last', 'all')
 
 
 class ConvFFN(nn.Module):
@@ -25,16 +28,22 @@ class ConvFFN(nn.Module):
         dw_residual: add the depthwise conv's input back to its output.
         act_before_dw: apply the activation before (NaLaFormer) or after (Mix-FFN) the dwconv.
         drop: dropout after each linear.
-        recompute_hidden: in eager training keep only fc1's output for the backward and
-            recompute the activation and the depthwise conv there (activation checkpointing
-            of that stretch): one hidden-size tensor less per block, for one more depthwise
-            conv forward.
+        recompute: what eager training recomputes in the backward instead of keeping
+            (activation checkpointing of the hidden stretch): ``'none'``; ``'last'``, the
+            op just before fc2 (the activation in Mix-FFN order, the depthwise conv in
+            NaLaFormer's), one hidden-size tensor fewer per block for one more forward of
+            that op; ``'all'``, everything after fc1 (fc1's output is all that is kept), two
+            tensors fewer for one more forward of both.  fc2's product itself is never
+            recomputed: the checkpoint's recomputation stops once fc2's input is rebuilt
+            (PyTorch's early stop, on by default).
     """
 
     def __init__(self, dim: int, hidden_dim: int, act_cfg: dict = dict(type='GELU'),
                  dw_residual: bool = False, act_before_dw: bool = False, drop: float = 0.0,
-                 recompute_hidden: bool = False):
+                 recompute: str = 'none'):
         super().__init__()
+        if recompute not in RECOMPUTE:
+            raise ValueError(f'recompute must be one of {RECOMPUTE}, got {recompute!r}')
         self.fc1 = nn.Linear(dim, hidden_dim)
         self.dwconv = nn.Conv2d(hidden_dim, hidden_dim, 3, 1, 1, groups=hidden_dim)
         self.act = build_act(act_cfg)
@@ -42,7 +51,7 @@ class ConvFFN(nn.Module):
         self.drop = nn.Dropout(drop)
         self.dw_residual = dw_residual
         self.act_before_dw = act_before_dw
-        self.recompute_hidden = recompute_hidden
+        self.recompute = recompute
 
     def forward(self, x: torch.Tensor, grid: TokenGrid, shortcut: Optional[torch.Tensor] = None,
                 gamma: Optional[torch.Tensor] = None,
@@ -50,28 +59,54 @@ class ConvFFN(nn.Module):
         """(B, N, C) tokens on ``grid`` -> (B, N, C).  With a ``shortcut`` it returns the
         whole residual step ``shortcut + drop_path(gamma * FFN(x))`` (LayerScale ``gamma``
         optional), fused into ``fc2`` in inference (:func:`.fused.residual_branch`)."""
-        hidden = self._hidden(x, grid)
+        h = self.fc1(x)
+        first, last = self._steps(grid)
+        if self.recompute != 'none' and needs_grad(h) and not torch.compiler.is_compiling():
+            if self.recompute == 'last':
+                h, mix = first(h), last
+            else:
+                mix = lambda t: last(first(t))  # noqa: E731
+            y = self.drop(recompute_in_backward(lambda t: self.fc2(self.drop(mix(t))), h))
+            return y if shortcut is None else add_residual(shortcut, y, gamma, drop_path)
+        hidden = self.drop(last(first(h)))
         if shortcut is None:
             return self.drop(self.fc2(hidden))
         return residual_branch(shortcut, self.fc2, hidden, gamma, drop_path, self.drop,
                                self.training)
 
-    def _hidden(self, x: torch.Tensor, grid: TokenGrid) -> torch.Tensor:
-        """Everything before ``fc2`` (its input, after the first dropout)."""
-        x = self.fc1(x)
-        if torch.compiler.is_compiling() or not self.recompute_hidden:
-            x = self._mix(x, grid)
-        else:  # keep fc1's output only; the rest is recomputed in the backward
-            x = recompute_in_backward(lambda h: self._mix(h, grid), x)
-        return self.drop(x)
-
-    def _mix(self, x: torch.Tensor, grid: TokenGrid) -> torch.Tensor:
+    def _steps(self, grid: TokenGrid) -> Tuple[Callable, Callable]:
         """The activation and the depthwise conv (+ residual), in the configured order."""
-        if self.act_before_dw:
-            x = self.act(x)
         # channels-last views: oneDNN keeps that layout, so no copy either way (a transposed
         # view with a batch stride of C instead makes it fall back to NCHW: ~5x slower at 1024²)
-        x = conv_tokens(self.dwconv, x, grid, residual=self.dw_residual)
-        if not self.act_before_dw:
-            x = self.act(x)
-        return x
+        def dwconv(t: torch.Tensor) -> torch.Tensor:
+            return conv_tokens(self.dwconv, t, grid, residual=self.dw_residual)
+        return (self.act, dwconv) if self.act_before_dw else (dwconv, self.act)
+
+
+class Mlp(TimmMlp):
+    """timm's ``Mlp`` (fc1 -> act -> drop -> norm -> fc2 -> drop, the same parameters and
+    state-dict keys) that can recompute its activation in the backward.
+
+    Args:
+        recompute: ``'none'``, or ``'last'`` / ``'all'`` (the same here: the activation is
+            the only op between fc1 and fc2): eager training keeps fc1's output only and
+            rebuilds fc2's input from it in the backward (one hidden-size tensor fewer per
+            block for one more activation forward; fc2's product is not recomputed, see
+            :class:`ConvFFN`).
+        *args, **kwargs: timm's ``Mlp``.
+    """
+
+    def __init__(self, *args, recompute: str = 'none', **kwargs):
+        super().__init__(*args, **kwargs)
+        if recompute not in RECOMPUTE:
+            raise ValueError(f'recompute must be one of {RECOMPUTE}, got {recompute!r}')
+        self.recompute = recompute
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.fc1(x)
+        if self.recompute == 'none' or not needs_grad(h) or torch.compiler.is_compiling():
+            return self.drop2(self.fc2(self._fc2_input(h)))
+        return self.drop2(recompute_in_backward(lambda t: self.fc2(self._fc2_input(t)), h))
+
+    def _fc2_input(self, h: torch.Tensor) -> torch.Tensor:
+        return self.norm(self.drop1(self.act(h)))

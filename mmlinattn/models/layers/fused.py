@@ -44,6 +44,13 @@ def residual_branch(shortcut: torch.Tensor, linear: nn.Linear, y: torch.Tensor,
     y = linear(y)
     if dropout is not None:
         y = dropout(y)
+    return add_residual(shortcut, y, gamma, drop_path)
+
+
+def add_residual(shortcut: torch.Tensor, y: torch.Tensor, gamma: Optional[torch.Tensor] = None,
+                 drop_path: Optional[nn.Module] = None) -> torch.Tensor:
+    """``shortcut + drop_path(gamma * y)``; DropPath, being linear, lets one ``addcmul`` do
+    the scaling and the sum."""
     if drop_path is not None:
         y = drop_path(y)
     return shortcut + y if gamma is None else torch.addcmul(shortcut, gamma, y)

@@ -9,11 +9,11 @@ from typing import Optional, Tuple, Union
 
 import torch
 import torch.nn as nn
-from timm.layers import DropPath, Mlp
+from timm.layers import DropPath
 
 from ...ops.infsa import (infsa_attention_matrix, linear_infsa, linear_infsa_pooled,
                           linear_infsa_weights, pure_infsa)
-from .ffn import ConvFFN
+from .ffn import ConvFFN, Mlp
 from .qkv import QKVMixer
 from .token_grid import TokenGrid, valid_tokens_or_none
 from .utils import check_heads
@@ -199,13 +199,16 @@ class InfSABlock(nn.Module):
         gamma, gamma_mode, learn_gamma, qkv_bias, eps: passed to the mixer.
         tie_qk, pool_then_project: Linear-InfSA options.
         pure_chunk_size: Pure InfSA query chunk (exact, O(chunk·N) memory).
+        ffn_recompute: what the FFN recomputes in the backward of eager training instead of
+            keeping (``recompute`` of :class:`.ffn.ConvFFN` / :class:`.ffn.Mlp`).
     """
 
     def __init__(self, dim: int, num_heads: int, mixer: str = 'linear', mlp_ratio: float = 4.0,
                  dwconv: bool = True, drop_path: float = 0.0, layer_index: int = 1,
                  gamma: float = 0.7, gamma_mode: str = 'const', learn_gamma: bool = False,
                  qkv_bias: bool = True, eps: float = 1e-6, tie_qk: bool = True,
-                 pool_then_project: bool = True, pure_chunk_size: Optional[int] = None):
+                 pool_then_project: bool = True, pure_chunk_size: Optional[int] = None,
+                 ffn_recompute: str = 'all'):
         super().__init__()
         common = dict(gamma=gamma, gamma_mode=gamma_mode, layer_index=layer_index,
                       learn_gamma=learn_gamma, qkv_bias=qkv_bias, eps=eps)
@@ -221,7 +224,8 @@ class InfSABlock(nn.Module):
         self.attn = attn
         self.norm2 = nn.LayerNorm(dim, eps=1e-6)
         self.dwconv = dwconv
-        self.ffn = ConvFFN(dim, hidden) if dwconv else Mlp(dim, hidden)
+        self.ffn = (ConvFFN(dim, hidden, recompute=ffn_recompute) if dwconv
+                    else Mlp(dim, hidden, recompute=ffn_recompute))
         self.drop_path = DropPath(drop_path) if drop_path > 0 else nn.Identity()
 
     def forward(self, x: torch.Tensor, grid: TokenGrid) -> torch.Tensor:

@@ -11,12 +11,13 @@ from typing import Optional
 
 import torch
 import torch.nn as nn
-from timm.layers import DropPath, LayerScale, Mlp
+from timm.layers import DropPath, LayerScale
 
 from ...ops import (grid_diffusion, grid_diffusion_implicit_dct, linear_attention,
                     stencil_kernel, stencil_offsets)
 from ...ops.precision import compute_dtype
 from .channels_last import map_as_tokens, tokens_as_map
+from .ffn import Mlp
 from .token_grid import TokenGrid, valid_tokens_or_none
 from .qkv import QKVMixer
 
@@ -194,7 +195,7 @@ class LDNBlock(nn.Module):
                                  f'block width dim={dim}')
         if use_local:
             self.norm1 = nn.LayerNorm(dim, eps=1e-6)
-            self.local = Mlp(dim, int(dim * mlp_ratio), act_layer=nn.GELU)
+            self.local = Mlp(dim, int(dim * mlp_ratio), act_layer=nn.GELU, recompute='last')
             self.ls1 = self._layer_scale(dim, layer_scale_init_value)
         if use_attn:
             self.norm2 = nn.LayerNorm(dim, eps=1e-6)

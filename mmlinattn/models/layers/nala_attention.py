@@ -170,9 +170,9 @@ class NaLaBlock(nn.Module):
         self.norm1 = nn.LayerNorm(dim, eps=1e-6)
         self.attn = NaLaAttention(dim, num_heads, **attn_cfg)
         self.norm2 = nn.LayerNorm(dim, eps=1e-6)
-        # recompute_hidden: activations are what limit NaLa training sizes (docs/benchmarks.md)
+        # recompute='all': activations are what limit NaLa training sizes (docs/benchmarks.md)
         self.ffn = ConvFFN(dim, int(mlp_ratio * dim), dw_residual=True, act_before_dw=True,
-                           recompute_hidden=True)
+                           recompute='all')
         self.drop_path = DropPath(drop_path) if drop_path > 0 else nn.Identity()
         if layer_scale_init_value is None:
             self.gamma1 = self.gamma2 = None

@@ -9,12 +9,13 @@ from typing import Optional, Tuple
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from timm.layers import DropPath, Mlp
+from timm.layers import DropPath
 
 from ...ops.soft import NEWTON_INITS, PINV_SOLVERS, soft_attention
 
 LANDMARK_GRIDS = ('pad', 'crop')
 from .embed import pad_to_multiple
+from .ffn import Mlp
 from .norm import build_act
 from .token_grid import TokenGrid
 from .utils import adaptive_window_matrix, check_heads, split_heads
@@ -271,7 +272,8 @@ class SOFTBlock(nn.Module):
         self.norm1 = nn.LayerNorm(dim)
         self.attn = SoftAttention(dim, num_heads, sr_ratio, **attn_kwargs)
         self.norm2 = nn.LayerNorm(dim)
-        self.mlp = Mlp(dim, int(dim * mlp_ratio), act_layer=lambda: build_act(act_cfg))
+        self.mlp = Mlp(dim, int(dim * mlp_ratio), act_layer=lambda: build_act(act_cfg),
+                       recompute='last')
         self.drop_path = DropPath(drop_path) if drop_path > 0 else nn.Identity()
 
     def forward(self, x: torch.Tensor, grid: TokenGrid) -> torch.Tensor:

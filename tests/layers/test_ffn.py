@@ -1,0 +1,123 @@
+"""The FFNs' training recomputation: the same gradients as plain autograd, less kept for the
+backward, and fc2's product computed once."""
+import pytest
+import torch
+from autograd_helpers import kept_bytes
+from timm.layers import Mlp as TimmMlp
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from mmlinattn.models.layers.ffn import ConvFFN, Mlp
+from mmlinattn.models.layers.token_grid import TokenGrid
+
+GRID = TokenGrid((6, 5))
+
+
+class _CountMatmuls(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.count = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func.__name__.split('.')[0] in ('mm', 'addmm', 'bmm', 'baddbmm'):
+            self.count += 1
+        return func(*args, **(kwargs or {}))
+
+
+def _conv_ffn(recompute, order, drop=0.0):
+    torch.manual_seed(0)
+    ffn = ConvFFN(8, 24, drop=drop, recompute=recompute, **order).double().train()
+    with torch.no_grad():   # a non-zero depthwise bias and kernel centre, so every term counts
+        ffn.dwconv.bias.uniform_(-1, 1)
+    return ffn
+
+
+def _grads(module, x, run):
+    module.zero_grad()
+    x = x.detach().requires_grad_()
+    torch.manual_seed(1)            # the same dropout masks
+    out = run(module, x)
+    torch.manual_seed(2)
+    out.backward(torch.randn_like(out))
+    return out.detach(), [x.grad] + [p.grad for p in module.parameters()]
+
+
+ORDERS = {'mix_ffn': dict(), 'nalaformer': dict(dw_residual=True, act_before_dw=True)}
+
+
+@pytest.mark.parametrize('order', ORDERS)
+@pytest.mark.parametrize('recompute', ['last', 'all'])
+@pytest.mark.parametrize('residual', [False, True])
+@pytest.mark.parametrize('drop', [0.0, 0.3])
+def test_conv_ffn_recompute_gives_the_plain_gradients(order, recompute, residual, drop):
+    x = torch.randn(2, 30, 8, dtype=torch.float64)
+    shortcut = torch.randn(2, 30, 8, dtype=torch.float64)
+    gamma = torch.rand(8, dtype=torch.float64)
+
+    def run(m, t):
+        return m(t, GRID, shortcut, gamma) if residual else m(t, GRID)
+    ref_out, ref = _grads(_conv_ffn('none', ORDERS[order], drop), x, run)
+    out, got = _grads(_conv_ffn(recompute, ORDERS[order], drop), x, run)
+    torch.testing.assert_close(out, ref_out, rtol=0, atol=0)
+    for g, r in zip(got, ref):
+        torch.testing.assert_close(g, r, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize('order', ORDERS)
+def test_conv_ffn_recompute_keeps_less_and_multiplies_once(order):
+    """Per recomputed step one hidden-size tensor (24 x 30 elements here) fewer is kept, and
+    the backward runs no more matrix products than plain autograd's (fc2's forward product
+    is not recomputed: the checkpoint stops once fc2's input is rebuilt)."""
+    x = torch.randn(2, 30, 8, dtype=torch.float64, requires_grad=True)
+    hidden_bytes = 2 * 30 * 24 * 8
+    kept, matmuls = {}, {}
+    for recompute in ('none', 'last', 'all'):
+        ffn = _conv_ffn(recompute, ORDERS[order])
+        outs = []
+        kept[recompute] = kept_bytes(lambda: outs.append(ffn(x, GRID)))
+        with _CountMatmuls() as counter:
+            outs[0].sum().backward()
+        matmuls[recompute] = counter.count
+    assert kept['none'] - kept['last'] >= 0.9 * hidden_bytes, kept
+    assert kept['last'] - kept['all'] >= 0.9 * hidden_bytes, kept
+    assert matmuls['last'] == matmuls['all'] == matmuls['none'] > 0, matmuls
+
+
+def test_conv_ffn_without_grad_or_in_eval_runs_the_plain_path():
+    """Inference gets the fused residual GEMM whatever ``recompute`` says (equal outputs)."""
+    x, shortcut = torch.randn(1, 30, 8), torch.randn(1, 30, 8)
+    plain, fast = _conv_ffn('none', {}).float().eval(), _conv_ffn('all', {}).float().eval()
+    with torch.no_grad():
+        torch.testing.assert_close(fast(x, GRID, shortcut), plain(x, GRID, shortcut))
+
+
+@pytest.mark.parametrize('module', [ConvFFN, Mlp])
+def test_unknown_recompute_is_refused(module):
+    args = (8, 16) if module is ConvFFN else (8, )
+    with pytest.raises(ValueError, match='recompute must be'):
+        module(*args, recompute='hidden')
+
+
+@pytest.mark.parametrize('drop', [0.0, 0.3])
+def test_mlp_is_timms_with_a_recomputed_activation(drop):
+    """Our Mlp loads timm's state dict; with ``recompute='last'`` its output and gradients
+    equal timm's Mlp's, it keeps one hidden-size tensor less and multiplies no more."""
+    torch.manual_seed(0)
+    ref = TimmMlp(8, 24, drop=drop).double().train()
+    ours = Mlp(8, 24, drop=drop, recompute='last').double().train()
+    ours.load_state_dict(ref.state_dict())          # strict: the same keys
+    x = torch.randn(2, 30, 8, dtype=torch.float64)
+    ref_out, ref_grads = _grads(ref, x, lambda m, t: m(t))
+    out, grads = _grads(ours, x, lambda m, t: m(t))
+    torch.testing.assert_close(out, ref_out, rtol=0, atol=0)
+    for g, r in zip(grads, ref_grads):
+        torch.testing.assert_close(g, r, rtol=1e-12, atol=1e-12)
+    xg = x.detach().requires_grad_()
+    kept, matmuls = {}, {}
+    for name, m in (('timm', ref), ('ours', ours)):
+        outs = []
+        kept[name] = kept_bytes(lambda: outs.append(m(xg)))
+        with _CountMatmuls() as counter:
+            outs[0].sum().backward()
+        matmuls[name] = counter.count
+    assert kept['timm'] - kept['ours'] >= 0.9 * 2 * 30 * 24 * 8, kept
+    assert matmuls['ours'] == matmuls['timm'] > 0, matmuls
