@@ -18,6 +18,12 @@ def eager_inference(*tensors: torch.Tensor) -> bool:
     return not needs_grad(*tensors) and not torch.compiler.is_compiling()
 
 
+def eager_training(*tensors: torch.Tensor) -> bool:
+    """True when autograd records an op on ``tensors`` outside a traced graph: where a custom
+    backward or a recomputation may save memory (a graph's partitioner decides for itself)."""
+    return needs_grad(*tensors) and not torch.compiler.is_compiling()
+
+
 def recompute_in_backward(fn: Callable, *args):
     """``fn(*args)``; when autograd records it, under activation checkpointing (its
     intermediates are recomputed in the backward pass instead of stored), so a loop of

@@ -27,7 +27,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 import torch
 import torch.nn.functional as F
 
-from ._grad import eager_inference, needs_grad, recompute_in_backward
+from ._grad import eager_inference, eager_training, needs_grad, recompute_in_backward
 from .compiled import LazyCompiled
 from .precision import Float32Island
 
@@ -139,8 +139,7 @@ def chunked_linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     """
     if chunk is None:
         chunk = max(256, CHUNK_ELEMENTS // max(1, q[..., :1, :].numel()))
-    if (needs_grad(q, k, v) and not torch.compiler.is_compiling()
-            and q.shape[:-2] == k.shape[:-2] == v.shape[:-2]):
+    if eager_training(q, k, v) and q.shape[:-2] == k.shape[:-2] == v.shape[:-2]:
         grad_q, grad_k = backward_features or (feature_q, feature_k)
         return _RecomputedCore.apply(q, k, v, valid, feature_q, feature_k, grad_q, grad_k,
                                      eps, chunk)

@@ -5,13 +5,18 @@ import torch
 import torch.nn as nn
 from timm.layers import Mlp as TimmMlp
 
-from ...ops._grad import needs_grad, recompute_in_backward
+from ...ops._grad import eager_training, recompute_in_backward
 from .channels_last import conv_tokens
 from .fused import add_residual, residual_branch
 from .norm import build_act
 from .token_grid import TokenGrid
 
 RECOMPUTE = ('none', 'last', 'all')
+
+
+def _check_recompute(recompute: str) -> None:
+    if recompute not in RECOMPUTE:
+        raise ValueError(f'recompute must be one of {RECOMPUTE}, got {recompute!r}')
 
 
 class ConvFFN(nn.Module):
@@ -42,8 +47,7 @@ class ConvFFN(nn.Module):
                  dw_residual: bool = False, act_before_dw: bool = False, drop: float = 0.0,
                  recompute: str = 'none'):
         super().__init__()
-        if recompute not in RECOMPUTE:
-            raise ValueError(f'recompute must be one of {RECOMPUTE}, got {recompute!r}')
+        _check_recompute(recompute)
         self.fc1 = nn.Linear(dim, hidden_dim)
         self.dwconv = nn.Conv2d(hidden_dim, hidden_dim, 3, 1, 1, groups=hidden_dim)
         self.act = build_act(act_cfg)
@@ -61,7 +65,7 @@ class ConvFFN(nn.Module):
         optional), fused into ``fc2`` in inference (:func:`.fused.residual_branch`)."""
         h = self.fc1(x)
         first, last = self._steps(grid)
-        if self.recompute != 'none' and needs_grad(h) and not torch.compiler.is_compiling():
+        if self.recompute != 'none' and eager_training(h):
             if self.recompute == 'last':
                 h, mix = first(h), last
             else:
@@ -98,13 +102,12 @@ class Mlp(TimmMlp):
 
     def __init__(self, *args, recompute: str = 'none', **kwargs):
         super().__init__(*args, **kwargs)
-        if recompute not in RECOMPUTE:
-            raise ValueError(f'recompute must be one of {RECOMPUTE}, got {recompute!r}')
+        _check_recompute(recompute)
         self.recompute = recompute
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = self.fc1(x)
-        if self.recompute == 'none' or not needs_grad(h) or torch.compiler.is_compiling():
+        if self.recompute == 'none' or not eager_training(h):
             return self.drop2(self.fc2(self._fc2_input(h)))
         return self.drop2(recompute_in_backward(lambda t: self.fc2(self._fc2_input(t)), h))
 
