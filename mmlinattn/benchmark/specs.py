@@ -23,10 +23,10 @@ _PEER_ALIASES.update({'swin': 'Swin-T', 'swintiny': 'Swin-T', 'r50': 'ResNet-50'
                       'resnet50': 'ResNet-50'})
 
 #: default model set: every family's ``small`` (SOFT++ with the landmark cap and with the
-#: paper's rule), the paper's plain InfViT, and the peers.
-DEFAULT_MODELS = ['SOFT:small:max_landmarks=49', 'SOFT:small', 'NaLaFormer:small',
-                  'InfViT:small', 'LDN:small', 'InfViTPlain:l4', 'Swin-T', 'PVTv2-b1',
-                  'PVTv2-b2', 'ResNet-50']
+#: paper's rule, by Newton-Schulz and by Cholesky), the paper's plain InfViT, and the peers.
+DEFAULT_MODELS = ['SOFT:small:max_landmarks=49', 'SOFT:small', "SOFT:small:pinv='cholesky'",
+                  'NaLaFormer:small', 'InfViT:small', 'LDN:small', 'InfViTPlain:l4', 'Swin-T',
+                  'PVTv2-b1', 'PVTv2-b2', 'ResNet-50']
 CPU_SIZES = [512, 1024, 2048]
 QUICK_SIZES = [256, 512]
 GPU_SIZES = [512, 1024, 2048, 4096, 8192]
