@@ -183,13 +183,15 @@ def test_symmetric_bound(m, scale):
 
 # --------------------------------------------------------------------- full attention
 class _RecordShapes(TorchFunctionMode):
-    """Records the shape of every tensor produced inside the mode."""
+    """Records every torch function called inside the mode (``calls``) and the shape of
+    every tensor produced (``shapes``)."""
 
     def __init__(self):
         super().__init__()
-        self.shapes = []
+        self.shapes, self.calls = [], []
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
+        self.calls.append(func)
         out = func(*args, **(kwargs or {}))
         if torch.is_tensor(out):
             self.shapes.append(tuple(out.shape))
@@ -251,18 +253,6 @@ def test_soft_attention_in_token_chunks_is_the_same_attention(pinv, monkeypatch)
     assert (b, h, n, m) in rec.shapes
 
 
-class _RecordCalls(TorchFunctionMode):
-    """Records every torch function called inside the mode."""
-
-    def __init__(self):
-        super().__init__()
-        self.calls = []
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        self.calls.append(func)
-        return func(*args, **(kwargs or {}))
-
-
 @pytest.mark.parametrize('compiled', [True, False])
 @pytest.mark.parametrize('pinv', ['newton', 'cholesky'])
 def test_soft_inference_per_head_products_are_the_same_attention(pinv, compiled, monkeypatch):
@@ -277,21 +267,20 @@ def test_soft_inference_per_head_products_are_the_same_attention(pinv, compiled,
     lm = torch.randn(b, h, m, d, dtype=torch.float64) * 0.6
     v = torch.randn(b, h, n, 4, dtype=torch.float64)
     monkeypatch.setattr(soft_ops, 'MM_LOOP_FLOPS', 2 * d * m)   # every product per head
-    with torch.no_grad(), _RecordCalls() as rec:
+    with torch.no_grad(), _RecordShapes() as rec:
         out = soft_attention(q, lm, v, pinv=pinv)
     assert rec.calls.count(torch.mm) >= 3 * b * h and torch.bmm not in rec.calls[:3 * b * h]
     tol = 1e-8 if pinv == 'newton' else 1e-5     # the Cholesky ridge, 1e-6 of the trace
     torch.testing.assert_close(out, soft_attention_reference(q, lm, v), rtol=tol, atol=tol)
     q.requires_grad_(True), lm.requires_grad_(True)   # autograd: batched products, no loop
-    with _RecordCalls() as rec:
+    with _RecordShapes() as rec:
         batched = soft_attention(q, lm, v, pinv=pinv)
     assert torch.mm not in rec.calls
     torch.testing.assert_close(out, batched.detach(), rtol=1e-12, atol=1e-12)
     with torch.no_grad():                         # the float32 kernel of the fast path
         k32 = gaussian_kernel(q.float(), lm.float(), denom=2.0)
         k64 = gaussian_kernel_reference(q, lm, denom=2.0)
-    torch.testing.assert_close(k32.double(), k64,
-                               rtol=0, atol=1e-6)
+    torch.testing.assert_close(k32.double(), k64, rtol=0, atol=1e-6)
 
 
 def test_soft_attention_float32_under_autocast():

@@ -72,8 +72,9 @@ class ConvFFN(nn.Module):
                 mix = lambda t: last(first(t))  # noqa: E731
             y = self.drop(recompute_in_backward(lambda t: self.fc2(self.drop(mix(t))), h))
             return y if shortcut is None else add_residual(shortcut, y, gamma, drop_path)
-        h = first(h)          # rebinding h frees fc1's output before `last` runs (at most
-        hidden = self.drop(last(h))   # two hidden-size tensors alive, not three)
+        # rebinding h frees fc1's output before `last` runs: two hidden-size tensors alive
+        h = first(h)
+        hidden = self.drop(last(h))
         if shortcut is None:
             return self.drop(self.fc2(hidden))
         return residual_branch(shortcut, self.fc2, hidden, gamma, drop_path, self.drop,
