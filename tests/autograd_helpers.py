@@ -3,6 +3,8 @@ import contextlib
 import importlib
 from unittest import mock
 
+from torch.utils._python_dispatch import TorchDispatchMode
+
 # the module (``mmlinattn.ops.linear_attention`` as an attribute is the function)
 la = importlib.import_module('mmlinattn.ops.linear_attention')
 
@@ -32,3 +34,17 @@ def kept_bytes(fn) -> int:
     with saved_tensors_hooks(pack, lambda t: t):
         fn()
     return sum(sizes.values())
+
+
+class CountMatmuls(TorchDispatchMode):
+    """Within: counts the matrix products run (``mm``, ``addmm``, ``bmm``, ``baddbmm``, in
+    place or not)."""
+
+    def __init__(self):
+        super().__init__()
+        self.count = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func.__name__.split('.')[0].rstrip('_') in ('mm', 'addmm', 'bmm', 'baddbmm'):
+            self.count += 1
+        return func(*args, **(kwargs or {}))

@@ -137,8 +137,8 @@ def capture_mixer_inputs(model: nn.Module, x: torch.Tensor,
                          method: str = 'forward') -> List[dict]:
     """Run ``model(x)`` (no grad) and return, in call order, one record per call of
     ``method`` of a mixer of ``types`` (default: InfSA): ``name``, ``module``, its input
-    ``x`` (tokens (B, N, C) or a map), its ``grid`` (a
-    :class:`~mmlinattn.models.layers.token_grid.TokenGrid`), the grid's ``hw`` and, for
+    ``x`` (tokens (B, N, C) or a map; after the ``norm`` it was handed, if any), its ``grid``
+    (a :class:`~mmlinattn.models.layers.token_grid.TokenGrid`), the grid's ``hw`` and, for
     tokens, their (B, N) ``valid`` mask (None when not passed or nothing is padded)."""
     records, patched = [], []
     names = {m: n for n, m in model.named_modules()}
@@ -146,6 +146,8 @@ def capture_mixer_inputs(model: nn.Module, x: torch.Tensor,
     def recorder(module, call):
         def wrapped(*args, **kwargs):
             x = args[0].detach()
+            if kwargs.get('norm') is not None:  # a block may hand its pre-norm to the mixer
+                x = kwargs['norm'](x)
             grid = args[1] if len(args) > 1 else kwargs.get('grid')
             hw = None if grid is None else grid.hw
             valid = None if grid is None or x.dim() != 3 else grid.valid_tokens(x)

@@ -2,25 +2,13 @@
 backward, and fc2's product computed once."""
 import pytest
 import torch
-from autograd_helpers import kept_bytes
+from autograd_helpers import CountMatmuls, kept_bytes
 from timm.layers import Mlp as TimmMlp
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from mmlinattn.models.layers.ffn import ConvFFN, Mlp
 from mmlinattn.models.layers.token_grid import TokenGrid
 
 GRID = TokenGrid((6, 5))
-
-
-class _CountMatmuls(TorchDispatchMode):
-    def __init__(self):
-        super().__init__()
-        self.count = 0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if func.__name__.split('.')[0] in ('mm', 'addmm', 'bmm', 'baddbmm'):
-            self.count += 1
-        return func(*args, **(kwargs or {}))
 
 
 def _conv_ffn(recompute, order, drop=0.0):
@@ -74,7 +62,7 @@ def test_conv_ffn_recompute_keeps_less_and_multiplies_once(order):
         ffn = _conv_ffn(recompute, ORDERS[order])
         outs = []
         kept[recompute] = kept_bytes(lambda: outs.append(ffn(x, GRID)))
-        with _CountMatmuls() as counter:
+        with CountMatmuls() as counter:
             outs[0].sum().backward()
         matmuls[recompute] = counter.count
     assert kept['none'] - kept['last'] >= 0.9 * hidden_bytes, kept
@@ -116,7 +104,7 @@ def test_mlp_is_timms_with_a_recomputed_activation(drop):
     for name, m in (('timm', ref), ('ours', ours)):
         outs = []
         kept[name] = kept_bytes(lambda: outs.append(m(xg)))
-        with _CountMatmuls() as counter:
+        with CountMatmuls() as counter:
             outs[0].sum().backward()
         matmuls[name] = counter.count
     assert kept['timm'] - kept['ours'] >= 0.9 * 2 * 30 * 24 * 8, kept

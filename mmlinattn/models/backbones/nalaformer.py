@@ -127,7 +127,7 @@ class NaLaFormer(PyramidBackbone):
         half = dims[0] // 2
         self.patch_embeds = nn.ModuleList([
             ConvStem(self.in_channels, (half, half, half, dims[0]), (2, 1, 1, 2),
-                     (act_cfg, act_cfg, act_cfg, None), norm_cfg=norm_cfg)
+                     (act_cfg, act_cfg, act_cfg, None), norm_cfg=norm_cfg, recompute_act=True)
         ] + [PatchConv(dims[i - 1], dims[i], 3, 2, norm_cfg) for i in range(1, self.num_stages)])
 
         dprs = self.stage_drop_path_rates()

@@ -12,6 +12,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from ...ops._grad import eager_training, recompute_in_backward
 from .norm import build_act, build_norm, norm_cancels_bias
 from .token_grid import TokenGrid
 
@@ -58,11 +59,15 @@ class PatchConv(nn.Module):
 
     def forward(self, x: torch.Tensor, grid: TokenGrid) -> Tuple[torch.Tensor, TokenGrid]:
         """NCHW map on ``grid`` -> (output map, its grid)."""
+        x = self.act(self.norm(self.convolve(x, grid)))
+        return x, grid.downsample(self.stride, hw=x.shape[-2:])
+
+    def convolve(self, x: torch.Tensor, grid: TokenGrid) -> torch.Tensor:
+        """The conv alone (with the padding it needs)."""
         x = grid.zero_padding(x)  # batch padding reads as zeros, like the conv's own padding
         if self.non_overlapping:
             x = pad_to_multiple(x, self.stride)
-        x = self.act(self.norm(self.conv(x)))
-        return x, grid.downsample(self.stride, hw=x.shape[-2:])
+        return self.conv(x)
 
 
 class ConvStem(nn.Sequential):
@@ -73,11 +78,17 @@ class ConvStem(nn.Sequential):
         strides: stride of each unit.
         act_cfgs: activation config per unit (``None`` for none).
         kernel_size, norm_cfg, bias: of every unit (see :class:`PatchConv`).
+        recompute_act: in eager training, recompute each activation that feeds the next
+            unit's conv in the backward instead of keeping its output (that conv's input):
+            one full-resolution map fewer per unit for activations that keep their input
+            anyway (GELU, SiLU; not ReLU, which keeps its output).  The conv itself is not
+            recomputed (the checkpoint stops once its input is rebuilt).
     """
 
     def __init__(self, in_channels: int, channels: Sequence[int], strides: Sequence[int],
                  act_cfgs: Sequence[Optional[dict]], kernel_size: int = 3,
-                 norm_cfg: Optional[dict] = None, bias: Union[bool, str] = 'auto'):
+                 norm_cfg: Optional[dict] = None, bias: Union[bool, str] = 'auto',
+                 recompute_act: bool = False):
         if not len(channels) == len(strides) == len(act_cfgs):
             raise ValueError('channels, strides and act_cfgs must have the same length')
         units, c_in = [], in_channels
@@ -85,8 +96,21 @@ class ConvStem(nn.Sequential):
             units.append(PatchConv(c_in, c, kernel_size, s, norm_cfg, a, bias))
             c_in = c
         super().__init__(*units)
+        self.recompute_act = recompute_act
 
     def forward(self, x: torch.Tensor, grid: TokenGrid) -> Tuple[torch.Tensor, TokenGrid]:
+        if not (self.recompute_act and eager_training(x, *self.parameters())):
+            for unit in self:
+                x, grid = unit(x, grid)
+            return x, grid
+        act = None  # the previous unit's activation, applied with this unit's conv
         for unit in self:
-            x, grid = unit(x, grid)
-        return x, grid
+            if act is None:
+                x = unit.convolve(x, grid)
+            else:
+                x = recompute_in_backward(
+                    lambda t, act=act, unit=unit, grid=grid: unit.convolve(act(t), grid), x)
+            x = unit.norm(x)
+            act = unit.act
+            grid = grid.downsample(unit.stride, hw=x.shape[-2:])
+        return act(x), grid

@@ -3,11 +3,12 @@ from typing import Callable, Optional, Tuple
 
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 from timm.layers import Mlp as TimmMlp
 
 from ...ops._grad import eager_training, recompute_in_backward
 from .channels_last import conv_tokens
-from .fused import add_residual, residual_branch
+from .fused import add_residual, layer_scaled_linear, normed_linears, residual_branch
 from .norm import build_act
 from .token_grid import TokenGrid
 
@@ -58,19 +59,24 @@ class ConvFFN(nn.Module):
         self.recompute = recompute
 
     def forward(self, x: torch.Tensor, grid: TokenGrid, shortcut: Optional[torch.Tensor] = None,
-                gamma: Optional[torch.Tensor] = None,
-                drop_path: Optional[nn.Module] = None) -> torch.Tensor:
+                gamma: Optional[torch.Tensor] = None, drop_path: Optional[nn.Module] = None,
+                norm: Optional[nn.Module] = None) -> torch.Tensor:
         """(B, N, C) tokens on ``grid`` -> (B, N, C).  With a ``shortcut`` it returns the
         whole residual step ``shortcut + drop_path(gamma * FFN(x))`` (LayerScale ``gamma``
-        optional), fused into ``fc2`` in inference (:func:`.fused.residual_branch`)."""
-        h = self.fc1(x)
+        optional), fused into ``fc2`` in inference (:func:`.fused.residual_branch`).  A
+        ``norm`` is applied to ``x`` first (FFN(norm(x)); in training without keeping its
+        output, :func:`.fused.normed_linears`)."""
+        h = self.fc1(x) if norm is None else normed_linears(norm, x, self.fc1)[0]
         first, last = self._steps(grid)
         if self.recompute != 'none' and eager_training(h):
             if self.recompute == 'last':
                 h, mix = first(h), last
             else:
                 mix = lambda t: last(first(t))  # noqa: E731
-            y = self.drop(recompute_in_backward(lambda t: self.fc2(self.drop(mix(t))), h))
+            weight, bias, gamma = layer_scaled_linear(
+                self.fc2, None if shortcut is None else gamma, h)
+            y = self.drop(recompute_in_backward(
+                lambda t: F.linear(self.drop(mix(t)), weight, bias), h))
             return y if shortcut is None else add_residual(shortcut, y, gamma, drop_path)
         # rebinding h frees fc1's output before `last` runs: two hidden-size tensors alive
         h = first(h)

@@ -11,7 +11,7 @@ from ...ops.nalaformer import KERNELS, nala_attention
 from ...ops.precision import compute_dtype
 from .channels_last import conv_tokens
 from .ffn import ConvFFN
-from .fused import residual_branch
+from .fused import normed_linears, residual_branch
 from .rope import apply_rope, rope_2d_angles
 from .token_grid import TokenGrid
 from .utils import check_heads
@@ -77,22 +77,24 @@ class NaLaAttention(nn.Module):
                               dtype=compute_dtype(x))
 
     def forward(self, x: torch.Tensor, grid: TokenGrid, shortcut: Optional[torch.Tensor] = None,
-                gamma: Optional[torch.Tensor] = None,
-                drop_path: Optional[nn.Module] = None) -> torch.Tensor:
+                gamma: Optional[torch.Tensor] = None, drop_path: Optional[nn.Module] = None,
+                norm: Optional[nn.Module] = None) -> torch.Tensor:
         """(B, N, C) tokens on an H x W ``grid`` -> (B, N, C).  With a ``shortcut`` it returns
         the whole residual step ``shortcut + drop_path(gamma * Attn(x))`` (LayerScale
         ``gamma`` optional), fused into the output projection in inference
-        (:func:`.fused.residual_branch`)."""
-        mixed = self._mix(x, grid)
+        (:func:`.fused.residual_branch`).  A ``norm`` is applied to ``x`` first
+        (Attn(norm(x)); in training without keeping its output, :func:`.fused.normed_linears`)."""
+        mixed = self._mix(x, grid, norm)
         if shortcut is None:
             return self.proj(mixed)
         return residual_branch(shortcut, self.proj, mixed, gamma, drop_path,
                                training=self.training)
 
-    def _mix(self, x: torch.Tensor, grid: TokenGrid) -> torch.Tensor:
+    def _mix(self, x: torch.Tensor, grid: TokenGrid, norm: Optional[nn.Module] = None
+             ) -> torch.Tensor:
         """Everything before the output projection: ``LayerNorm(o) * SiLU(g)``."""
         b, n, c = x.shape
-        heads, v, g = self._projections(x)
+        heads, v, g = self._projections(x, norm)
         valid = grid.valid_tokens(x)  # batch padding: not a key (None: no padding)
         o = self._attend(heads, grid.hw, valid)
         o = o.transpose(1, 2).reshape(b, n, c)
@@ -108,15 +110,13 @@ class NaLaAttention(nn.Module):
         """``LayerNorm(o) * SiLU(g)``."""
         return self.norm(o) * self.act(g)
 
-    def _projections(self, x: torch.Tensor):
-        """``([q, k, v] as (B, h, N, d) heads, v, g)``."""
+    def _projections(self, x: torch.Tensor, norm: Optional[nn.Module] = None):
+        """``([q, k, v] as (B, h, N, d) heads, v, g)`` of ``norm(x)`` (or ``x``)."""
         b, n, c = x.shape
         # q, k, v and g from their own rows of the fused weight: contiguous outputs instead of
         # strided column blocks of one (B, N, 4C) product, which the SiLU, the LePE conv and
         # the per-head matmuls would otherwise read (or copy) with a stride of 4C
-        w, bias = self.qkvg.weight, self.qkvg.bias
-        q, k, v, g = (F.linear(x, w[i * c:(i + 1) * c], bias[i * c:(i + 1) * c])
-                      for i in range(4))
+        q, k, v, g = normed_linears(norm, x, self.qkvg, parts=4)
         heads = [t.view(b, n, self.num_heads, self.head_dim).transpose(1, 2) for t in (q, k, v)]
         return heads, v, g
 
@@ -186,7 +186,7 @@ class NaLaBlock(nn.Module):
         x = x.contiguous()
         if self.cpe1 is not None:
             x = conv_tokens(self.cpe1, x, grid, residual=True)
-        x = self.attn(self.norm1(x), grid, x, self.gamma1, self.drop_path)
+        x = self.attn(x, grid, x, self.gamma1, self.drop_path, norm=self.norm1)
         if self.cpe2 is not None:
             x = conv_tokens(self.cpe2, x, grid, residual=True)
-        return self.ffn(self.norm2(x), grid, x, self.gamma2, self.drop_path)
+        return self.ffn(x, grid, x, self.gamma2, self.drop_path, norm=self.norm2)
