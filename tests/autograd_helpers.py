@@ -36,15 +36,24 @@ def kept_bytes(fn) -> int:
     return sum(sizes.values())
 
 
-class CountMatmuls(TorchDispatchMode):
-    """Within: counts the matrix products run (``mm``, ``addmm``, ``bmm``, ``baddbmm``, in
-    place or not)."""
+#: the matrix-product ops, for :class:`CountOps`
+MATMULS = ('mm', 'addmm', 'bmm', 'baddbmm')
 
-    def __init__(self):
+
+class CountOps(TorchDispatchMode):
+    """Within: counts the calls of the named aten ops (``CountOps(*MATMULS)``), in place or
+    not, per name in ``counts`` and all together in ``total``."""
+
+    def __init__(self, *names: str):
         super().__init__()
-        self.count = 0
+        self.counts = dict.fromkeys(names, 0)
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if func.__name__.split('.')[0].rstrip('_') in ('mm', 'addmm', 'bmm', 'baddbmm'):
-            self.count += 1
+        name = func.__name__.split('.')[0].rstrip('_')
+        if name in self.counts:
+            self.counts[name] += 1
         return func(*args, **(kwargs or {}))

@@ -3,7 +3,7 @@
     python tools/test.py CONFIG CHECKPOINT [--work-dir DIR] [--out FILE_OR_DIR]
                          [--show] [--show-dir DIR] [--wait-time S] [--tta]
                          [--allow-partial] [--cfg-options k=v ...] [--launcher pytorch]
-    python tools/test.py CONFIG MODEL.onnx --backend onnxruntime|openvino [...]
+    python tools/test.py CONFIG MODEL.onnx --backend onnxruntime|openvino [--static-shapes] [...]
 
 The library (mmdet or mmseg) is chosen from the config's ``default_scope``.  ``--out``:
 for mmdet a ``.pkl`` file of raw detections; for mmseg a directory of predicted label maps.
@@ -15,7 +15,8 @@ model) or holds NaN / Inf weights stops the run with the match report, unless
 ``--allow-partial`` is given.  ``--backend onnxruntime|openvino``: evaluate a graph exported
 by tools/deployment/pytorch2onnx.py instead (the config's pre- and post-processing around
 it; for Faster / Mask R-CNN the RoI graphs written beside MODEL.onnx too;
-:class:`mmlinattn.deployment.DeployedModel`).
+:class:`mmlinattn.deployment.DeployedModel`).  ``--static-shapes`` (OpenVINO): compile the
+image graph once per input size instead of once for all sizes.
 """
 import argparse
 import os
@@ -38,6 +39,10 @@ def parse_args():
     parser.add_argument('--backend', choices=['pytorch', 'onnxruntime', 'openvino'],
                         default='pytorch', help='run the model eagerly (default) or the '
                         'exported ONNX graph in ONNX Runtime / OpenVINO on the CPU')
+    parser.add_argument('--static-shapes', action='store_true',
+                        help='--backend openvino: compile the image graph once per input '
+                        'size, H and W fixed (faster kernels, ~1-2 s per new size; for test '
+                        'pipelines of few sizes, e.g. fixed-size resizes or slide windows)')
     parser.add_argument('--work-dir', help='the directory to save the evaluation metrics')
     parser.add_argument('--out', help='mmdet: .pkl file for raw results; mmseg: directory '
                         'for predicted label maps')
@@ -78,6 +83,9 @@ def main():
     register_library(scope)
     set_work_dir(cfg, args.config, args.work_dir)
     deployed = args.backend != 'pytorch'
+    if args.static_shapes and args.backend != 'openvino':
+        raise SystemExit('--static-shapes is an OpenVINO option (--backend openvino); ONNX '
+                         'Runtime runs the graph as exported and PyTorch needs no shapes')
     if deployed:
         if not args.checkpoint.endswith('.onnx') or args.tta:
             raise SystemExit(f'--backend {args.backend} evaluates an exported .onnx graph '
@@ -103,7 +111,8 @@ def main():
     runner = Runner.from_cfg(cfg)
     if deployed:
         from mmlinattn.deployment import DeployedModel
-        runner.model = DeployedModel(runner.model, args.checkpoint, args.backend)
+        runner.model = DeployedModel(runner.model, args.checkpoint, args.backend,
+                                     static_shapes=args.static_shapes)
     if args.out and scope == 'mmdet':
         if not args.out.endswith(('.pkl', '.pickle')):
             raise SystemExit(f'--out must be a .pkl file for mmdet configs, got {args.out!r}')

@@ -150,22 +150,22 @@ def markdown_summary(summary: dict) -> str:
 
 
 def markdown_ratios(summary: dict, peers: Sequence[str] = ('Swin-T', 'PVTv2-b2')) -> str:
-    """Latency and memory ratios against each peer at the largest size both were run at
-    (< 1: ours is faster / smaller; 0: the peer failed there; inf: ours failed)."""
+    """Latency and memory ratios against each peer, one row per size a peer was run at,
+    smallest first (< 1: ours is faster / smaller; 0: the peer failed there; inf: ours
+    failed)."""
     lines = ['| model | mode | size | ' + ' | '.join(f'latency / {p}' for p in peers) + ' | '
              + ' | '.join(f'memory / {p}' for p in peers) + ' |',
              '|---|---|---|' + '---|' * (2 * len(peers))]
     for e in summary.values():
         if e['label'] in peers:
             continue
-        sizes = {k.split('@')[1] for k in e['ratios']}
-        if not sizes:
-            continue
-        size = max(sizes, key=lambda t: math.prod(int(v) for v in t.split('x')))
-        cells = [e['ratios'].get(f'{p}@{size}', {}) for p in peers]
-        lines.append(f"| {e['label']} | {e['mode']} | {size} | "
-                     + ' | '.join(fmt(c.get('latency'), '.2f') for c in cells) + ' | '
-                     + ' | '.join(fmt(c.get('memory'), '.2f') for c in cells) + ' |')
+        sizes = sorted({k.split('@')[1] for k in e['ratios']},
+                       key=lambda t: math.prod(int(v) for v in t.split('x')))
+        for size in sizes:
+            cells = [e['ratios'].get(f'{p}@{size}', {}) for p in peers]
+            lines.append(f"| {e['label']} | {e['mode']} | {size} | "
+                         + ' | '.join(fmt(c.get('latency'), '.2f') for c in cells) + ' | '
+                         + ' | '.join(fmt(c.get('memory'), '.2f') for c in cells) + ' |')
     return '\n'.join(lines)
 
 

@@ -26,16 +26,19 @@ from .tensor_graph import kind_of
 
 class DeployedModel(BaseModel):
     """``model``'s pre- and post-processing around the graph in ``path`` run by
-    ``runtime`` (see the module docstring)."""
+    ``runtime`` (see the module docstring).  ``static_shapes`` (OpenVINO): the image graph
+    is compiled per input size (:func:`.runtimes.load_runtime`); RoI graphs, whose RoI count
+    changes with every image, stay dynamic."""
 
-    def __init__(self, model: torch.nn.Module, path: str, runtime: str = 'onnxruntime'):
+    def __init__(self, model: torch.nn.Module, path: str, runtime: str = 'onnxruntime',
+                 static_shapes: bool = False):
         self.kind = kind_of(model)
         if self.kind == 'backbone':
             raise ValueError(f'{path}: a backbone alone has no metric to evaluate; export '
                              'the whole detector or segmentor (without --backbone-only)')
         super().__init__(data_preprocessor=model.data_preprocessor)
         self.path, self.runtime = path, runtime
-        self.run = load_runtime(path, runtime)
+        self.run = load_runtime(path, runtime, static_shapes=static_shapes)
         if self.kind == 'two_stage':
             model = self._route_roi_steps(copy.deepcopy(model))
         self.head_model = [model]  # a list: not a submodule, its weights are not ours

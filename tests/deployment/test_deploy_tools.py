@@ -30,6 +30,13 @@ def test_backend_needs_an_onnx_file():
     assert 'exported .onnx graph' in proc.stderr and 'pytorch2onnx.py' in proc.stderr
 
 
+@pytest.mark.parametrize('backend', ['pytorch', 'onnxruntime'])
+def test_static_shapes_is_an_openvino_option(backend):
+    proc = tool('tools/test.py', 'configs/retinanet_ldn_tiny_1x.py', 'README.md',
+                '--backend', backend, '--static-shapes')
+    assert proc.returncode != 0 and 'OpenVINO option' in proc.stderr, proc.stderr
+
+
 def test_tensor_graph_of_a_mask_rcnn_is_features_then_rpn_outputs():
     model, _ = build_config_model(f'{ROOT}/configs/maskrcnn_ldn_tiny_1x.py')
     graph = TensorGraph(model)
@@ -81,17 +88,20 @@ def test_tensor_graph_of_a_retinanet_is_scores_then_deltas():
 def test_runtime_benchmark_times_ours_and_an_mmdet_peer(tmp_path, paired):
     """One of ours and a small Swin (mmdet's backbones return None from ``eval()``, which
     the tool must not chain): every case timed, eager = 1x; paired, the peer's records
-    name their group and the table gives the ratio to the peer."""
+    name their group and the table gives the ratio to the peer (and glibc keeps freed
+    memory, ``--cpu-malloc reuse``)."""
     import json
     out = tmp_path / 'rt.json'
     ldn = "LDN:{'embed_dims':[16,32,64,64],'depths':[1,1,1,1],'num_heads':[1,2,2,2]}"
     swin = 'Swin-T:embed_dims=24:depths=[1,1,1,1]'
-    pair = ['--pair-with', swin] if paired else []
+    pair = ['--pair-with', swin, '--cpu-malloc', 'reuse'] if paired else []
     proc = tool('tools/deployment/benchmark_runtimes.py', '--models', ldn, swin, '--sizes',
                 '64', '--runtimes', 'eager', 'onnxruntime', '--rounds', '1', '--json', str(out),
                 *pair)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    records = json.loads(out.read_text())['records']
+    result = json.loads(out.read_text())
+    assert result['cpu_malloc'] == ('reuse' if paired else 'system')   # glibc
+    records = result['records']
     assert {(r['model'].split(':')[0], r['runtime'], r['status']) for r in records} == {
         (m, rt, 'ok') for m in ('LDN', 'Swin-T') for rt in ('eager', 'onnxruntime')}
     assert len(records) == 4

@@ -27,6 +27,7 @@ CASES = [
     ('configs/maskrcnn_ldn_tiny_1x.py', ('coco/bbox_mAP', 'coco/segm_mAP'), 0.001,
      {'model.test_cfg.rcnn.score_thr': 0.0, 'model.data_preprocessor.pad_size_divisor': 1},
      'onnxruntime'),
+    # OpenVINO with the image graph compiled per input size (--static-shapes)
     ('configs/upernet_ldn_tiny_ade20k_160k.py', ('mIoU', ), 0.1, {}, 'openvino'),
 ]
 
@@ -61,8 +62,9 @@ def test_deployed_metric_equals_eager(config, metrics, points, extra, runtime, d
         work = tmp_path / backend
         detection = metrics[0].startswith('coco')
         out = ['--out', str(work / 'dets.pkl')] if detection else []
+        static = ['--static-shapes'] if backend == 'openvino' else []
         run([sys.executable, 'tools/test.py', config, weights, '--backend', backend,
-             '--work-dir', str(work), *out, '--cfg-options', *words])
+             '--work-dir', str(work), *out, *static, '--cfg-options', *words])
         scores[backend] = [last_metrics(work)[m] for m in metrics]
         dumps[backend] = work / 'dets.pkl'
     for eager, deployed in zip(scores['pytorch'], scores[runtime]):

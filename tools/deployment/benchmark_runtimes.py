@@ -4,7 +4,7 @@ process on one machine (batch 1, float32, CPU).
     python tools/deployment/benchmark_runtimes.py \\
         [--models NaLaFormer:small SOFT:small:max_landmarks=49 Swin-T ...] \\
         [--sizes 512 1024 2048] [--runtimes eager onnxruntime openvino [compile]] \\
-        [--rounds 3] [--threads 2] [--pair-with Swin-T]
+        [--rounds 3] [--threads 2] [--pair-with Swin-T] [--cpu-malloc reuse|system]
         [--json out.json] [--markdown out.md] [--plot out.png]
 
 Models as in tools/analysis_tools/benchmark.py (``NAME:ARCH[:key=value]`` for ours, peer
@@ -14,11 +14,16 @@ that fails); the timed forwards of a size are interleaved across models and runt
 ``--pair-with PEER`` times each model in a group with PEER only, one group after the other
 (the runtimes' working memory of every model at 2048² does not fit 24 GiB at once); the
 table then has a PEER row per group, and ``/ peer`` is the latency ratio within the group.
+``--cpu-malloc system`` (default) leaves glibc as it is; ``reuse`` (the default of
+tools/analysis_tools/benchmark.py) makes it keep freed memory, which spares eager PyTorch a
+page fault on every large tensor but slows ONNX Runtime: measured both ways in
+docs/benchmarks.md ("Runtimes").
 """
 import argparse
 import json
 import sys
 
+from mmlinattn.benchmark.memory import apply_cpu_malloc
 from mmlinattn.benchmark.specs import build_model, parse_model_spec
 from mmlinattn.deployment.runtime_benchmark import RUNTIME_CHOICES, benchmark, speedups
 
@@ -92,6 +97,10 @@ def main(argv=None) -> int:
     parser.add_argument('--threads', type=int, default=2, help='intra-op threads, every runtime')
     parser.add_argument('--pair-with', metavar='PEER',
                         help='time each model in a group with PEER only (one of --models)')
+    parser.add_argument('--cpu-malloc', choices=['reuse', 'system'], default='system',
+                        help="'system': glibc's defaults; 'reuse': glibc keeps freed memory "
+                        "(eager PyTorch without page faults on its large tensors, as in "
+                        "tools/analysis_tools/benchmark.py; ONNX Runtime slower)")
     parser.add_argument('--json')
     parser.add_argument('--markdown')
     parser.add_argument('--plot')
@@ -100,6 +109,7 @@ def main(argv=None) -> int:
         parser.error('--runtimes must include eager (the speed-ups are relative to it)')
     if min(args.sizes) < 64:
         parser.error(f'--sizes must be at least 64, got {args.sizes}')
+    cpu_malloc = apply_cpu_malloc(args.cpu_malloc)  # before the models' first tensors
     specs = [parse_model_spec(m) for m in args.models]
     models = {}
     for spec in specs:
@@ -116,8 +126,8 @@ def main(argv=None) -> int:
     print(table)
     if args.json:
         with open(args.json, 'w') as f:
-            json.dump(dict(threads=args.threads, rounds=args.rounds, records=records), f,
-                      indent=1)
+            json.dump(dict(threads=args.threads, rounds=args.rounds, cpu_malloc=cpu_malloc,
+                           records=records), f, indent=1)
     if args.markdown:
         with open(args.markdown, 'w') as f:
             f.write(table)
