@@ -4,9 +4,13 @@ benchmark_runtimes.py``).
 
 Each model is exported once with dynamic H, W and run at every size; a model whose export
 cannot serve every size (e.g. a peer that branches on the input size) is exported per size
-(``export: fixed``).  The timed forwards of all (model, runtime) pairs of a size are
-interleaved round by round in a shuffled order, so that a drifting machine speed falls on
-all of them alike; each pair gets one untimed warm-up forward first.
+(``export: fixed``).  ``torch.compile`` compiles ours with ``dynamic=True`` (one graph for
+every size, as they promise) and the models named in ``static_compile`` (the peers) per size
+(``dynamic=False``, ``export: fixed``): mmdet's Swin-T had not finished a ``dynamic=True``
+compile after 12 minutes on 2 cores, and compiles for one size in ~2.5 minutes.  The timed
+forwards of all (model, runtime) pairs of a size are interleaved round by round in a
+shuffled order, so that a drifting machine speed falls on all of them alike; each pair gets
+one untimed warm-up forward first.
 
 ONNX Runtime and OpenVINO keep their working memory between runs, so at 2048² the runners
 of every model and runtime do not fit a 24 GiB machine together.  With ``peer`` (e.g.
@@ -35,12 +39,20 @@ RUNTIME_CHOICES = ('eager', 'compile', 'onnxruntime', 'openvino')
 class _Model:
     """A built backbone and its runners, made lazily per size."""
 
-    def __init__(self, label: str, module: torch.nn.Module, workdir: str, threads: int):
+    def __init__(self, label: str, module: torch.nn.Module, workdir: str, threads: int,
+                 compile_dynamic: bool = True):
         self.label, self.graph = label, TensorGraph(module).eval()
         self.workdir, self.threads = workdir, threads
+        self.compile_dynamic = compile_dynamic
         self.dynamic_path = None
         self.export_mode = None
         self.compiled = None
+
+    def mode(self, runtime: str) -> Optional[str]:
+        """``'dynamic'`` (one graph for all sizes) or ``'fixed'`` (per size); None for eager."""
+        if runtime == 'compile':
+            return 'dynamic' if self.compile_dynamic else 'fixed'
+        return self.export_mode if runtime in ('onnxruntime', 'openvino') else None
 
     def onnx_path(self, h: int, w: int) -> str:
         if self.export_mode is None:  # first use: try one dynamic export
@@ -62,7 +74,7 @@ class _Model:
             return self.graph
         if runtime == 'compile':
             if self.compiled is None:
-                self.compiled = torch.compile(self.graph, dynamic=True)
+                self.compiled = torch.compile(self.graph, dynamic=self.compile_dynamic)
             return self.compiled
         # OpenVINO with the graph's H, W fixed to the size timed (as a peer's per-size export
         # is): its kernels for dynamic shapes are much slower (load_runtime's static_shapes)
@@ -82,14 +94,18 @@ def groups_of(labels: Sequence[str], peer: Optional[str]) -> List[List[str]]:
 
 def benchmark(models: Dict[str, torch.nn.Module], sizes: Sequence[int],
               runtimes: Sequence[str], rounds: int = 3, threads: int = 2, seed: int = 0,
-              log: Callable[[str], None] = print, peer: Optional[str] = None) -> List[dict]:
+              log: Callable[[str], None] = print, peer: Optional[str] = None,
+              static_compile: Sequence[str] = ()) -> List[dict]:
     """Median latency (ms) of one batch-1 forward per (model, runtime, size); with
-    ``peer``, group by group (module docstring)."""
+    ``peer``, group by group; the models in ``static_compile`` compiled per size (module
+    docstring)."""
     torch.set_num_threads(threads)
     rng = random.Random(seed)
     records = []
     with tempfile.TemporaryDirectory() as workdir, torch.no_grad():
-        built = {label: _Model(label, m, workdir, threads) for label, m in models.items()}
+        built = {label: _Model(label, m, workdir, threads,
+                               compile_dynamic=label not in static_compile)
+                 for label, m in models.items()}
         for size in sizes:
             for group in groups_of(list(built), peer):
                 pair = group[0] if peer is not None and len(group) > 1 else None
@@ -133,9 +149,7 @@ def _time_group(built: Dict[str, '_Model'], size: int, runtimes: Sequence[str], 
             times[key].append(1000 * (time.perf_counter() - start))
     for (label, runtime), ts in times.items():
         record = dict(model=label, runtime=runtime, size=size, status='ok',
-                      latency_ms=statistics.median(ts),
-                      export=built[label].export_mode
-                      if runtime in ('onnxruntime', 'openvino') else None)
+                      latency_ms=statistics.median(ts), export=built[label].mode(runtime))
         if label == peer:
             record['paired_with'] = pair
         records.append(record)

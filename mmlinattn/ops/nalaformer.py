@@ -204,6 +204,21 @@ def _fast_feature_maps(kernel: str, lam: float, alpha: float, eps: float, inplac
     return phi_q, phi_k
 
 
+def _sin_quarter(x: torch.Tensor) -> torch.Tensor:
+    """``sin(x)`` for ``|x| <= pi/4``; below float64 as ``x - x^3/3! + ... + x^9/9!``.
+
+    The omitted terms are below ``(pi/4)^11 / 11! < 2e-9`` of the result, under float32's
+    rounding.  Why: OpenVINO's CPU plugin runs ``Sin`` as a scalar reference kernel (NaLa
+    small at 1024^2: 0.19 s of 2.5 s), while multiplies and adds join its fused
+    elementwise loops; ONNX Runtime and inductor are faster with the polynomial too
+    (docs/benchmarks.md).  Float64 keeps ``torch.sin``, whose error the polynomial exceeds.
+    """
+    if x.dtype == torch.float64:
+        return torch.sin(x)
+    x2 = x * x
+    return x * (1 + x2 * (-1 / 6 + x2 * (1 / 120 + x2 * (-1 / 5040 + x2 * (1 / 362880)))))
+
+
 def _fused_feature_maps(kernel: str, lam: float, alpha: float, eps: float):
     """``(phi_q, phi_k)`` equal to :func:`nala_feature_maps`' maps, written for one fused loop
     each (:class:`~mmlinattn.ops.compiled.LazyCompiled`; no autograd: ``log |d|`` has an
@@ -215,6 +230,7 @@ def _fused_feature_maps(kernel: str, lam: float, alpha: float, eps: float):
       ``c = pi/4`` rounded down: still within ``[-c, c]`` after rounding;
     * ``cos(theta) = sqrt(1 - sin(theta)^2)``, exact since ``|theta| <= pi/4`` makes the
       cosine positive (and the square root well conditioned: ``sin^2 <= 1/2``);
+    * ``sin(theta)`` in float32 as its Taylor polynomial to degree 9 (:func:`_sin_quarter`);
     * ``|d(q)|^p = exp(p log|d(q)|)`` (``log 0 = -inf`` gives ``0``, as ``0^p`` for ``p > 0``).
     """
     if kernel == 'relu_split':  # already a short chain: the eager maps fuse as they are
@@ -222,7 +238,7 @@ def _fused_feature_maps(kernel: str, lam: float, alpha: float, eps: float):
 
     def cos_sin(magnitude, direction):
         c = _QUARTER_PI[direction.dtype]
-        s = torch.sin((2 * c) * torch.sigmoid((2 * alpha) * direction) - c)
+        s = _sin_quarter((2 * c) * torch.sigmoid((2 * alpha) * direction) - c)
         return torch.cat([magnitude * torch.sqrt(1 - s * s), magnitude * s], dim=-1)
 
     def phi_q(q):

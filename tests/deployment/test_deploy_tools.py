@@ -117,6 +117,31 @@ def test_runtime_benchmark_times_ours_and_an_mmdet_peer(tmp_path, paired):
         assert '| LDN:' in proc.stdout and f'| {swin} | 64² |' in proc.stdout
 
 
+def test_runtime_benchmark_compiles_peers_per_size(monkeypatch):
+    """``compile``: ours with ``dynamic=True``, the models in ``static_compile`` with
+    ``dynamic=False``, and the records say which (``export``).  ``torch.compile`` itself is
+    replaced by a recorder here (compiling takes minutes); the benchmark tables run it."""
+    from mmlinattn.benchmark.specs import build_model, parse_model_spec
+    from mmlinattn.deployment.runtime_benchmark import benchmark
+    calls = []
+
+    def record_compile(module, dynamic=None, **kwargs):
+        if isinstance(module, TensorGraph):  # not a compiled op inside the model
+            calls.append(dynamic)
+        return module
+
+    monkeypatch.setattr(torch, 'compile', record_compile)
+    spec = "LDN:{'embed_dims':[16,32,64,64],'depths':[1,1,1,1],'num_heads':[1,2,2,2]}"
+    models = {label: build_model(parse_model_spec(spec)).eval() for label in ('ours', 'peer')}
+    records = benchmark(models, [64], ['eager', 'compile'], rounds=1, log=lambda m: None,
+                        static_compile=['peer'])
+    assert sorted(calls, key=str) == [False, True]
+    modes = {(r['model'], r['runtime']): r['export'] for r in records}
+    assert modes == {('ours', 'eager'): None, ('ours', 'compile'): 'dynamic',
+                     ('peer', 'eager'): None, ('peer', 'compile'): 'fixed'}
+    assert all(r['status'] == 'ok' and r['latency_ms'] > 0 for r in records)
+
+
 def test_runtime_benchmark_groups_each_model_with_the_peer():
     from mmlinattn.deployment.runtime_benchmark import groups_of
     assert groups_of(['a', 'b', 'p'], None) == [['a', 'b', 'p']]

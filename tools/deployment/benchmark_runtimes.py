@@ -9,14 +9,15 @@ process on one machine (batch 1, float32, CPU).
 
 Models as in tools/analysis_tools/benchmark.py (``NAME:ARCH[:key=value]`` for ours, peer
 names such as ``Swin-T``).  Each is exported to ONNX once with dynamic H, W (per size when
-that fails); the timed forwards of a size are interleaved across models and runtimes
+that fails), and compiled with ``dynamic=True`` (peers: per size); the timed forwards of
+a size are interleaved across models and runtimes
 (:mod:`mmlinattn.deployment.runtime_benchmark`).  ``speedup`` = eager / runtime latency.
 ``--pair-with PEER`` times each model in a group with PEER only, one group after the other
 (the runtimes' working memory of every model at 2048² does not fit 24 GiB at once); the
 table then has a PEER row per group, and ``/ peer`` is the latency ratio within the group.
 ``--cpu-malloc system`` (default) leaves glibc as it is; ``reuse`` (the default of
 tools/analysis_tools/benchmark.py) makes it keep freed memory, which spares eager PyTorch a
-page fault on every large tensor but slows ONNX Runtime: measured both ways in
+page fault on every large tensor: measured both ways in
 docs/benchmarks.md ("Runtimes").
 """
 import argparse
@@ -100,7 +101,7 @@ def main(argv=None) -> int:
     parser.add_argument('--cpu-malloc', choices=['reuse', 'system'], default='system',
                         help="'system': glibc's defaults; 'reuse': glibc keeps freed memory "
                         "(eager PyTorch without page faults on its large tensors, as in "
-                        "tools/analysis_tools/benchmark.py; ONNX Runtime slower)")
+                        "tools/analysis_tools/benchmark.py)")
     parser.add_argument('--json')
     parser.add_argument('--markdown')
     parser.add_argument('--plot')
@@ -121,7 +122,8 @@ def main(argv=None) -> int:
                      f'{list(models)}')
     records = speedups(benchmark(models, args.sizes, args.runtimes, args.rounds,
                                  args.threads, log=lambda m: print(m, flush=True),
-                                 peer=args.pair_with))
+                                 peer=args.pair_with,
+                                 static_compile=[s.label for s in specs if s.peer]))
     table = markdown(records)
     print(table)
     if args.json:
