@@ -6,4 +6,5 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 # --with deploy: the export tests run the model in ONNX Runtime and OpenVINO.
 bash tools/setup.sh --with deploy
-exec .venv/bin/python -m pytest -q -ra "$@"
+# --durations: the slowest tests at the end of the log, to keep CI within its time budget
+exec .venv/bin/python -m pytest -q -ra --durations=30 "$@"
