@@ -106,6 +106,16 @@ def _export_program(module: nn.Module, example: torch.Tensor, dynamic_hw: bool,
                     raise ValueError(f'{type(module).__name__} needs inputs of at least '
                                      f'{min_size} x {min_size}; export with a larger '
                                      f'example (--shape), got {tuple(example.shape[2:])}')
+            elif ('Specializations unexpectedly required' in text
+                  or re.search(r'^\s*(height|width) = \d+\s*$', text, re.M)):
+                # the forward pass fixes H or W to the example's (a Python int taken from
+                # the input size, a branch on it): deferring guards to runtime cannot undo
+                # that, and a second attempt would take as long as the first (~50 s for a
+                # small Swin)
+                raise RuntimeError(
+                    f'{type(module).__name__}: H, W cannot stay symbolic, the forward pass '
+                    f'fixes them to the example size {tuple(example.shape[2:])}; export '
+                    'with dynamic_hw=False (the graph then runs at that size only)') from err
             elif not deferred:
                 deferred = True
             else:

@@ -100,6 +100,24 @@ def test_fixed_size_export_runs_only_at_its_size(tmp_path):
         run(torch.randn(1, 3, 96, 64))
 
 
+def test_dynamic_export_of_a_size_pinned_model_fails_at_once(tmp_path, monkeypatch):
+    """A forward pass that fixes H to the example's value (as mmdet's Swin does) cannot be
+    exported with symbolic H, W: one ``torch.export`` attempt, not a second one with deferred
+    guards (as long again, ~50 s for a small Swin), and the error names the way out."""
+    class PinsHeight(torch.nn.Module):
+        def forward(self, x):
+            return x * 2 if x.shape[2] == 64 else x
+
+    attempts = []
+    export = torch.export.export
+    monkeypatch.setattr(torch.export, 'export',
+                        lambda *a, **k: attempts.append(k) or export(*a, **k))
+    with pytest.raises(RuntimeError, match=r'fixes them to the example size \(64, 96\).*'
+                       'dynamic_hw=False'):
+        export_onnx(PinsHeight(), torch.randn(1, 3, 64, 96), str(tmp_path / 'x.onnx'))
+    assert len(attempts) == 1
+
+
 def test_export_rejects_a_non_image_example(tmp_path):
     with pytest.raises(ValueError, match=r'\(B, C, H, W\)'):
         export_onnx(TensorGraph(build('LDN')), torch.randn(3, 64, 64), str(tmp_path / 'x.onnx'))

