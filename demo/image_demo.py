@@ -8,8 +8,11 @@ Without IMAGE, the first image of the config's test set is used.  The checkpoint
 the class names in ``meta['dataset_meta']``; mmengine's runner stores them when it saves.
 """
 import argparse
+import contextlib
 import glob
+import logging
 import os.path as osp
+import warnings
 
 from mmengine.config import Config
 
@@ -25,6 +28,33 @@ def first_test_image(cfg: Config) -> str:
     init_default_scope(cfg.default_scope)
     dataset = DATASETS.build(cfg.test_dataloader.dataset)
     return dataset.get_data_info(0)['img_path']
+
+
+class _DropRegistryFallbackNotice(logging.Filter):
+    """mmdet and mmseg define no "function" registry, so mmengine's inferencer warns that it
+    falls back to its own when it looks up the collate function; that fallback is the
+    intended one (``pseudo_collate``)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        msg = str(record.msg)
+        return not (msg.startswith('Failed to search registry with scope')
+                    and '"function" registry' in msg)
+
+
+@contextlib.contextmanager
+def without_inferencer_notices():
+    """Build an inferencer without two notices every mmdet / mmseg inferencer prints and a
+    user cannot act on: the registry fallback above, and the config's ``LocalVisBackend``
+    having no ``save_dir`` (the inferencer writes its pictures to ``out_dir`` itself)."""
+    from mmengine.logging import MMLogger
+    logger, notice = MMLogger.get_current_instance(), _DropRegistryFallbackNotice()
+    logger.addFilter(notice)
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings('ignore', message=r'Failed to add .*LocalVisBackend')
+            yield
+    finally:
+        logger.removeFilter(notice)
 
 
 def usage_lines(scope: str, config: str, checkpoint: str, out_dir: str) -> str:
@@ -53,7 +83,9 @@ def main() -> int:
 
     module, name = INFERENCERS[scope]
     inferencer_cls = getattr(__import__(module, fromlist=[name]), name)
-    inferencer = inferencer_cls(model=args.config, weights=args.checkpoint, device=args.device)
+    with without_inferencer_notices():
+        inferencer = inferencer_cls(model=args.config, weights=args.checkpoint,
+                                    device=args.device)
     kwargs = dict(pred_score_thr=args.score_thr) if scope == 'mmdet' else {}
     inferencer(image, out_dir=out_dir, **kwargs)
 

@@ -85,7 +85,9 @@ def _export_program(module: nn.Module, example: torch.Tensor, dynamic_hw: bool,
     sizes the shape solver cannot prove (typically ``N mod k != 0`` from a view of a conv's
     token count, true for every size in the range) becomes a runtime assertion instead of
     an error; whether the graph is right at other sizes is then checked by
-    :func:`check_program`."""
+    :func:`check_program`.  A model whose forward pass fixes H or W to the example's size
+    (mmdet's Swin) raises ``RuntimeError`` after the first attempt: export it with
+    ``dynamic_hw=False``."""
     if not dynamic_hw:
         return torch.export.export(module, (example, ), strict=False), None
     deferred = False

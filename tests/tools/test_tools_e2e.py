@@ -92,6 +92,9 @@ def check_image_demo(dumped_config, ckpt, demo_root, out_dir):
     src, vis = cv2.imread(image), cv2.imread(drawn)
     assert vis is not None and vis.shape == src.shape
     assert not np.array_equal(vis, src), 'nothing drawn on the picture'
+    # the two notices every mmdet / mmseg inferencer prints and a user cannot act on
+    for notice in ('Failed to search registry', 'LocalVisBackend'):
+        assert notice not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
     snippet = proc.stdout.split('Use the trained model from Python:')[1]
     snippet = snippet.replace('your_image.jpg', image).replace(str(out_dir), str(out_dir) + '2')
     run([sys.executable, '-c', snippet])
