@@ -30,15 +30,13 @@ def first_test_image(cfg: Config) -> str:
     return dataset.get_data_info(0)['img_path']
 
 
-class _DropRegistryFallbackNotice(logging.Filter):
+def _not_registry_fallback(record: logging.LogRecord) -> bool:
     """mmdet and mmseg define no "function" registry, so mmengine's inferencer warns that it
     falls back to its own when it looks up the collate function; that fallback is the
     intended one (``pseudo_collate``)."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        msg = str(record.msg)
-        return not (msg.startswith('Failed to search registry with scope')
-                    and '"function" registry' in msg)
+    msg = str(record.msg)
+    return not (msg.startswith('Failed to search registry with scope')
+                and '"function" registry' in msg)
 
 
 @contextlib.contextmanager
@@ -47,7 +45,7 @@ def without_inferencer_notices():
     user cannot act on: the registry fallback above, and the config's ``LocalVisBackend``
     having no ``save_dir`` (the inferencer writes its pictures to ``out_dir`` itself)."""
     from mmengine.logging import MMLogger
-    logger, notice = MMLogger.get_current_instance(), _DropRegistryFallbackNotice()
+    logger, notice = MMLogger.get_current_instance(), _not_registry_fallback
     logger.addFilter(notice)
     try:
         with warnings.catch_warnings():
