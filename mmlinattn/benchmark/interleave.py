@@ -63,7 +63,7 @@ def run_interleaved(cases: Sequence[Case], rounds: int, seed: int, step_timeout:
     ``mem_need_mb[i]`` available (CPU), since all of them stay alive until the end.  Returns
     ``times`` / ``cpu_times`` (one list of seconds per case) and the ``orders``, or a failed
     status with a note."""
-    ctx = mp_context(preload)
+    ctx = mp_context(preload, cases[0].device if cases else 'cpu')
     workers = []
     try:
         for i, (case, limit) in enumerate(zip(cases, step_timeout)):

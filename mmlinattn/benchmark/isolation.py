@@ -12,31 +12,40 @@ from typing import Any, Dict, Optional, Sequence
 
 __all__ = ['mp_context', 'run_isolated', 'time_limit']
 
-_CTX = None
+_CONTEXTS: Dict[str, Any] = {}
 
 
-def mp_context(preload: Sequence[str] = ('torch', )):
-    """The multiprocessing context: a forkserver that has imported ``preload`` (cheap,
-    fork-safe children) where available, else spawn.  The first call decides the preload."""
-    global _CTX
-    if _CTX is None:
-        if 'forkserver' in mp.get_all_start_methods():
-            _CTX = mp.get_context('forkserver')
-            _CTX.set_forkserver_preload(list(preload))
-        else:
-            _CTX = mp.get_context('spawn')
-    return _CTX
+def mp_context(preload: Sequence[str] = ('torch', ), device: str = 'cpu'):
+    """The multiprocessing context for cases on ``device``.
+
+    CPU: a forkserver that has imported ``preload`` (cheap, fork-safe children) where
+    available, else spawn; the first call decides the preload.  CUDA: spawn.  Importing
+    mmengine asks the CUDA driver for its devices (mmengine picks its default device at
+    import), and CUDA cannot start in a process forked after that, so a forkserver that has
+    imported our models cannot serve CUDA cases ("Cannot re-initialize CUDA in forked
+    subprocess").
+    """
+    method = 'forkserver' if 'forkserver' in mp.get_all_start_methods() else 'spawn'
+    if str(device).startswith('cuda'):
+        method = 'spawn'
+    if method not in _CONTEXTS:
+        ctx = mp.get_context(method)
+        if method == 'forkserver':
+            ctx.set_forkserver_preload(list(preload))
+        _CONTEXTS[method] = ctx
+    return _CONTEXTS[method]
 
 
 def run_isolated(target, args: tuple, timeout: float,
-                 preload: Sequence[str] = ('torch', )) -> Dict[str, Any]:
+                 preload: Sequence[str] = ('torch', ), device: str = 'cpu') -> Dict[str, Any]:
     """Run ``target(*args, conn)`` in a child process; the dict it sends, or a status.
 
     No answer within ``timeout`` s -> the child is killed, ``status='timeout'``; a child
     that dies without answering -> ``'oom'`` when it was killed by SIGKILL (the kernel's
-    OOM killer) else ``'error'``.  ``target`` must be importable (a module-level function).
+    OOM killer) else ``'error'``.  ``target`` must be importable (a module-level function);
+    ``device`` picks the start method (:func:`mp_context`).
     """
-    ctx = mp_context(preload)
+    ctx = mp_context(preload, device)
     recv, send = ctx.Pipe(duplex=False)
     proc = ctx.Process(target=target, args=(*args, send), daemon=True)
     t0 = time.perf_counter()

@@ -6,8 +6,9 @@ The cases run size by size (every model at the smallest size, then the next size
 models compared at one size are measured minutes apart on a machine whose speed drifts; the
 interleaved rounds (:mod:`.interleave`) then put every model's timed steps into the same
 minutes.  The records list each model's sizes together, in the order the models were given.
-Each case runs in a fresh child process forked from a server process that has only imported
-the libraries (``multiprocessing`` ``forkserver``).
+Each case runs in a fresh child process: on CPU forked from a server process that has only
+imported the libraries (``multiprocessing`` ``forkserver``), on CUDA spawned
+(:func:`~.isolation.mp_context` says why).
 """
 import os
 import platform
@@ -50,7 +51,7 @@ def _fake_flops_of_failures(records: List[dict], cases: List[Case], timeout: flo
     for rec, case in zip(records, cases):
         fake = Case(**{**asdict(case), 'flops': 'fake', 'warmup': 0, 'repeats': 0,
                        'mem_cap_mb': None})
-        res = run_isolated(case_child, (fake, ), min(timeout, 300), preload)
+        res = run_isolated(case_child, (fake, ), min(timeout, 300), preload, case.device)
         if res.get('flops_total') is not None:
             rec['gflops'] = res['flops_total'] / 1e9
             rec['gmacs'] = rec['gflops'] / 2
@@ -85,7 +86,7 @@ def run_sweep(specs: Sequence[ModelSpec], sizes: Sequence[Tuple[int, int]],
         preload.append('mmdet.models.backbones')
     mm_args = (device, dtype, matmul_size, case_kwargs.get('threads', 0),
                case_kwargs.get('cpu_malloc', 'reuse'))
-    mm_before = run_isolated(matmul_child, mm_args, 300, preload)
+    mm_before = run_isolated(matmul_child, mm_args, 300, preload, device)
     log(f"matmul {matmul_size}x{matmul_size} {dtype} on {device}: "
         f"{fmt(mm_before.get('gflops_per_s'))} GFLOP/s ({mm_before['status']})")
 
@@ -100,7 +101,7 @@ def run_sweep(specs: Sequence[ModelSpec], sizes: Sequence[Tuple[int, int]],
             if (spec.label, mode) in failed and not no_skip:
                 res = dict(status='skipped', note=f'after {failed[spec.label, mode]}')
             else:
-                res = run_isolated(case_child, (case, ), timeout, preload)
+                res = run_isolated(case_child, (case, ), timeout, preload, device)
             group.append((key + (h * w, h, w), spec, case, res))
             if res['status'] in ('oom', 'timeout'):
                 failed.setdefault((spec.label, mode), f"{res['status']} at {h}x{w}")
@@ -119,7 +120,7 @@ def run_sweep(specs: Sequence[ModelSpec], sizes: Sequence[Tuple[int, int]],
             uncounted.append((records[-1], case))
     _fake_flops_of_failures([r for r, _ in uncounted], [c for _, c in uncounted], timeout,
                             preload)
-    mm_after = run_isolated(matmul_child, mm_args, 300, preload)
+    mm_after = run_isolated(matmul_child, mm_args, 300, preload, device)
     return dict(records=records, summary=summarize(records),
                 interleave=dict(rounds=interleave, groups=interleaved),
                 matmul=dict(before=mm_before, after=mm_after))

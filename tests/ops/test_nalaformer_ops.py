@@ -490,3 +490,26 @@ def test_relu_split_rope_needs_its_angles():
         nala_attention(q, k, v, kernel='relu_split', rope_angles=torch.zeros(12, 4))
     with pytest.raises(ValueError, match=r'\(N, d / 2\)'):
         nala_attention(q, k, v, kernel='relu_split_rope', rope_angles=torch.zeros(11, 4))
+
+
+def test_default_chunks_are_cache_sized_on_cpu_and_large_elsewhere():
+    """Default chunking (NaLaFormer's and LDN's core): ~1 MiB of features per chunk on the CPU
+    (cache); on other devices (CUDA) one chunk up to 2^26 elements, since every chunk costs
+    a kernel launch per op there (LDN-small at 2048^2: 16 193 aten ops a forward with CPU
+    chunks, 1 665 with these).  'meta' stands in for a GPU here."""
+    import importlib
+    la = importlib.import_module('mmlinattn.ops.linear_attention')
+    calls = []
+
+    def phi(x):
+        calls.append(x.shape[-2])
+        return F.elu(x) + 1.0
+
+    n, d = 65536, 16                       # 2^20 elements per head: 4 CPU chunks
+    for device, chunks in (('cpu', n * d // la.CHUNK_ELEMENTS), ('meta', 1)):
+        calls.clear()
+        q, k, v = (torch.randn(1, 1, n, d, device=device) for _ in range(3))
+        with torch.no_grad():
+            out = la.chunked_linear_attention(q, k, v, phi, phi)
+        assert out.shape == (1, 1, n, d) and out.device.type == device
+        assert calls == [n // chunks] * chunks * 2, (device, calls)  # keys, then queries

@@ -242,6 +242,38 @@ def test_failed_sizes_are_recorded_and_larger_ones_skipped(tmp_path):
     assert 'oom at 2048x2048' in res['summary'][f"{TINY['LDN']}|infer"]['failures']
 
 
+def test_a_run_where_every_case_failed_keeps_its_json_and_writes_no_plot(tmp_path):
+    png = tmp_path / 'none.png'
+    res = bench(tmp_path, '--models', TINY['LDN'], '--sizes', '2048', '--repeats', '1',
+                '--mem-cap-mb', '40', '--flops', 'none', '--matmul-size', '128', '--quiet',
+                '--threads', '1', '--plot', str(png))
+    assert [r['status'] for r in res['records']] == ['oom']
+    assert not png.exists()
+
+
+def test_no_timed_step_compiles():
+    """The FLOP-counting warm-up runs NaLa's feature maps eagerly (a dispatch mode), so a
+    plain warm-up step must compile them before the timed steps.  Without it (CUDA, and
+    CPU with glibc's allocator and no memory cap) the first timed step took the compile:
+    seconds, against ~10 ms for the others."""
+    case = _case(TINY['NaLaFormer'], 64, None, cpu_malloc='system')
+    case.flops, case.repeats = 'real', 3
+    res = B.run_isolated(B.case_child, (case, ), 300)
+    assert res['status'] == 'ok' and res['repeats'] == 3, res
+    assert res['latency_ms_max'] < 3 * res['latency_ms_min'], res
+
+
+def test_cuda_cases_run_in_spawned_processes():
+    """Importing mmengine asks the CUDA driver for its devices, and CUDA cannot start in a
+    process forked after that: CUDA cases are spawned, CPU cases forked from the server.
+    The spawn path is run here with a CPU case."""
+    from mmlinattn.benchmark.isolation import mp_context
+    assert mp_context(device='cuda:0').get_start_method() == 'spawn'
+    assert mp_context(device='cpu').get_start_method() == 'forkserver'
+    res = B.run_isolated(B.case_child, (_case(TINY['LDN'], 64, None), ), 300, device='cuda')
+    assert res['status'] == 'ok', res
+
+
 def test_replot_shows_sizes_and_marks_peers(tmp_path):
     """--replot re-renders a finished run's JSON: image sizes on the x axis, peers named."""
     import matplotlib

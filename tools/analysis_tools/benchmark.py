@@ -225,7 +225,9 @@ def main(argv=None) -> dict:
             json.dump(out, f, indent=1, default=str)
     if args.csv:
         write_csv(args.csv, records)
-    if args.plot:
+    if args.plot and not any(r['status'] == 'ok' for r in records):
+        log(f'no case ran to the end, so there is nothing to plot: {args.plot} not written')
+    elif args.plot:
         write_plot(args.plot, records, title=plot_title(meta, time_key, records),
                    time_key=time_key)
     if args.markdown:

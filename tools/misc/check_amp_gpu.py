@@ -1,10 +1,20 @@
-"""Mixed-precision checks that need a CUDA GPU.  Not part of the CPU test
-suite; run it on any CUDA machine:
+"""Checks that need a CUDA GPU: the GPU against the CPU, and mixed precision.  Not part of
+the CPU test suite; run it on any CUDA machine:
 
     python tools/misc/check_amp_gpu.py               # fp16 + bf16 autocast at 2048 x 2048
     python tools/misc/check_amp_gpu.py --train-amp   # also tools/train.py --amp on GPU configs
     python tools/misc/check_amp_gpu.py --families SOFT --size 1024 --dtypes fp16
+    python tools/misc/check_amp_gpu.py --no-parity   # checks 1 (and 2) only
 
+0. For the smallest real arch of every family (and SOFT++ with ``pinv='cholesky'``): the
+   same weights in float32 on the GPU (TF32 off) and on the CPU, each against the CPU in
+   float64, at a size that is neither square nor a multiple of 32: the outputs of an
+   eval-mode forward and the input gradient of a training-mode forward and backward; the
+   GPU's max |err| / max |ref| within ``PARITY_TOL`` or ten times the CPU's own float32 one
+   (SOFT++'s float32 input gradient was up to ~1e-2 off float64 on the CPU for some inputs).
+   This checks the GPU code paths (NaLa's feature maps compiled with Triton instead of C++,
+   cuBLAS and cuDNN, tensors made inside ``forward``) against the CPU ones the test suite
+   checks against the papers' equations.
 1. For the smallest real arch of every family: forward and backward under
    ``torch.autocast('cuda', dtype)`` for fp16 and bf16 at ``--size`` (default 2048^2), with a
    dynamic ``GradScaler`` for fp16 exactly as mmengine's ``AmpOptimWrapper`` does; checks
@@ -44,6 +54,59 @@ TRAIN_CONFIGS = [
     'configs/retinanet_ldn_tiny_1x.py', 'configs/upernet_ldn_tiny_ade20k_160k.py',
 ]
 DTYPES = {'fp16': torch.float16, 'bf16': torch.bfloat16}
+#: GPU float32 against the CPU in float64: max abs difference over max abs value, allowed up
+#: to this or to ``PARITY_SLACK`` times the CPU's own float32 difference, the larger
+PARITY_TOL, PARITY_SLACK = 1e-4, 10.0
+PARITY_EXTRA = {"SOFT pinv='cholesky'": dict(type='SOFT', arch='tiny', pinv='cholesky')}
+
+
+def _relative(a: torch.Tensor, b: torch.Tensor) -> float:
+    a, b = a.detach().double().cpu(), b.detach().double().cpu()
+    return float((a - b).abs().max() / b.abs().max().clamp_min(1e-12))
+
+
+def _outputs_and_input_grad(model, x: torch.Tensor):
+    """Eval-mode outputs, then the input gradient of a training-mode forward and backward
+    of ``sum(out * r)`` with fixed random ``r`` (a loss of the outputs' squares would have
+    almost no gradient behind the backbones' final norms: it measured rounding only)."""
+    with torch.no_grad():
+        outs = [o.double().cpu() for o in model.eval()(x)]
+    x = x.detach().clone().requires_grad_(True)
+    train_outs = model.train()(x)
+    gen = torch.Generator().manual_seed(1)
+    weights = [torch.randn(o.shape, generator=gen, dtype=torch.float64) for o in train_outs]
+    sum((o * w.to(o)).sum() for o, w in zip(train_outs, weights)).backward()
+    return outs, x.grad.double().cpu()
+
+
+def check_parity(cfg: dict, device: str = 'cuda', size=(200, 328)) -> dict:
+    """One model in float32 on ``device`` and on the CPU, each against the CPU in float64:
+    outputs and input gradient (see ``PARITY_TOL``)."""
+    import mmlinattn.models  # noqa: F401
+    from mmlinattn.registry import MODELS
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    cfg = dict(cfg, drop_path_rate=0.0)  # the same function in training mode everywhere
+    torch.manual_seed(0)
+    model = MODELS.build(cfg)
+    state = model.state_dict()
+    x = torch.randn(1, 3, *size)
+    start = time.time()
+    ref = _outputs_and_input_grad(model.double(), x.double())
+    runs = {}
+    for name, dev in (('cpu', 'cpu'), ('gpu', device)):
+        m = MODELS.build(cfg).to(dev)
+        m.load_state_dict(state)
+        runs[name] = _outputs_and_input_grad(m, x.to(dev))
+    err = {name: (max(_relative(o, r) for o, r in zip(outs, ref[0])), _relative(g, ref[1]))
+           for name, (outs, g) in runs.items()}
+    ok = all(e_gpu <= max(PARITY_TOL, PARITY_SLACK * e_cpu)
+             for e_gpu, e_cpu in zip(err['gpu'], err['cpu']))
+    return dict(ok=ok, output=dict(gpu=float(f"{err['gpu'][0]:.2g}"),
+                                   cpu=float(f"{err['cpu'][0]:.2g}")),
+                input_grad=dict(gpu=float(f"{err['gpu'][1]:.2g}"),
+                                cpu=float(f"{err['cpu'][1]:.2g}")),
+                seconds=round(time.time() - start, 1))
 
 
 def check_autocast(family: str, dtype_name: str, size: int, soft_max_landmarks=None) -> dict:
@@ -100,11 +163,15 @@ def check_train_amp(config: str, data_root: str, iters: int, work_root: str) -> 
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description='fp16 / bf16 checks on a CUDA GPU')
+    parser = argparse.ArgumentParser(
+        description='GPU / CPU parity and fp16 / bf16 checks on a CUDA GPU')
     parser.add_argument('--families', nargs='+', default=list(SMALLEST))
     parser.add_argument('--dtypes', nargs='+', default=list(DTYPES), choices=list(DTYPES))
     parser.add_argument('--size', type=int, default=2048)
     parser.add_argument('--soft-max-landmarks', type=int, default=None)
+    parser.add_argument('--no-parity', action='store_true',
+                        help='skip check 0 (GPU against CPU; it compiles kernels for three '
+                             'dtype / device pairs: ~80 s for SOFT++ on an H100 machine)')
     parser.add_argument('--train-amp', action='store_true')
     parser.add_argument('--train-iters', type=int, default=4)
     parser.add_argument('--json', help='write the results here')
@@ -113,6 +180,14 @@ def main(argv=None) -> int:
         print('check_amp_gpu.py needs a CUDA GPU; none is available here.')
         return 2
     results, ok = {}, True
+    parity = {} if args.no_parity else {f: SMALLEST[f] for f in args.families}
+    parity.update({k: v for k, v in PARITY_EXTRA.items()
+                   if k.split()[0] in args.families and not args.no_parity})
+    for name, cfg in parity.items():
+        r = check_parity(cfg)
+        results[f'{name}/parity'] = r
+        ok &= r['ok']
+        print(f'{name:12s} float32 vs CPU float64: {r}', flush=True)
     for family in args.families:
         for dt in args.dtypes:
             r = check_autocast(family, dt, args.size, args.soft_max_landmarks)
