@@ -1,6 +1,8 @@
-"""tools/misc/check_amp_gpu.py, the GPU check, kept runnable where CI has no GPU: its
-parity check (0) with the CPU standing in for the GPU, and its answer without a GPU."""
+"""tools/misc/check_amp_gpu.py and tools/misc/gpu_checks.sh, the GPU checks, kept runnable
+where CI has no GPU: the parity check (0) with the CPU standing in for the GPU, and their
+answer without a GPU."""
 import importlib.util
+import os
 import os.path as osp
 import subprocess
 import sys
@@ -35,3 +37,11 @@ def test_without_a_gpu_it_says_so():
     proc = subprocess.run([sys.executable, SCRIPT, '--no-parity'], cwd=ROOT,
                           capture_output=True, text=True)
     assert proc.returncode == 2 and 'needs a CUDA GPU' in proc.stdout, proc.stdout
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason='about machines without a GPU')
+def test_gpu_checks_script_without_a_gpu_says_so(tmp_path):
+    proc = subprocess.run(['bash', osp.join(ROOT, 'tools', 'misc', 'gpu_checks.sh'),
+                           str(tmp_path / 'out')], cwd=ROOT, capture_output=True, text=True,
+                          env={**os.environ, 'PYTHON': sys.executable})
+    assert proc.returncode == 2 and 'needs a CUDA GPU' in proc.stderr, proc.stderr

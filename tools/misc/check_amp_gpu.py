@@ -5,6 +5,8 @@ the CPU test suite; run it on any CUDA machine:
     python tools/misc/check_amp_gpu.py --train-amp   # also tools/train.py --amp on GPU configs
     python tools/misc/check_amp_gpu.py --families SOFT --size 1024 --dtypes fp16
     python tools/misc/check_amp_gpu.py --no-parity   # checks 1 (and 2) only
+    python tools/misc/check_amp_gpu.py --parity-only # check 0 only
+    bash tools/misc/gpu_checks.sh OUT_DIR            # checks 1 and 0 and the GPU benchmark
 
 0. For the smallest real arch of every family (and SOFT++ with ``pinv='cholesky'``): the
    same weights in float32 on the GPU (TF32 off) and on the CPU, each against the CPU in
@@ -169,9 +171,11 @@ def main(argv=None) -> int:
     parser.add_argument('--dtypes', nargs='+', default=list(DTYPES), choices=list(DTYPES))
     parser.add_argument('--size', type=int, default=2048)
     parser.add_argument('--soft-max-landmarks', type=int, default=None)
-    parser.add_argument('--no-parity', action='store_true',
-                        help='skip check 0 (GPU against CPU; it compiles kernels for three '
-                             'dtype / device pairs: ~80 s for SOFT++ on an H100 machine)')
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument('--no-parity', action='store_true',
+                       help='skip check 0 (GPU against CPU; it compiles kernels for three '
+                            'dtype / device pairs: ~80 s for SOFT++ on an H100 machine)')
+    which.add_argument('--parity-only', action='store_true', help='run check 0 only')
     parser.add_argument('--train-amp', action='store_true')
     parser.add_argument('--train-iters', type=int, default=4)
     parser.add_argument('--json', help='write the results here')
@@ -188,14 +192,14 @@ def main(argv=None) -> int:
         results[f'{name}/parity'] = r
         ok &= r['ok']
         print(f'{name:12s} float32 vs CPU float64: {r}', flush=True)
-    for family in args.families:
+    for family in [] if args.parity_only else args.families:
         for dt in args.dtypes:
             r = check_autocast(family, dt, args.size, args.soft_max_landmarks)
             results[f'{family}/{dt}/{args.size}'] = r
             ok &= r['ok']
             print(f'{family:12s} {dt} {args.size}^2: {r}', flush=True)
             torch.cuda.empty_cache()
-    if args.train_amp:
+    if args.train_amp and not args.parity_only:
         from mmlinattn.datasets import make_demo_data
         with tempfile.TemporaryDirectory() as tmp:
             make_demo_data(tmp, num_train=8, num_val=2, logger=None)

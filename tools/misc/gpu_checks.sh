@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The checks that need a CUDA GPU, in the order that pays off when GPU time is short (about
+# 10 minutes on an H100, most of it compiling kernels), each under its own time limit, with
+# its log and JSON in OUT_DIR:
+#   1. fp16 / bf16 autocast forward + backward of every family at 2048^2 (check_amp_gpu.py)
+#   2. inference latency and memory of every family's small arch, fp16, 2048^2 and 8192^2
+#   3. every family on the GPU against the CPU in float64 (check_amp_gpu.py, check 0)
+# Usage: bash tools/misc/gpu_checks.sh [OUT_DIR]
+# The interpreter: $PYTHON, else .venv/bin/python where tools/setup.sh made it, else python3.
+set -u
+cd "$(dirname "$0")/../.."
+OUT=${1:-work_dirs/gpu_checks}
+if [ -n "${PYTHON:-}" ]; then PY=$PYTHON
+elif [ -x .venv/bin/python ]; then PY=.venv/bin/python
+else PY=python3
+fi
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+if ! "$PY" -c 'import sys, torch; sys.exit(not torch.cuda.is_available())'; then
+    echo "gpu_checks.sh needs a CUDA GPU that $PY's torch can see; none found." >&2
+    exit 2
+fi
+status=0
+
+run() {  # run NAME SECONDS COMMAND...
+    local name=$1 limit=$2
+    shift 2
+    echo "== $name (at most ${limit} s): $*"
+    timeout "$limit" "$@" > "$OUT/$name.log" 2>&1
+    local rc=$?
+    grep -v -e 'Warning' -e 'warnings.warn' "$OUT/$name.log" | tail -n 30
+    echo "== $name: exit status $rc$([ $rc = 124 ] && echo ' (time limit)')"
+    [ $rc = 0 ] || status=1
+}
+
+run autocast 240 "$PY" tools/misc/check_amp_gpu.py --no-parity --size 2048 \
+    --json "$OUT/autocast.json"
+run benchmark 300 "$PY" tools/analysis_tools/benchmark.py --device cuda --dtype float16 \
+    --models SOFT:small:max_landmarks=49 NaLaFormer:small InfViT:small LDN:small InfViTPlain:l4 \
+    --sizes 2048 8192 --repeats 3 --budget 5 --timeout 80 \
+    --json "$OUT/benchmark.json" --plot "$OUT/benchmark.png"
+run parity 300 "$PY" tools/misc/check_amp_gpu.py --parity-only --json "$OUT/parity.json"
+exit $status
