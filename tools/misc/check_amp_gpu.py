@@ -62,11 +62,6 @@ PARITY_TOL, PARITY_SLACK = 1e-4, 10.0
 PARITY_EXTRA = {"SOFT pinv='cholesky'": dict(type='SOFT', arch='tiny', pinv='cholesky')}
 
 
-def _relative(a: torch.Tensor, b: torch.Tensor) -> float:
-    a, b = a.detach().double().cpu(), b.detach().double().cpu()
-    return float((a - b).abs().max() / b.abs().max().clamp_min(1e-12))
-
-
 def _outputs_and_input_grad(model, x: torch.Tensor):
     """Eval-mode outputs, then the input gradient of a training-mode forward and backward
     of ``sum(out * r)`` with fixed random ``r`` (a loss of the outputs' squares would have
@@ -85,6 +80,7 @@ def check_parity(cfg: dict, device: str = 'cuda', size=(200, 328)) -> dict:
     """One model in float32 on ``device`` and on the CPU, each against the CPU in float64:
     outputs and input gradient (see ``PARITY_TOL``)."""
     import mmlinattn.models  # noqa: F401
+    from mmlinattn.deployment.runtimes import max_relative_difference
     from mmlinattn.registry import MODELS
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
@@ -100,7 +96,7 @@ def check_parity(cfg: dict, device: str = 'cuda', size=(200, 328)) -> dict:
         m = MODELS.build(cfg).to(dev)
         m.load_state_dict(state)
         runs[name] = _outputs_and_input_grad(m, x.to(dev))
-    err = {name: (max(_relative(o, r) for o, r in zip(outs, ref[0])), _relative(g, ref[1]))
+    err = {name: (max_relative_difference(outs, ref[0]), max_relative_difference([g], [ref[1]]))
            for name, (outs, g) in runs.items()}
     ok = all(e_gpu <= max(PARITY_TOL, PARITY_SLACK * e_cpu)
              for e_gpu, e_cpu in zip(err['gpu'], err['cpu']))
@@ -184,9 +180,9 @@ def main(argv=None) -> int:
         print('check_amp_gpu.py needs a CUDA GPU; none is available here.')
         return 2
     results, ok = {}, True
-    parity = {} if args.no_parity else {f: SMALLEST[f] for f in args.families}
-    parity.update({k: v for k, v in PARITY_EXTRA.items()
-                   if k.split()[0] in args.families and not args.no_parity})
+    parity = {} if args.no_parity else {
+        **{f: SMALLEST[f] for f in args.families},
+        **{k: v for k, v in PARITY_EXTRA.items() if k.split()[0] in args.families}}
     for name, cfg in parity.items():
         r = check_parity(cfg)
         results[f'{name}/parity'] = r
