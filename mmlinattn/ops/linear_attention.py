@@ -142,15 +142,19 @@ def chunked_linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     without autograd and keeps only ``q, k, v`` and the small key summary; the backward recomputes
     the features chunk by chunk with ``backward_features`` (default: ``feature_q,
     feature_k``; a pair that supports autograd where the forward maps do not) and applies the
-    closed-form gradient of the normalisation.
+    closed-form gradient of the normalisation.  Wherever else autograd records the core (inside
+    a ``torch.compile`` graph, or ``q``, ``k``, ``v`` with different leading shapes) it runs
+    ``backward_features`` throughout.
     """
     if chunk is None:
         elements = CHUNK_ELEMENTS if q.device.type == 'cpu' else DEVICE_CHUNK_ELEMENTS
         chunk = max(256, elements // max(1, q[..., :1, :].numel()))
+    grad_q, grad_k = backward_features or (feature_q, feature_k)
     if eager_training(q, k, v) and q.shape[:-2] == k.shape[:-2] == v.shape[:-2]:
-        grad_q, grad_k = backward_features or (feature_q, feature_k)
         return _RecomputedCore.apply(q, k, v, valid, feature_q, feature_k, grad_q, grad_k,
                                      eps, chunk)
+    if needs_grad(q, k, v):  # autograd records the plain form: the maps need a backward
+        feature_q, feature_k = grad_q, grad_k
 
     summary, _ = _key_summary(k, v, feature_k, valid, chunk)
     return _query_side(q, summary, feature_q, eps, chunk)
@@ -325,11 +329,8 @@ def linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     fast = _NO_GRAD_FEATURE_MAPS.get(feature_map, phi)
     with Float32Island(v) as island:
         q, k, v = island.cast(q, k, v)
-        if needs_grad(q, k, v) and torch.compiler.is_compiling():  # the graph's autograd
-            out = chunked_linear_attention(q, k, v, phi, phi, eps, valid)
-        else:  # eager autograd runs the forward without it too (:class:`_RecomputedCore`)
-            out = chunked_linear_attention(q, k, v, fast, fast, eps, valid,
-                                           backward_features=(phi, phi))
+        out = chunked_linear_attention(q, k, v, fast, fast, eps, valid,
+                                       backward_features=(phi, phi))
     return island.back(out)
 
 

@@ -55,7 +55,7 @@ from typing import Optional, Tuple
 import torch
 import torch.nn.functional as F
 
-from ._grad import eager_inference, needs_grad
+from ._grad import needs_grad
 from .compiled import compile_each, compiled_path_allowed
 from .linear_attention import chunked_linear_attention, normalized_attention_reference
 from .precision import Float32Island
@@ -271,15 +271,22 @@ def _compiled_training_maps(kernel: str, lam: float, alpha: float, eps: float):
 
 def _feature_maps_for(kernel: str, lam: float, alpha: float, eps: float, fuse: bool,
                       *tensors: torch.Tensor):
-    """The fastest ``(phi_q, phi_k)`` allowed for ``tensors``: compiled fused loops (with
-    their backward under autograd), else the eager maps (in place when no gradient is
-    needed)."""
+    """``(maps, grad_maps)``, each a ``(phi_q, phi_k)`` pair for ``tensors``: the fastest maps
+    for a forward without autograd (compiled fused loops, else the eager maps in place), and
+    maps that support autograd (compiled with their backward, else the eager maps out of
+    place).  Eager training evaluates ``maps`` in the core's forward and ``grad_maps`` in its
+    backward, so each compiled pair only ever runs in one grad mode: one compilation per
+    shape class, not two."""
     if fuse and compiled_path_allowed(*tensors, allow_grad=True):
-        maps = _compiled_training_maps if needs_grad(*tensors) else _compiled_feature_maps
-        return maps(kernel, lam, alpha, eps)
-    if fuse and torch.compiler.is_compiling() and not needs_grad(*tensors):
-        return _fused_feature_maps(kernel, lam, alpha, eps)  # the same loops, in the graph
-    return _fast_feature_maps(kernel, lam, alpha, eps, inplace=eager_inference(*tensors))
+        return (_compiled_feature_maps(kernel, lam, alpha, eps),
+                _compiled_training_maps(kernel, lam, alpha, eps))
+    if torch.compiler.is_compiling():  # one map pair, traced with or without its autograd
+        maps = (_fused_feature_maps(kernel, lam, alpha, eps)
+                if fuse and not needs_grad(*tensors)
+                else _fast_feature_maps(kernel, lam, alpha, eps, inplace=False))
+        return maps, maps
+    return (_fast_feature_maps(kernel, lam, alpha, eps, inplace=True),
+            _fast_feature_maps(kernel, lam, alpha, eps, inplace=False))
 
 
 def _rope_linear_attention(phq: torch.Tensor, phk: torch.Tensor, v: torch.Tensor,
@@ -347,15 +354,16 @@ def nala_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kernel: st
         raise ValueError(f'rope_angles must be (N, d / 2) = ({k.shape[-2]}, '
                          f'{k.shape[-1] // 2}) for N queries = N keys, got '
                          f'{tuple(rope_angles.shape)} for q {tuple(q.shape)}')
-    # in eager training the core evaluates these maps without autograd in its forward (the
-    # same values as the maps with it) and recomputes them with autograd in its backward
-    phi_q, phi_k = _feature_maps_for(_feature_kernel(kernel), lam, alpha, eps, fuse, q, k, v)
+    maps, grad_maps = _feature_maps_for(_feature_kernel(kernel), lam, alpha, eps, fuse,
+                                        q, k, v)
     with Float32Island(q) as island:
         q, k, v = island.cast(q, k, v)
         if rope:
+            phi_q, phi_k = grad_maps if needs_grad(q, k, v) else maps
             out = _rope_linear_attention(phi_q(q), phi_k(k), v, rope_angles, eps, valid)
         else:
-            out = chunked_linear_attention(q, k, v, phi_q, phi_k, eps, valid)
+            out = chunked_linear_attention(q, k, v, *maps, eps, valid,
+                                           backward_features=grad_maps)
     return island.back(out)
 
 

@@ -7,6 +7,8 @@ The references (``*_reference`` in mmlinattn.ops.diffusion and .linear_attention
 code with the fast paths: dense T x T kernels by explicit loops over grid cells and offsets,
 explicit row-normalised attention, dense inverses.
 """
+import importlib
+
 import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
@@ -353,3 +355,28 @@ def test_no_grad_elu_map_equals_elu_and_autograd_keeps_elu():
     (ref, ) = torch.autograd.grad((sim @ v / sim.sum(-1, keepdim=True)).sum(), q2)
     torch.testing.assert_close(g, ref)
     assert g.abs().sum() > 0
+
+
+def test_autograd_through_the_plain_core_runs_the_backward_maps():
+    """Queries with a batch of 1 against keys with a batch of 2 (broadcast) are recorded by
+    autograd op by op, not by the core's closed-form backward: there the forward-only maps
+    (here ones that autograd cannot see through) give way to ``backward_features``, and the
+    gradients are the explicit form's."""
+    la = importlib.import_module('mmlinattn.ops.linear_attention')
+    torch.manual_seed(0)
+    q = torch.randn(1, 2, 9, 4, dtype=torch.float64, requires_grad=True)
+    k = torch.randn(2, 2, 11, 4, dtype=torch.float64, requires_grad=True)
+    v = torch.randn(2, 2, 11, 3, dtype=torch.float64, requires_grad=True)
+    phi = la.FEATURE_MAPS['elu']
+
+    def fast(x):
+        return phi(x.detach())
+    out = la.chunked_linear_attention(q, k, v, fast, fast, 1e-6, chunk=4,
+                                      backward_features=(phi, phi))
+    ref = la.normalized_attention_reference(phi(q) @ phi(k).transpose(-1, -2), v, 1e-6)
+    torch.testing.assert_close(out, ref, rtol=1e-12, atol=1e-13)
+    grad_out = torch.randn(ref.shape, dtype=torch.float64)
+    got = torch.autograd.grad(out, (q, k, v), grad_out)
+    want = torch.autograd.grad(ref, (q, k, v), grad_out)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, rtol=1e-10, atol=1e-12)

@@ -319,6 +319,30 @@ def test_training_keeps_little_for_the_backward(compile_env, monkeypatch):
     assert kept < 1.1 * inputs, (kept / inputs, ref_kept / inputs)
 
 
+def test_training_runs_each_compiled_map_in_one_grad_mode(monkeypatch):
+    """Eager training runs the compiled inference maps in the core's forward (autograd off)
+    and the maps compiled with their backward only in its backward (autograd on): each
+    compiled function meets one grad mode, so it is not compiled once more for the other
+    (dynamo guards on the grad mode); the gradients are the eager maps'."""
+    monkeypatch.setenv(compiled.ENV_VAR, '1')
+    calls = set()
+    call = compiled.LazyCompiled.__call__
+
+    def recording(self, *args):
+        calls.add((self.name, torch.is_grad_enabled()))
+        return call(self, *args)
+    monkeypatch.setattr(compiled.LazyCompiled, '__call__', recording)
+    q, k, v = (t.float().requires_grad_() for t in _qkv(n=300))
+    grads = torch.autograd.grad(nala_attention(q, k, v).square().sum(), (q, k, v))
+    assert calls == {('NaLa query features (cos_sin)', False),
+                     ('NaLa key features (cos_sin)', False),
+                     ('NaLa query features with backward (cos_sin)', True),
+                     ('NaLa key features with backward (cos_sin)', True)}, calls
+    ref = torch.autograd.grad(nala_attention(q, k, v, fuse=False).square().sum(), (q, k, v))
+    for g, r in zip(grads, ref):
+        torch.testing.assert_close(g, r, rtol=1e-4, atol=1e-5)
+
+
 @pytest.mark.parametrize('masked', [False, True])
 @pytest.mark.parametrize('chunk', [None, 5])
 def test_closed_form_backward_equals_the_dense_reference(masked, chunk):
