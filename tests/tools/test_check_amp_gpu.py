@@ -32,6 +32,39 @@ def test_parity_check_measures_float32_against_float64():
         assert 0 < r[key]['cpu'] < check.PARITY_TOL and r[key]['gpu'] == r[key]['cpu'], r
 
 
+class _NaNAfterConv(torch.nn.Module):
+    """A backbone whose second output is NaN: what check 1 must catch."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3, stride=4)
+
+    def forward(self, x):
+        y = self.conv(x)
+        return y, y * float('nan')
+
+
+def test_autocast_check_on_the_cpu():
+    """Check 1's code with the CPU in the GPU's place (bf16 autocast): LDN-tiny and SOFT++
+    with ``pinv='cholesky'`` (the paper's landmark rule) give finite outputs and a finite
+    gradient for every parameter; a backbone with a NaN output fails the check."""
+    from mmlinattn.registry import MODELS
+    check = _script()
+    cfgs = check.models_to_check(['LDN', 'SOFT'], soft_max_landmarks=49)
+    assert cfgs['SOFT']['max_landmarks'] == 49 and 'max_landmarks' not in check.SMALLEST['SOFT']
+    assert cfgs["SOFT pinv='cholesky'"] == check.EXTRA["SOFT pinv='cholesky'"]
+    for name in ('LDN', "SOFT pinv='cholesky'"):
+        r = check.check_autocast(cfgs[name], 'bf16', 96, device='cpu')
+        assert r['ok'] and r['outputs_finite'] and not r['bad_grads'], (name, r)
+    MODELS.register_module(name='_NaNAfterConv', module=_NaNAfterConv, force=True)
+    try:
+        r = check.check_autocast(dict(type='_NaNAfterConv'), 'bf16', 96, device='cpu')
+    finally:
+        MODELS._module_dict.pop('_NaNAfterConv')
+    assert not r['ok'] and not r['outputs_finite'] and r['bad_grads'] == ['conv.weight',
+                                                                          'conv.bias'], r
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason='about machines without a GPU')
 def test_without_a_gpu_it_says_so():
     proc = subprocess.run([sys.executable, SCRIPT, '--no-parity'], cwd=ROOT,

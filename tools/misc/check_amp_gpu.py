@@ -17,12 +17,14 @@ the CPU test suite; run it on any CUDA machine:
    This checks the GPU code paths (NaLa's feature maps compiled with Triton instead of C++,
    cuBLAS and cuDNN, tensors made inside ``forward``) against the CPU ones the test suite
    checks against the papers' equations.
-1. For the smallest real arch of every family: forward and backward under
-   ``torch.autocast('cuda', dtype)`` for fp16 and bf16 at ``--size`` (default 2048^2), with a
-   dynamic ``GradScaler`` for fp16 exactly as mmengine's ``AmpOptimWrapper`` does; checks
-   every output and (unscaled) gradient is finite, and reports time and peak memory.  SOFT
-   runs its paper setting (m = (H/32)(W/32) landmarks) unless ``--soft-max-landmarks`` is
-   given; an out-of-memory is reported, not raised.
+1. For the smallest real arch of every family (and SOFT++ with ``pinv='cholesky'``):
+   forward and backward under ``torch.autocast('cuda', dtype)`` for fp16 and bf16 at
+   ``--size`` (default 2048^2), with a dynamic ``GradScaler`` for fp16 exactly as mmengine's
+   ``AmpOptimWrapper`` does; checks every output and (unscaled) gradient is finite, and
+   reports time and peak memory.  SOFT++ runs its paper setting (m = (H/32)(W/32)
+   landmarks, Newton-Schulz; at 2048^2 more than an H100's 80 GB) unless
+   ``--soft-max-landmarks`` is given, SOFT++ ``pinv='cholesky'`` always the paper's
+   landmark rule; an out-of-memory is reported, not raised.
 2. ``--train-amp``: ``tools/train.py CONFIG --amp`` for a few iterations of each family's
    RetinaNet / UperNet config on the demo data
    (``tools/dataset_converters/make_demo_data.py``); checks the run
@@ -59,7 +61,8 @@ DTYPES = {'fp16': torch.float16, 'bf16': torch.bfloat16}
 #: GPU float32 against the CPU in float64: max abs difference over max abs value, allowed up
 #: to this or to ``PARITY_SLACK`` times the CPU's own float32 difference, the larger
 PARITY_TOL, PARITY_SLACK = 1e-4, 10.0
-PARITY_EXTRA = {"SOFT pinv='cholesky'": dict(type='SOFT', arch='tiny', pinv='cholesky')}
+#: checked besides the smallest archs, by checks 0 and 1
+EXTRA = {"SOFT pinv='cholesky'": dict(type='SOFT', arch='tiny', pinv='cholesky')}
 
 
 def _outputs_and_input_grad(model, x: torch.Tensor):
@@ -115,36 +118,51 @@ def _check_parity(cfg: dict, device: str, size) -> dict:
                 seconds=round(time.time() - start, 1))
 
 
-def check_autocast(family: str, dtype_name: str, size: int, soft_max_landmarks=None) -> dict:
+def models_to_check(families, soft_max_landmarks=None) -> dict:
+    """The models of checks 0 and 1 by name: the smallest arch of each of ``families``
+    (SOFT++ with ``soft_max_landmarks`` pooled landmarks if given), and those of ``EXTRA``
+    whose family is among them (SOFT++ ``pinv='cholesky'`` keeps the paper's landmark rule)."""
+    cfgs = {f: dict(SMALLEST[f]) for f in families}
+    if soft_max_landmarks and 'SOFT' in cfgs:
+        cfgs['SOFT']['max_landmarks'] = soft_max_landmarks
+    return {**cfgs, **{k: v for k, v in EXTRA.items() if k.split()[0] in families}}
+
+
+def check_autocast(cfg: dict, dtype_name: str, size: int, device: str = 'cuda') -> dict:
+    """Forward and backward of ``cfg`` at ``size``² under autocast to ``dtype_name`` on
+    ``device`` (fp16 with a dynamic ``GradScaler``); finite outputs and unscaled gradients,
+    time and (CUDA) peak memory; an out-of-memory is reported, not raised."""
     import mmlinattn.models  # noqa: F401
     from mmlinattn.registry import MODELS
-    cfg = dict(SMALLEST[family])
-    if family == 'SOFT' and soft_max_landmarks:
-        cfg['max_landmarks'] = soft_max_landmarks
+    cuda = device == 'cuda'
     torch.manual_seed(0)
-    model = MODELS.build(cfg).cuda().train()
-    x = torch.randn(1, 3, size, size, device='cuda')
+    model = MODELS.build(cfg).to(device).train()
+    x = torch.randn(1, 3, size, size, device=device)
     dtype = DTYPES[dtype_name]
-    scaler = torch.amp.GradScaler('cuda', enabled=dtype == torch.float16)
-    torch.cuda.reset_peak_memory_stats()
-    torch.cuda.synchronize()
+    scaler = torch.amp.GradScaler(device, enabled=dtype == torch.float16)
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
+        torch.cuda.synchronize()
     start = time.time()
     try:
-        with torch.autocast('cuda', dtype=dtype):
+        with torch.autocast(device, dtype=dtype):
             outs = model(x)
             loss = sum(o.float().square().mean() for o in outs)
         scaler.scale(loss).backward()
-        torch.cuda.synchronize()
-    except torch.cuda.OutOfMemoryError as err:
+        if cuda:
+            torch.cuda.synchronize()
+    except torch.OutOfMemoryError as err:
         return dict(ok=False, error=f'out of memory: {str(err).splitlines()[0]}')
     seconds = time.time() - start
     inv_scale = 1.0 / scaler.get_scale() if scaler.is_enabled() else 1.0
     out_ok = all(torch.isfinite(o.float()).all().item() for o in outs)
     bad = [n for n, p in model.named_parameters()
            if p.grad is None or not torch.isfinite(p.grad * inv_scale).all().item()]
-    return dict(ok=out_ok and not bad, outputs_finite=out_ok, bad_grads=bad[:5],
-                seconds=round(seconds, 2),
-                peak_gib=round(torch.cuda.max_memory_allocated() / 2**30, 2))
+    result = dict(ok=out_ok and not bad, outputs_finite=out_ok, bad_grads=bad[:5],
+                  seconds=round(seconds, 2))
+    if cuda:
+        result['peak_gib'] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
+    return result
 
 
 def check_train_amp(config: str, data_root: str, iters: int, work_root: str) -> dict:
@@ -171,7 +189,7 @@ def check_train_amp(config: str, data_root: str, iters: int, work_root: str) -> 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(
         description='GPU / CPU parity and fp16 / bf16 checks on a CUDA GPU')
-    parser.add_argument('--families', nargs='+', default=list(SMALLEST))
+    parser.add_argument('--families', nargs='+', default=list(SMALLEST), choices=list(SMALLEST))
     parser.add_argument('--dtypes', nargs='+', default=list(DTYPES), choices=list(DTYPES))
     parser.add_argument('--size', type=int, default=2048)
     parser.add_argument('--soft-max-landmarks', type=int, default=None)
@@ -188,20 +206,19 @@ def main(argv=None) -> int:
         print('check_amp_gpu.py needs a CUDA GPU; none is available here.')
         return 2
     results, ok = {}, True
-    parity = {} if args.no_parity else {
-        **{f: SMALLEST[f] for f in args.families},
-        **{k: v for k, v in PARITY_EXTRA.items() if k.split()[0] in args.families}}
+    parity = {} if args.no_parity else models_to_check(args.families)
     for name, cfg in parity.items():
         r = check_parity(cfg)
         results[f'{name}/parity'] = r
         ok &= r['ok']
         print(f'{name:12s} float32 vs CPU float64: {r}', flush=True)
-    for family in [] if args.parity_only else args.families:
+    amp = {} if args.parity_only else models_to_check(args.families, args.soft_max_landmarks)
+    for name, cfg in amp.items():
         for dt in args.dtypes:
-            r = check_autocast(family, dt, args.size, args.soft_max_landmarks)
-            results[f'{family}/{dt}/{args.size}'] = r
+            r = check_autocast(cfg, dt, args.size)
+            results[f'{name}/{dt}/{args.size}'] = r
             ok &= r['ok']
-            print(f'{family:12s} {dt} {args.size}^2: {r}', flush=True)
+            print(f'{name:12s} {dt} {args.size}^2: {r}', flush=True)
             torch.cuda.empty_cache()
     if args.train_amp and not args.parity_only:
         from mmlinattn.datasets import make_demo_data
