@@ -78,3 +78,30 @@ def test_gpu_checks_script_without_a_gpu_says_so(tmp_path):
                            str(tmp_path / 'out')], cwd=ROOT, capture_output=True, text=True,
                           env={**os.environ, 'PYTHON': sys.executable})
     assert proc.returncode == 2 and 'needs a CUDA GPU' in proc.stderr, proc.stderr
+
+
+def test_gpu_checks_script_runs_its_checks_in_order_and_skips_a_zero_limit(tmp_path):
+    """With an interpreter that claims a GPU and records its arguments: the checks run in
+    their order with their logs in OUT_DIR, and a time limit of 0 skips a check."""
+    fake = tmp_path / 'python'
+    calls = tmp_path / 'calls.txt'
+    fake.write_text(f'#!/bin/bash\necho "$*" >> {calls}\n')
+    fake.chmod(0o755)
+    out = tmp_path / 'out'
+
+    def run(**limits):
+        calls.write_text('')
+        proc = subprocess.run(['bash', osp.join(ROOT, 'tools', 'misc', 'gpu_checks.sh'),
+                               str(out)], cwd=ROOT, capture_output=True, text=True,
+                              env={**os.environ, 'PYTHON': str(fake), **limits})
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout, calls.read_text().splitlines()[1:]  # after the GPU probe
+    stdout, ran = run()
+    assert [c.split()[0] for c in ran] == ['tools/misc/check_amp_gpu.py',
+                                          'tools/analysis_tools/benchmark.py',
+                                          'tools/misc/check_amp_gpu.py'], ran
+    assert '--no-parity' in ran[0] and '--parity-only' in ran[2], ran
+    assert all((out / f'{name}.log').exists() for name in ('autocast', 'benchmark', 'parity'))
+    stdout, ran = run(AUTOCAST_S='0', BENCHMARK_S='0')
+    assert len(ran) == 1 and '--parity-only' in ran[0], ran
+    assert 'autocast: skipped' in stdout and 'benchmark: skipped' in stdout, stdout
