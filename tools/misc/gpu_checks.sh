@@ -3,7 +3,8 @@
 # 10 minutes on an H100, most of it compiling kernels), each under its own time limit, with
 # its log and JSON in OUT_DIR:
 #   1. fp16 / bf16 autocast forward + backward of every family at 2048^2 (check_amp_gpu.py;
-#      SOFT++ with 49 pooled landmarks: the paper's m = 4096 ran out of an H100's 80 GB)
+#      SOFT++ with 49 pooled landmarks: the paper's m = 4096 ran out of an H100's 80 GB; and
+#      SOFT++ pinv='cholesky', the paper's rule)
 #   2. inference latency and memory of every family's small arch, fp16, 2048^2 and 8192^2
 #   3. every family on the GPU against the CPU in float64 (check_amp_gpu.py, check 0)
 # Usage: bash tools/misc/gpu_checks.sh [OUT_DIR]
