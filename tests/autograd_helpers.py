@@ -15,8 +15,8 @@ def plain_autograd_core():
     key summary, normalisation) instead of running its closed-form backward with recomputed
     features, and eager feature maps store their intermediates: the plain form to compare
     gradients and kept activations with."""
-    def plain(q, k, v, valid, feature_q, feature_k, grad_q, grad_k, eps, chunk):
-        summary = la._key_summary(k, v, grad_k, valid, chunk)[0]
+    def plain(q, k, v, valid, feature_q, feature_k, grad_q, grad_k, eps, chunk, segment):
+        summary = la._key_summary(k, v, grad_k, valid, chunk, segment)[0]
         return la._query_side(q, summary, grad_q, eps, chunk)
     with mock.patch.object(la, '_features', lambda feature, x: feature(x)), \
             mock.patch.object(la._RecomputedCore, 'apply', plain):

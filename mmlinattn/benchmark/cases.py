@@ -107,17 +107,23 @@ def _fake_flops(model, case: Case) -> Dict[str, int]:
     return totals
 
 
-def _top_ops(prof, k: int, device: str) -> List[dict]:
+def _top_ops(prof, k: int, device: str) -> Tuple[List[dict], float]:
+    """The ``k`` ops with the most self time in ``prof`` and the total of all of them (ms).
+    On CUDA the rows are the kernels themselves: an aten op's self device time repeats
+    that of the kernels it launched, and the kernels' total is the time the GPU was busy."""
+    from torch.autograd import DeviceType
     cuda = device.startswith('cuda')
     rows = []
     for e in prof.key_averages():
-        t = (getattr(e, 'self_device_time_total', 0) if cuda else e.self_cpu_time_total)
+        if cuda and e.device_type == DeviceType.CPU:
+            continue
+        t = e.self_device_time_total if cuda else e.self_cpu_time_total
         rows.append(dict(op=e.key, self_ms=t / 1e3, calls=e.count))
     rows.sort(key=lambda r: -r['self_ms'])
-    total = sum(r['self_ms'] for r in rows) or 1.0
+    total = sum(r['self_ms'] for r in rows)
     for r in rows:
-        r['share'] = r['self_ms'] / total
-    return rows[:k]
+        r['share'] = r['self_ms'] / (total or 1.0)
+    return rows[:k], total
 
 
 def prepared_model(spec: ModelSpec, case: Case):
@@ -261,7 +267,7 @@ def run_case(case: Case) -> Dict[str, Any]:
             with profile(activities=acts) as prof:
                 step()
                 sync(case.device)
-            res['hotspots'] = _top_ops(prof, case.profile, case.device)
+            res['hotspots'], res['profiled_ms'] = _top_ops(prof, case.profile, case.device)
     except Exception as exc:  # noqa: BLE001  (every failure is a result)
         res['status'] = 'oom' if is_oom(exc) else 'error'
         msg = f'{type(exc).__name__}: {str(exc).strip().splitlines()[0][:300] if str(exc) else ""}'

@@ -47,7 +47,7 @@ def make_record(spec, case, res: Dict[str, Any], matmul: Optional[dict]) -> Dict
     for k in ('params_m', 'latency_ms_median', 'latency_ms_min', 'latency_ms_max', 'repeats',
               'cpu_ms_median', 'cpu_ms_min', 'cpu_ms_max', 'threads', 'cpu_malloc',
               'peak_mem_mb', 'peak_total_mb', 'baseline_mem_mb', 'mem_method', 'status',
-              'note', 'flops_method', 'hotspots', 'mem_limit_mb', 'wall_s',
+              'note', 'flops_method', 'hotspots', 'profiled_ms', 'mem_limit_mb', 'wall_s',
               'latency_method', 'isolated_latency_ms_median', 'isolated_latency_ms_min',
               'isolated_latency_ms_max', 'paired_with', 'paired_ref_latency_ms_median'):
         if k in res:

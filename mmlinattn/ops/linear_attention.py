@@ -45,6 +45,14 @@ CHUNK_ELEMENTS = 1 << 18
 #: against InfViT-small's 20 ms at about the same FLOPs.  Chunks remain so that the
 #: features of one chunk, not of all tokens, are live at 8192^2 and beyond.
 DEVICE_CHUNK_ELEMENTS = 1 << 26
+#: tokens per segment of the sums over tokens (``phi_k^T V``, and ``phi_q^T dL/du`` in the
+#: backward) on devices other than the CPU: each segment's product is one matrix of a batched
+#: matmul, and the segments are added.  In one product the output per head is only F x D
+#: (LDN-small: 32 x 33) and the sum ~10^5 tokens deep, which leaves a GPU nearly idle:
+#: profiled on an H100 (float16 autocast, 2048^2), that one kernel took 64 % of LDN-small's
+#: GPU time and 32 % of NaLaFormer-small's, under 1 % of the FP32 rate.  The CPU keeps one
+#: product per chunk.
+DEVICE_SEGMENT_TOKENS = 4096
 
 
 def _elu_plus_one(x: torch.Tensor) -> torch.Tensor:
@@ -101,6 +109,24 @@ def _features(feature: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) 
     return recompute_in_backward(feature, x)
 
 
+def _token_sum(a: torch.Tensor, b: torch.Tensor, segment: int) -> torch.Tensor:
+    """``a^T b`` over the token axis (-2): ``(..., n, F), (..., n, D) -> (..., F, D)``.  With
+    ``segment`` > 0 the first ``segment * (n // segment)`` tokens are cut into segments
+    whose products run as one batched matmul and are then added (the rest, fewer than
+    ``segment`` tokens, as one more product): the same sum, in another order, with
+    ``n / segment`` times the parallel work (:data:`DEVICE_SEGMENT_TOKENS`)."""
+    n = a.shape[-2]
+    if segment <= 0 or n < 2 * segment or torch.compiler.is_compiling():
+        return a.transpose(-2, -1) @ b
+    whole = n - n % segment
+    parts = (a[..., :whole, :].unflatten(-2, (-1, segment)).transpose(-2, -1)
+             @ b[..., :whole, :].unflatten(-2, (-1, segment)))
+    out = parts.sum(-3)
+    if whole < n:
+        out = out + a[..., whole:, :].transpose(-2, -1) @ b[..., whole:, :]
+    return out
+
+
 def _chunks(total: int, chunk: int) -> List[slice]:
     """Slices of ``chunk`` tokens over ``total``; one slice of all tokens in a traced graph
     (``torch.compile`` / ``torch.export``), where a loop over a symbolic token count would
@@ -115,8 +141,8 @@ def chunked_linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                              feature_k: Callable[[torch.Tensor], torch.Tensor],
                              eps: float = 1e-6, valid: Optional[torch.Tensor] = None,
                              chunk: Optional[int] = None,
-                             backward_features: Optional[Tuple[Callable, Callable]] = None
-                             ) -> torch.Tensor:
+                             backward_features: Optional[Tuple[Callable, Callable]] = None,
+                             segment: Optional[int] = None) -> torch.Tensor:
     """The shared O(N) core: ``phi_q (phi_k^T V / M) / (phi_q . mean_j phi_k_j + eps)`` with
     ``phi_q = feature_q(q)``, ``phi_k = feature_k(k)``.
 
@@ -136,7 +162,9 @@ def chunked_linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     tokens at 2048² each op streams ~100 MiB through memory and allocates a fresh buffer,
     which glibc serves with new zero-filled pages.  Chunks keep the chain in cache and the
     buffers small enough to be reused (NaLa stage 1 at 2048²: 0.88 s -> 0.44 s per block on
-    2 CPU cores, ``docs/benchmarks.md``).
+    2 CPU cores, ``docs/benchmarks.md``).  ``segment`` tokens (``None``: 0, no segments, on
+    the CPU; :data:`DEVICE_SEGMENT_TOKENS` elsewhere) split the sums over tokens into a
+    batched matmul (:func:`_token_sum`).
 
     Under autograd (eager) the core is one :class:`_RecomputedCore`: the forward runs
     without autograd and keeps only ``q, k, v`` and the small key summary; the backward recomputes
@@ -149,24 +177,26 @@ def chunked_linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     if chunk is None:
         elements = CHUNK_ELEMENTS if q.device.type == 'cpu' else DEVICE_CHUNK_ELEMENTS
         chunk = max(256, elements // max(1, q[..., :1, :].numel()))
+    if segment is None:
+        segment = 0 if q.device.type == 'cpu' else DEVICE_SEGMENT_TOKENS
     grad_q, grad_k = backward_features or (feature_q, feature_k)
     if eager_training(q, k, v) and q.shape[:-2] == k.shape[:-2] == v.shape[:-2]:
         return _RecomputedCore.apply(q, k, v, valid, feature_q, feature_k, grad_q, grad_k,
-                                     eps, chunk)
+                                     eps, chunk, segment)
     if needs_grad(q, k, v):  # autograd records the plain form: the maps need a backward
         feature_q, feature_k = grad_q, grad_k
 
-    summary, _ = _key_summary(k, v, feature_k, valid, chunk)
+    summary, _ = _key_summary(k, v, feature_k, valid, chunk, segment)
     return _query_side(q, summary, feature_q, eps, chunk)
 
 
-def _key_summary(k, v, feature_k, valid, chunk):
+def _key_summary(k, v, feature_k, valid, chunk, segment):
     """``S = [phi_k^T V | phi_k^T 1] / count`` (..., F, D + 1), accumulated over key chunks,
     and ``count`` (the key count, or each image's valid-key count as (B, 1, 1, 1))."""
     kv = ksum = None
     for s in _chunks(k.shape[-2], chunk):
         pk = _masked(_features(feature_k, k[..., s, :]), valid, s)
-        part_kv, part_sum = pk.transpose(-2, -1) @ v[..., s, :], pk.sum(-2)
+        part_kv, part_sum = _token_sum(pk, v[..., s, :], segment), pk.sum(-2)
         kv = part_kv if kv is None else kv + part_kv
         ksum = part_sum if ksum is None else ksum + part_sum
     count = k.shape[-2] if valid is None else valid.sum(-1).to(kv.dtype)[:, None, None, None]
@@ -224,12 +254,12 @@ class _RecomputedCore(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, q, k, v, valid, feature_q, feature_k, grad_q, grad_k, eps, chunk):
-        summary, count = _key_summary(k, v, feature_k, valid, chunk)
+    def forward(ctx, q, k, v, valid, feature_q, feature_k, grad_q, grad_k, eps, chunk, segment):
+        summary, count = _key_summary(k, v, feature_k, valid, chunk, segment)
         out = _query_side(q, summary, feature_q, eps, chunk)
         ctx.save_for_backward(q, k, v, valid, summary)
         ctx.count = count
-        ctx.maps, ctx.eps, ctx.chunk = (grad_q, grad_k), eps, chunk
+        ctx.maps, ctx.eps, ctx.chunk, ctx.segment = (grad_q, grad_k), eps, chunk, segment
         return out
 
     @staticmethod
@@ -237,16 +267,16 @@ class _RecomputedCore(torch.autograd.Function):
     def backward(ctx, grad_out):
         q, k, v, valid, summary = ctx.saved_tensors
         feature_q, feature_k = ctx.maps
-        eps, chunk, count = ctx.eps, ctx.chunk, ctx.count
+        eps, chunk, count, segment = ctx.eps, ctx.chunk, ctx.count, ctx.segment
         if torch._C._functorch.is_legacy_batchedtensor(grad_out):
             # a vectorised Jacobian (``jacobian(..., vectorize=True)``) batches the gradient;
             # the chunk writes below have no batching rule, the plain ops' backward does
             with torch.enable_grad():
                 leaves = [t.detach().requires_grad_() for t in (q, k, v)]
                 out = _query_side(leaves[0], _key_summary(*leaves[1:], feature_k, valid,
-                                                          chunk)[0], feature_q, eps, chunk)
+                                                          chunk, segment)[0], feature_q, eps, chunk)
                 grads = torch.autograd.grad(out, leaves, grad_out)
-            return (*grads, None, None, None, None, None, None, None)
+            return (*grads, None, None, None, None, None, None, None, None)
         with Float32Island(q):
             grad_out = grad_out.to(q.dtype)
             grad_q = torch.empty_like(q)
@@ -257,7 +287,7 @@ class _RecomputedCore(torch.autograd.Function):
                 den = ud[..., -1:] + eps
                 g = grad_out[..., s, :] / den
                 g_ud = torch.cat([g, -(g * ud[..., :-1]).sum(-1, keepdim=True) / den], -1)
-                part = pq.detach().transpose(-2, -1) @ g_ud
+                part = _token_sum(pq.detach(), g_ud, segment)
                 grad_summary = part if grad_summary is None else grad_summary + part
                 g_pq = g_ud @ summary.transpose(-2, -1)
                 grad_q[..., s, :] = torch.autograd.grad(pq, q_s, g_pq)[0]
@@ -270,7 +300,7 @@ class _RecomputedCore(torch.autograd.Function):
                 grad_v[..., s, :] = pk_masked @ g_kv
                 g_pk = _masked(v[..., s, :] @ g_kv.transpose(-2, -1) + g_sum, valid, s)
                 grad_k[..., s, :] = torch.autograd.grad(pk, k_s, g_pk)[0]
-        return grad_q, grad_k, grad_v, None, None, None, None, None, None, None
+        return grad_q, grad_k, grad_v, None, None, None, None, None, None, None, None
 
 
 def normalized_attention_reference(sim: torch.Tensor, v: torch.Tensor, eps: float = 0.0,

@@ -373,10 +373,70 @@ def test_autograd_through_the_plain_core_runs_the_backward_maps():
         return phi(x.detach())
     out = la.chunked_linear_attention(q, k, v, fast, fast, 1e-6, chunk=4,
                                       backward_features=(phi, phi))
-    ref = la.normalized_attention_reference(phi(q) @ phi(k).transpose(-1, -2), v, 1e-6)
+    _assert_matches_dense(out, q, k, v, phi)
+
+
+def _assert_matches_dense(out, q, k, v, phi, valid=None):
+    """``out`` and its gradients in ``q, k, v`` are those of the dense N x M reference."""
+    la = importlib.import_module('mmlinattn.ops.linear_attention')
+    ref = la.normalized_attention_reference(phi(q) @ phi(k).transpose(-1, -2), v, 1e-6, valid)
     torch.testing.assert_close(out, ref, rtol=1e-12, atol=1e-13)
     grad_out = torch.randn(ref.shape, dtype=torch.float64)
     got = torch.autograd.grad(out, (q, k, v), grad_out)
     want = torch.autograd.grad(ref, (q, k, v), grad_out)
     for g, w in zip(got, want):
         torch.testing.assert_close(g, w, rtol=1e-10, atol=1e-12)
+
+
+def test_token_sum_in_segments_is_the_plain_product():
+    """The segmented sum over tokens (a batched matmul of segments, then their sum, plus the
+    remainder) equals ``a^T b`` in float64, with and without a remainder, and is the plain
+    product when there are fewer than two segments."""
+    la = importlib.import_module('mmlinattn.ops.linear_attention')
+    torch.manual_seed(0)
+    for n in (64, 70, 15):
+        a = torch.randn(2, 3, n, 5, dtype=torch.float64)
+        b = torch.randn(2, 3, n, 4, dtype=torch.float64)[..., :3]   # non-contiguous rows
+        want = torch.einsum('...nf,...nd->...fd', a, b)
+        torch.testing.assert_close(la._token_sum(a, b, 8), want, rtol=1e-12, atol=1e-12)
+        torch.testing.assert_close(la._token_sum(a, b, 0), want, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize('valid_keys', [None, 13])
+def test_core_with_segments_matches_the_dense_reference(valid_keys):
+    """The core's forward and closed-form backward with segmented token sums (as on a GPU;
+    here forced on the CPU: segments of 4 over 9 / 21 tokens, chunks of 16) against the
+    dense N x M reference, with and without padded keys."""
+    la = importlib.import_module('mmlinattn.ops.linear_attention')
+    torch.manual_seed(1)
+    q = torch.randn(2, 2, 9, 4, dtype=torch.float64, requires_grad=True)
+    k = torch.randn(2, 2, 21, 4, dtype=torch.float64, requires_grad=True)
+    v = torch.randn(2, 2, 21, 3, dtype=torch.float64, requires_grad=True)
+    valid = None
+    if valid_keys is not None:
+        valid = torch.ones(2, 21, dtype=torch.bool)
+        valid[1, valid_keys:] = False
+    phi = la.FEATURE_MAPS['elu']
+    out = la.chunked_linear_attention(q, k, v, phi, phi, 1e-6, valid, chunk=16, segment=4)
+    _assert_matches_dense(out, q, k, v, phi, valid)
+
+
+def test_default_segments_only_off_the_cpu():
+    """By default the sums over tokens are segmented on devices other than the CPU ('meta'
+    stands in for a GPU) and a single product on the CPU."""
+    la = importlib.import_module('mmlinattn.ops.linear_attention')
+    seen = []
+    real = la._token_sum
+
+    def spy(a, b, segment):
+        seen.append((a.device.type, segment))
+        return real(a, b, segment)
+    n = 4 * la.DEVICE_SEGMENT_TOKENS
+    phi = la.FEATURE_MAPS['elu']
+    for device in ('cpu', 'meta'):
+        q, k, v = (torch.randn(1, 1, n, 8, device=device) for _ in range(3))
+        with torch.no_grad(), pytest.MonkeyPatch.context() as mp:
+            mp.setattr(la, '_token_sum', spy)
+            out = la.chunked_linear_attention(q, k, v, phi, phi)
+        assert out.shape == (1, 1, n, 8)
+    assert seen and set(seen) == {('cpu', 0), ('meta', la.DEVICE_SEGMENT_TOKENS)}, seen

@@ -309,3 +309,17 @@ def test_replot_shows_sizes_and_marks_peers(tmp_path):
         B.replot(train, str(tmp_path / 'train.png'))
     assert captured['fig']._suptitle.get_text().startswith(
         'training (forward + backward): cpu float32')
+
+
+def test_profile_keeps_the_top_ops_and_the_total_of_all():
+    """``--profile K``: the K ops with the most self time of one profiled step, largest
+    first, each with its share of ``profiled_ms``, the self time of all ops (on CUDA that
+    of the kernels: the time the GPU was busy)."""
+    res = B.run_isolated(B.case_child, (_case(TINY['InfViT'], 64, None, profile=3), ), 120)
+    assert res['status'] == 'ok', res
+    top = res['hotspots']
+    assert len(top) == 3 and top[0]['self_ms'] >= top[1]['self_ms'] >= top[2]['self_ms'] > 0
+    assert sum(r['self_ms'] for r in top) < res['profiled_ms']
+    for r in top:
+        assert r['share'] == pytest.approx(r['self_ms'] / res['profiled_ms'])
+        assert r['op'].startswith('aten::') and r['calls'] >= 1

@@ -1,7 +1,8 @@
-"""tools/misc/check_amp_gpu.py and tools/misc/gpu_checks.sh, the GPU checks, kept runnable
-where CI has no GPU: the parity check (0) with the CPU standing in for the GPU, and their
-answer without a GPU."""
+"""tools/misc/check_amp_gpu.py, bench_token_sums.py and gpu_checks.sh, the GPU checks, kept
+runnable where CI has no GPU: the parity check (0) and the token-sum timing with the CPU
+standing in for the GPU, and their answer without a GPU."""
 import importlib.util
+import json
 import os
 import os.path as osp
 import subprocess
@@ -97,11 +98,44 @@ def test_gpu_checks_script_runs_its_checks_in_order_and_skips_a_zero_limit(tmp_p
         assert proc.returncode == 0, proc.stderr
         return proc.stdout, calls.read_text().splitlines()[1:]  # after the GPU probe
     stdout, ran = run()
-    assert [c.split()[0] for c in ran] == ['tools/misc/check_amp_gpu.py',
+    assert [c.split()[0] for c in ran] == ['tools/misc/bench_token_sums.py',
+                                          'tools/misc/check_amp_gpu.py',
                                           'tools/analysis_tools/benchmark.py',
                                           'tools/misc/check_amp_gpu.py'], ran
-    assert '--no-parity' in ran[0] and '--parity-only' in ran[2], ran
-    assert all((out / f'{name}.log').exists() for name in ('autocast', 'benchmark', 'parity'))
-    stdout, ran = run(AUTOCAST_S='0', BENCHMARK_S='0')
+    assert '--no-parity' in ran[1] and '--parity-only' in ran[3], ran
+    assert '--profile' in ran[2], ran
+    assert all((out / f'{name}.log').exists()
+               for name in ('token_sums', 'autocast', 'benchmark', 'parity'))
+    stdout, ran = run(TOKEN_SUMS_S='0', AUTOCAST_S='0', BENCHMARK_S='0')
     assert len(ran) == 1 and '--parity-only' in ran[0], ran
-    assert 'autocast: skipped' in stdout and 'benchmark: skipped' in stdout, stdout
+    assert all(f'{name}: skipped' in stdout for name in ('token_sums', 'autocast', 'benchmark'))
+
+
+def _token_sums_tool():
+    spec = importlib.util.spec_from_file_location(
+        'bench_token_sums', osp.join(ROOT, 'tools', 'misc', 'bench_token_sums.py'))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_token_sums_benchmark_times_every_segment_and_checks_the_values(tmp_path, capsys):
+    """bench_token_sums.py (run by gpu_checks.sh) on the CPU at a small size: a row per
+    stage with a time for each segment length, the JSON written, exit status 0; and exit
+    status 1 when a segmented sum is wrong."""
+    tool = _token_sums_tool()
+    out = tmp_path / 'sums.json'
+    argv = ['--device', 'cpu', '--size', '256', '--repeats', '2', '--segments', '0', '512',
+            '--json', str(out)]
+    assert tool.main(argv) == 0
+    rows = json.loads(out.read_text())['rows']
+    assert [r['tokens'] for r in rows] == [4096, 1024, 256, 64]
+    assert all(set(r['ms']) == {'0', '512'} and min(r['ms'].values()) > 0 for r in rows)
+    assert 'stage 4' in capsys.readouterr().out
+    real = tool.la._token_sum
+
+    def wrong(a, b, segment):
+        return real(a, b, segment) * (1.01 if segment else 1.0)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(tool.la, '_token_sum', wrong)
+        assert tool.main(argv[:-2]) == 1

@@ -6,7 +6,7 @@ the CPU test suite; run it on any CUDA machine:
     python tools/misc/check_amp_gpu.py --families SOFT --size 1024 --dtypes fp16
     python tools/misc/check_amp_gpu.py --no-parity   # checks 1 (and 2) only
     python tools/misc/check_amp_gpu.py --parity-only # check 0 only
-    bash tools/misc/gpu_checks.sh OUT_DIR            # checks 1 and 0 and the GPU benchmark
+    bash tools/misc/gpu_checks.sh OUT_DIR            # checks 1 and 0, the GPU benchmark and more
 
 0. For the smallest real arch of every family (and SOFT++ with ``pinv='cholesky'``): the
    same weights in float32 on the GPU (TF32 off) and on the CPU, each against the CPU in

@@ -2,15 +2,19 @@
 # The checks that need a CUDA GPU, in the order that pays off when GPU time is short (about
 # 10 minutes on an H100, most of it compiling kernels), each under its own time limit, with
 # its log and JSON in OUT_DIR:
-#   1. fp16 / bf16 autocast forward + backward of every family at 2048^2 (check_amp_gpu.py;
+#   1. the linear-attention core's sums over tokens, one matmul against segments
+#      (bench_token_sums.py, float32, the stages of a 2048^2 pyramid; seconds)
+#   2. fp16 / bf16 autocast forward + backward of every family at 2048^2 (check_amp_gpu.py;
 #      SOFT++ with 49 pooled landmarks: the paper's m = 4096 ran out of an H100's 80 GB; and
 #      SOFT++ pinv='cholesky', the paper's rule)
-#   2. inference latency and memory of every family's small arch, fp16, 2048^2 and 8192^2
-#   3. every family on the GPU against the CPU in float64 (check_amp_gpu.py, check 0)
+#   3. inference latency and memory of every family's small arch, fp16, 2048^2 and 8192^2,
+#      with the 15 kernels that took the most GPU time in one profiled step of each
+#   4. every family on the GPU against the CPU in float64 (check_amp_gpu.py, check 0)
 # Usage: bash tools/misc/gpu_checks.sh [OUT_DIR]
-# Time limits in seconds: $AUTOCAST_S (240), $BENCHMARK_S (300), $PARITY_S (300); lower them
-# when device time is short (a check cut off by its limit keeps its log); 0 skips a check,
-# e.g. PARITY_S=0 first, then AUTOCAST_S=0 BENCHMARK_S=0 where one call may not take 10 min.
+# Time limits in seconds: $TOKEN_SUMS_S (60), $AUTOCAST_S (240), $BENCHMARK_S (300),
+# $PARITY_S (300); lower them when device time is short (a check cut off by its limit keeps
+# its log); 0 skips a check, e.g. PARITY_S=0 first, then TOKEN_SUMS_S=0 AUTOCAST_S=0
+# BENCHMARK_S=0 where one call may not take 10 min.
 # The interpreter: $PYTHON, else .venv/bin/python where tools/setup.sh made it, else python3.
 set -u
 cd "$(dirname "$0")/../.."
@@ -39,12 +43,14 @@ run() {  # run NAME SECONDS COMMAND...  (0 seconds: skip it)
     [ $rc = 0 ] || status=1
 }
 
+run token_sums "${TOKEN_SUMS_S:-60}" "$PY" tools/misc/bench_token_sums.py --device cuda \
+    --size 2048 --json "$OUT/token_sums.json"
 run autocast "${AUTOCAST_S:-240}" "$PY" tools/misc/check_amp_gpu.py --no-parity --size 2048 \
     --soft-max-landmarks 49 --json "$OUT/autocast.json"
 run benchmark "${BENCHMARK_S:-300}" "$PY" tools/analysis_tools/benchmark.py \
     --device cuda --dtype float16 \
     --models SOFT:small:max_landmarks=49 NaLaFormer:small InfViT:small LDN:small InfViTPlain:l4 \
-    --sizes 2048 8192 --repeats 3 --budget 5 --timeout 80 \
+    --sizes 2048 8192 --repeats 3 --budget 5 --timeout 80 --profile 15 \
     --json "$OUT/benchmark.json" --plot "$OUT/benchmark.png"
 run parity "${PARITY_S:-300}" "$PY" tools/misc/check_amp_gpu.py --parity-only \
     --json "$OUT/parity.json"

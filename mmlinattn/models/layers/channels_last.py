@@ -11,7 +11,7 @@ takes 0.25 s this way against 1.2-1.5 s through a contiguous NCHW map
 and oneDNN then falls back to NCHW with a copy each way (the Mix-FFN of InfViT / NaLaFormer
 ran ~5x slower that way).
 """
-from typing import Tuple
+from typing import Optional, Tuple
 
 import torch
 import torch.nn as nn
@@ -19,6 +19,13 @@ import torch.nn.functional as F
 
 from .depthwise import depthwise_conv
 from .token_grid import TokenGrid
+
+#: the most elements a conv's input may have for cuDNN's 32-bit indexing.  Above it (with a
+#: batch of 1 PyTorch cannot split the batch instead) cuDNN runs a 64-bit direct kernel:
+#: InfViT-small's stage-1 FFN depthwise conv at 8192^2 (512 channels x 2048 x 2048 = 2^31
+#: elements) took 214 ms per call that way on an H100, 70 % of the forward.  Depthwise
+#: channels are independent, so off the CPU such convs run on channel slices below it.
+INDEX32_ELEMENTS = 2**31 - 1
 
 
 def tokens_as_map(x: torch.Tensor, hw: Tuple[int, int]) -> torch.Tensor:
@@ -48,20 +55,48 @@ def conv_tokens(conv: nn.Conv2d, x: torch.Tensor, grid: TokenGrid,
     zeroes the grid's batch padding first (:meth:`.token_grid.TokenGrid.zero_padding`).
     A depthwise residual conv without padding to zero adds the identity to its kernel centre
     instead: ``conv_w(x) + x = conv_{w + delta}(x)``, one pass over the tokens instead of two
-    (the same sum, rounded once less).
+    (the same sum, rounded once less).  Off the CPU a depthwise conv of more than
+    :data:`INDEX32_ELEMENTS` runs on channel slices (:func:`depthwise_in_slices`).
     """
     m = tokens_as_map(x, grid.hw)
     masked = grid.zero_padding(m)
-    if residual and masked is m and _is_depthwise_same(conv):
+    depthwise = _is_depthwise_same(conv)
+    if depthwise and _past_index32(m):
+        y = map_as_tokens(depthwise_in_slices(masked, conv.weight, conv.bias))
+        return x + y if residual else y
+    if residual and masked is m and depthwise:
         kh, kw = conv.kernel_size
         weight = conv.weight.clone()
         weight[:, :, kh // 2, kw // 2] += 1
         return map_as_tokens(F.conv2d(m, weight, conv.bias, 1, conv.padding, 1, conv.groups))
-    if _is_depthwise_same(conv):
+    if depthwise:
         y = map_as_tokens(depthwise_conv(conv, masked))   # a faster backward for 5x5 and up
     else:
         y = map_as_tokens(conv(masked))
     return x + y if residual else y
+
+
+def _past_index32(m: torch.Tensor) -> bool:
+    """Whether a depthwise conv of ``m`` runs in slices: off the CPU, in eager mode, above
+    :data:`INDEX32_ELEMENTS`."""
+    return (m.device.type != 'cpu' and m.numel() > INDEX32_ELEMENTS
+            and not torch.compiler.is_compiling())
+
+
+def depthwise_in_slices(m: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor],
+                        limit: Optional[int] = None) -> torch.Tensor:
+    """A stride-1 'same' depthwise conv of the (B, C, H, W) map ``m``, run on contiguous
+    channels-last slices of at most ``limit`` elements (:data:`INDEX32_ELEMENTS`) and
+    concatenated: the same values, channels-last out."""
+    b, c, h, w = m.shape
+    kh, kw = weight.shape[-2:]
+    per = max(1, (limit or INDEX32_ELEMENTS) // (b * h * w))
+    outs = []
+    for s in range(0, c, per):
+        part = m[:, s:s + per].contiguous(memory_format=torch.channels_last)
+        outs.append(F.conv2d(part, weight[s:s + per], None if bias is None else bias[s:s + per],
+                             1, (kh // 2, kw // 2), 1, part.shape[1]))
+    return torch.cat(outs, 1).contiguous(memory_format=torch.channels_last)
 
 
 def _is_depthwise_same(conv: nn.Conv2d) -> bool:
