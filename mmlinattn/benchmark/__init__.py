@@ -18,7 +18,8 @@ from .interleave import interleave_group, run_interleaved
 from .isolation import run_isolated, time_limit
 from .memory import (GLIBC_TUNABLES_REUSE, is_oom, return_freed_cpu_memory,
                      reuse_freed_cpu_memory)
-from .report import markdown_ratios, markdown_summary, markdown_table, replot, write_csv
+from .report import (markdown_hotspots, markdown_ratios, markdown_summary, markdown_table, replot,
+                     write_csv)
 from .report import write_plot
 from .specs import DEFAULT_MODELS, PEERS, ModelSpec, build_model, parse_model_spec, parse_size
 from .stats import RECORD_FIELDS, fit_exponent, make_record, ratio, summarize
@@ -28,7 +29,8 @@ __all__ = [
     'Case', 'case_child', 'matmul_rate', 'run_case', 'count_flops', 'flop_counter',
     'scoped_flops', 'interleave_group', 'run_interleaved', 'run_isolated', 'time_limit',
     'GLIBC_TUNABLES_REUSE', 'is_oom', 'return_freed_cpu_memory', 'reuse_freed_cpu_memory',
-    'markdown_ratios', 'markdown_summary', 'markdown_table', 'replot', 'write_csv', 'write_plot',
+    'markdown_hotspots', 'markdown_ratios', 'markdown_summary', 'markdown_table', 'replot',
+    'write_csv', 'write_plot',
     'DEFAULT_MODELS', 'PEERS', 'ModelSpec', 'build_model', 'parse_model_spec', 'parse_size',
     'RECORD_FIELDS', 'fit_exponent', 'make_record', 'ratio', 'summarize', 'environment',
     'run_sweep'

@@ -9,7 +9,7 @@ from .specs import PEERS
 from .stats import RECORD_FIELDS, fit_exponent, group_records
 
 __all__ = ['write_csv', 'plot_title', 'write_plot', 'replot', 'fmt', 'markdown_table',
-           'markdown_summary', 'markdown_ratios', 'write_markdown']
+           'markdown_summary', 'markdown_ratios', 'markdown_hotspots', 'write_markdown']
 
 
 def write_csv(path: str, records: List[dict]) -> None:
@@ -169,8 +169,30 @@ def markdown_ratios(summary: dict, peers: Sequence[str] = ('Swin-T', 'PVTv2-b2')
     return '\n'.join(lines)
 
 
+def markdown_hotspots(records: List[dict], width: int = 90) -> str:
+    """For each profiled case (``--profile K``): its top ops (on CUDA, kernels) with calls,
+    self time and share, under a line with the step's latency and the self time of all ops
+    (on CUDA the GPU's busy time); '' when no case was profiled."""
+    parts = []
+    for r in records:
+        if not r.get('hotspots'):
+            continue
+        parts.append(f"**{r['label']}, {_size_label(r)}, {r['mode']}**: latency "
+                     f"{fmt(r['latency_ms_median'], '.1f')} ms, profiled self time of all "
+                     f"ops {fmt(r.get('profiled_ms'), '.1f')} ms\n\n"
+                     '| op | calls | self ms | share % |\n|---|---|---|---|')
+        for h in r['hotspots']:
+            op = h['op'].replace('|', '\\|')
+            op = op if len(op) <= width else op[:width - 1] + '…'
+            parts[-1] += (f"\n| `{op}` | {h['calls']} | {fmt(h['self_ms'], '.2f')} | "
+                          f"{fmt(h['share'] * 100, '.1f')} |")
+    return '\n\n'.join(parts)
+
+
 def write_markdown(path: str, records: List[dict], summary: dict) -> None:
-    """The records, the scaling exponents and the peer ratios as Markdown tables."""
+    """The records, the scaling exponents and the peer ratios as Markdown tables, and the
+    hot spots of profiled cases."""
+    hot = markdown_hotspots(records)
     with open(path, 'w') as f:
         f.write(markdown_table(records) + '\n\n' + markdown_summary(summary) + '\n\n'
-                + markdown_ratios(summary) + '\n')
+                + markdown_ratios(summary) + '\n' + (f'\n{hot}\n' if hot else ''))

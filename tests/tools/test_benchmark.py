@@ -323,3 +323,24 @@ def test_profile_keeps_the_top_ops_and_the_total_of_all():
     for r in top:
         assert r['share'] == pytest.approx(r['self_ms'] / res['profiled_ms'])
         assert r['op'].startswith('aten::') and r['calls'] >= 1
+
+
+def test_markdown_lists_the_hotspots_of_profiled_cases(tmp_path):
+    """``--profile K --markdown``: after the tables, each profiled case's latency, total
+    self time and its K top ops; op names with '|' escaped and long ones cut; nothing when
+    no case was profiled."""
+    md = tmp_path / 'bench.md'
+    res = bench(tmp_path, '--models', TINY['InfViT'], '--sizes', '64', '--repeats', '1',
+                '--profile', '2', '--flops', 'none', '--matmul-size', '128', '--quiet',
+                '--threads', '1', '--markdown', str(md))
+    text = md.read_text()
+    (rec, ) = res['records']
+    assert f"**{rec['label']}, 64², infer**: latency" in text
+    assert f"profiled self time of all ops {rec['profiled_ms']:.1f} ms" in text
+    rows = [line for line in text.splitlines() if line.startswith('| `')]
+    assert [r.split('`')[1] for r in rows] == [h['op'] for h in rec['hotspots']]
+    fake = dict(rec, hotspots=[dict(op='a|b' + 'x' * 200, calls=1, self_ms=1.0, share=0.5)])
+    (row, ) = [line for line in B.markdown_hotspots([fake], width=20).splitlines()
+               if line.startswith('| `')]
+    assert row.startswith('| `a\\|b' + 'x' * 15 + '…` | 1 | 1.00 | 50.0 |'), row
+    assert B.markdown_hotspots([dict(rec, hotspots=None)]) == ''
