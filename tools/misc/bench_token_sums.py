@@ -19,6 +19,8 @@ import time
 
 import torch
 
+from mmlinattn.benchmark.cases import sync
+
 la = importlib.import_module('mmlinattn.ops.linear_attention')
 
 
@@ -26,12 +28,10 @@ def time_ms(fn, device: str, repeats: int) -> float:
     fn()  # warm-up: cuBLAS handles, kernel choice
     times = []
     for _ in range(repeats):
-        if device.startswith('cuda'):
-            torch.cuda.synchronize()
+        sync(device)
         t0 = time.perf_counter()
         fn()
-        if device.startswith('cuda'):
-            torch.cuda.synchronize()
+        sync(device)
         times.append((time.perf_counter() - t0) * 1e3)
     return statistics.median(times)
 
