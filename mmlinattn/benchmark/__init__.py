@@ -14,7 +14,7 @@ used).
 """
 from .cases import Case, case_child, matmul_rate, run_case
 from .flops import count_flops, flop_counter, scoped_flops
-from .interleave import interleave_group, run_interleaved
+from .interleave import interleave_group, run_alternated, run_interleaved
 from .isolation import run_isolated, time_limit
 from .memory import (GLIBC_TUNABLES_REUSE, is_oom, return_freed_cpu_memory,
                      reuse_freed_cpu_memory)
@@ -27,7 +27,8 @@ from .sweep import environment, run_sweep
 
 __all__ = [
     'Case', 'case_child', 'matmul_rate', 'run_case', 'count_flops', 'flop_counter',
-    'scoped_flops', 'interleave_group', 'run_interleaved', 'run_isolated', 'time_limit',
+    'scoped_flops', 'interleave_group', 'run_alternated', 'run_interleaved', 'run_isolated',
+    'time_limit',
     'GLIBC_TUNABLES_REUSE', 'is_oom', 'return_freed_cpu_memory', 'reuse_freed_cpu_memory',
     'markdown_hotspots', 'markdown_ratios', 'markdown_summary', 'markdown_table', 'replot',
     'write_csv', 'write_plot',

@@ -3,7 +3,7 @@ the models stepping one at a time, once per round, in a shuffled order.  A machi
 speed drifts then slows them alike, which runs one after the other do not guarantee."""
 import random
 import time
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Union
 
 from .cases import Case, case_input, make_step, prepared_model, sync
 from .isolation import mp_context
@@ -11,7 +11,10 @@ from .memory import apply_cpu_malloc, is_oom, mem_available_mb
 from .specs import ModelSpec
 from .stats import time_stats
 
-__all__ = ['step_worker', 'run_interleaved', 'interleave_group']
+__all__ = ['step_worker', 'run_interleaved', 'run_alternated', 'interleave_group']
+
+#: how paired rounds run: both workers warm together, or one fresh worker per step
+PAIR_METHODS = ('warm', 'alternate')
 
 
 def step_worker(case: Case, conn) -> None:
@@ -113,6 +116,31 @@ def run_interleaved(cases: Sequence[Case], rounds: int, seed: int, step_timeout:
             conn.close()
 
 
+def run_alternated(cases: Sequence[Case], rounds: int, seed: int,
+                   step_timeout: Sequence[float], mem_need_mb: Optional[Sequence[float]] = None,
+                   preload: Sequence[str] = ('torch', )) -> Dict[str, Any]:
+    """:func:`run_interleaved` for models whose warm workers do not fit in memory together:
+    one worker alive at a time.  In each round (a fresh shuffled order) every model gets a
+    worker of its own that is built, takes its two untimed steps and one timed step, and
+    exits before the next one starts.  The timed steps of all models are still spread over
+    the same minutes; each costs a build and two more steps.  Same return value."""
+    rng = random.Random(seed)
+    times: List[List[float]] = [[] for _ in cases]
+    cpu_times: List[List[float]] = [[] for _ in cases]
+    orders = []
+    for _ in range(rounds):
+        order = list(range(len(cases)))
+        rng.shuffle(order)
+        orders.append(order)
+        for i in order:
+            res = run_interleaved([cases[i]], 1, seed, [step_timeout[i]],
+                                  None if mem_need_mb is None else [mem_need_mb[i]], preload)
+            if res['status'] != 'ok':
+                return res
+            times[i].extend(res['times'][0])
+            cpu_times[i].extend(res['cpu_times'][0])
+    return dict(status='ok', times=times, cpu_times=cpu_times, orders=orders)
+
 
 def _reference(group: list) -> Optional[int]:
     """Index of the reference of paired rounds: the first peer (Swin-T in the defaults)."""
@@ -120,16 +148,20 @@ def _reference(group: list) -> Optional[int]:
 
 
 def interleave_group(group: list, rounds: int, budget: float, preload: Sequence[str],
-                     log, pairs: Optional[bool] = None) -> Optional[dict]:
+                     log, pairs: Union[None, bool, str] = None) -> Optional[dict]:
     """Interleaved timing of the cases of one (size, mode) that ran: replaces the latency
     fields of their results in place (the isolated ones kept as ``isolated_latency_ms_*``).
 
     All models step in the same rounds when their workers fit in memory together.  Otherwise
-    (or with ``pairs=True``) each model is interleaved with the reference peer alone (the
-    first peer of the group), two workers alive at a time: the model's ratio to the peer
-    then comes from steps taken in the same minutes (``paired_ref_latency_ms_median``), and
-    the peer's own latency from all its paired steps.  Returns what was done, for the JSON's
-    ``meta``, or None when fewer than two models fit the time budget."""
+    (or with ``pairs`` True / ``'warm'`` / ``'alternate'``) each model is paired with the
+    reference peer (the first peer of the group): the model's ratio to the peer then comes
+    from steps taken in the same minutes (``paired_ref_latency_ms_median``), and the peer's
+    own latency from all its paired steps.  A pair runs with both workers warm
+    (:func:`run_interleaved`) where they fit in memory together, else, or with
+    ``pairs='alternate'``, one worker at a time (:func:`run_alternated`).  Returns what was
+    done, for the JSON's ``meta``, or None when fewer than two models fit the time budget."""
+    if pairs not in (None, True, False) + PAIR_METHODS:
+        raise ValueError(f'pairs must be None, a bool or one of {PAIR_METHODS}, got {pairs!r}')
     fit = [g for g in group if g[3]['status'] == 'ok' and g[3].get('latency_ms_median')
            and g[3]['latency_ms_median'] / 1e3 * rounds <= budget]
     if len(fit) < 2:
@@ -139,8 +171,8 @@ def interleave_group(group: list, rounds: int, budget: float, preload: Sequence[
     need = [2 * (g[3].get('peak_total_mb') or 0) for g in fit]
     limit = [3 * g[3]['latency_ms_median'] / 1e3 + 30 for g in fit]
     ref = _reference(fit)
+    avail = mem_available_mb()
     if pairs is None:
-        avail = mem_available_mb()
         pairs = avail is not None and sum(need) > avail and ref is not None
     c = fit[0][2]
     size = f'{c.height}x{c.width}'
@@ -151,17 +183,30 @@ def interleave_group(group: list, rounds: int, budget: float, preload: Sequence[
     t0 = time.perf_counter()
     labels = [g[1].label for g in fit]
     info = dict(size=size, mode=c.mode, models=labels, method='pairs' if pairs else 'all')
+    alternated = set()
     if not pairs:
         runs = [(list(range(len(fit))), run_interleaved(
             [g[2] for g in fit], rounds, c.height * 1000 + c.width, limit, need, preload))]
     else:
         info['reference'] = labels[ref]
-        need = [0.75 * n for n in need]   # two workers: less slack than for a crowd
-        runs = [([ref, i], run_interleaved([fit[ref][2], fit[i][2]], rounds,
-                                           c.height * 1000 + c.width + i,
-                                           [limit[ref], limit[i]], [need[ref], need[i]],
-                                           preload))
-                for i in range(len(fit)) if i != ref]
+        # a warm worker's heap: measured 1.3x the isolated peak (NaLaFormer small, 2048^2
+        # training); two workers get less slack than a crowd
+        need = [0.75 * n for n in need]
+        runs = []
+        for i in range(len(fit)):
+            if i == ref:
+                continue
+            idx = [ref, i]
+            alternate = pairs == 'alternate' or (avail is not None
+                                                 and need[ref] + need[i] > avail)
+            run = run_alternated if alternate else run_interleaved
+            runs.append((idx, run([fit[j][2] for j in idx], rounds,
+                                  c.height * 1000 + c.width + i, [limit[j] for j in idx],
+                                  [need[j] for j in idx], preload)))
+            if alternate:
+                alternated.update(idx)
+        if alternated:
+            info['alternated'] = [labels[i] for i in sorted(alternated) if i != ref]
     info.update(wall_s=time.perf_counter() - t0,
                 orders=[[labels[idx[j]] for j in o] for idx, res in runs
                         for o in res.get('orders', [])])
@@ -187,8 +232,10 @@ def interleave_group(group: list, rounds: int, budget: float, preload: Sequence[
         r = fit[i][3]
         for k in ('median', 'min', 'max'):
             r[f'isolated_latency_ms_{k}'] = r[f'latency_ms_{k}']
-        r.update(time_stats(ts, cts), repeats=len(ts),
-                 latency_method='interleaved_pairs' if pairs else 'interleaved')
-        log(f"{labels[i]:34s} {size} {c.mode:5s} interleaved x{len(ts)}: lat "
+        method = 'interleaved'
+        if pairs:
+            method = 'alternated_pairs' if i in alternated else 'interleaved_pairs'
+        r.update(time_stats(ts, cts), repeats=len(ts), latency_method=method)
+        log(f"{labels[i]:34s} {size} {c.mode:5s} {method} x{len(ts)}: lat "
             f"{r['latency_ms_median']:.0f} ms (isolated {r['isolated_latency_ms_median']:.0f})")
     return info

@@ -13,7 +13,7 @@ imported the libraries (``multiprocessing`` ``forkserver``), on CUDA spawned
 import os
 import platform
 from dataclasses import asdict
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from .cases import Case, case_child, matmul_child
 from .interleave import interleave_group
@@ -64,15 +64,16 @@ def run_sweep(specs: Sequence[ModelSpec], sizes: Sequence[Tuple[int, int]],
               modes: Sequence[str], case_kwargs: dict, *, timeout: float, interleave: int = 0,
               matmul_size: int = 2048, no_skip: bool = False,
               extra_sizes: Optional[Dict[str, list]] = None,
-              interleave_pairs: Optional[bool] = None, log: Callable = lambda *a: None) -> dict:
+              interleave_pairs: Union[None, bool, str] = None, log: Callable = lambda *a: None) -> dict:
     """Measure every spec at every size and mode.
 
     ``case_kwargs``: the :class:`~.cases.Case` fields shared by all cases (batch, device,
     dtype, threads, warmup, repeats, budget_s, mem_cap_mb, flops, ...).  A model that hit
     ``oom`` / ``timeout`` at a size is ``skipped`` at larger ones unless ``no_skip``.
     ``interleave`` > 0: that many interleaved rounds per size and mode; ``interleave_pairs``:
-    each model against the reference peer alone (None: only when all workers together would
-    not fit in memory, see :func:`~.interleave.interleave_group`).  ``extra_sizes``:
+    each model against the reference peer alone, True / ``'warm'`` or ``'alternate'`` (None:
+    only when all workers together would not fit in memory; see
+    :func:`~.interleave.interleave_group`).  ``extra_sizes``:
     more square sizes per model label.  The dense matmul rate of the machine is measured
     before and after (``matmul_size`` x ``matmul_size``).
 

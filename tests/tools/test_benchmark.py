@@ -214,6 +214,66 @@ def test_paired_rounds_time_each_model_against_the_peer_alone(tmp_path):
         assert got == pytest.approx(r['latency_ms_median'] / r['paired_ref_latency_ms_median'])
 
 
+def test_pairs_that_do_not_fit_together_alternate_one_worker_at_a_time(monkeypatch):
+    """Training at 2048^2 on 24 GiB: not even the model and the peer fit warm together."""
+    import mmlinattn.benchmark.interleave as interleave
+    real_context = interleave.mp_context
+    alive_at_start = []      # workers alive whenever one more is created
+
+    class CountingContext:
+        def __init__(self, ctx):
+            self.ctx, self.procs = ctx, []
+
+        def Pipe(self):  # noqa: N802 (multiprocessing's name)
+            return self.ctx.Pipe()
+
+        def Process(self, **kw):  # noqa: N802
+            alive_at_start.append(sum(p.is_alive() for p in self.procs))
+            self.procs.append(self.ctx.Process(**kw))
+            return self.procs[-1]
+
+    contexts = {}
+    monkeypatch.setattr(interleave, 'mp_context',
+                        lambda *a: contexts.setdefault('ctx', CountingContext(real_context(*a))))
+    model, peer = (B.parse_model_spec(TINY[m]) for m in ('LDN', 'Swin-T'))
+
+    def group():  # what the isolated runs reported: each worker may need 1.5 x 1000 MiB
+        isolated = dict(status='ok', peak_total_mb=1000.0, latency_ms_median=10.0,
+                        latency_ms_min=10.0, latency_ms_max=10.0)
+        return [((i, ), spec, _case(TINY[name], 64, None), dict(isolated))
+                for i, (spec, name) in enumerate(((model, 'LDN'), (peer, 'Swin-T')))]
+
+    # 2000 MiB available: one worker fits, the pair (3000) does not
+    monkeypatch.setattr(interleave, 'mem_available_mb', lambda: 2000.0)
+    g = group()
+    info = interleave.interleave_group(g, 2, 60.0, ('torch', ), print)
+    assert info['status'] == 'ok' and info['method'] == 'pairs', info
+    assert info['reference'] == peer.label and info['alternated'] == [model.label]
+    assert alive_at_start == [0, 0, 0, 0]   # 2 rounds x 2 models, each worker alone
+    assert len(info['orders']) == 2
+    for order in info['orders']:
+        assert sorted(order) == sorted([model.label, peer.label])
+    for _, _, _, r in g:
+        assert r['latency_method'] == 'alternated_pairs' and r['repeats'] == 2
+        assert r['isolated_latency_ms_median'] == 10.0 and r['latency_ms_median'] > 0
+    assert g[0][3]['paired_with'] == peer.label and g[0][3]['paired_ref_latency_ms_median'] > 0
+
+    # with memory for both, a pair keeps its two workers warm together
+    alive_at_start.clear()
+    monkeypatch.setattr(interleave, 'mem_available_mb', lambda: 4000.0)
+    g = group()
+    info = interleave.interleave_group(g, 2, 60.0, ('torch', ), print, pairs=True)
+    assert info['status'] == 'ok' and 'alternated' not in info
+    assert alive_at_start == [0, 1]
+    assert {r['latency_method'] for _, _, _, r in g} == {'interleaved_pairs'}
+    # ... unless asked to alternate
+    alive_at_start.clear()
+    info = interleave.interleave_group(group(), 1, 60.0, ('torch', ), print, pairs='alternate')
+    assert info['alternated'] == [model.label] and alive_at_start == [0, 0]
+    with pytest.raises(ValueError, match='alternate'):
+        interleave.interleave_group(group(), 1, 60.0, ('torch', ), print, pairs='sometimes')
+
+
 def _case(spec: str, size: int, cap_mb, **kw) -> B.Case:
     return B.Case(spec=asdict(B.parse_model_spec(spec)), height=size, width=size,
                   warmup=1, repeats=1, mem_cap_mb=cap_mb, flops='none', threads=1, **kw)

@@ -43,7 +43,10 @@ What each number means (see ``docs/benchmarks.md``):
   ``isolated_latency_ms_*``) or ``interleaved_pairs`` (``--interleave-pairs``, and whenever
   the warm workers of all models would not fit in memory together: each model interleaved
   with the reference peer alone; its ratio to the peer comes from those rounds,
-  ``paired_ref_latency_ms_median``).
+  ``paired_ref_latency_ms_median``) or ``alternated_pairs`` (the same, where the two warm
+  workers would not fit in memory together, as in training at 2048² on 24 GiB, or with
+  ``--interleave-pairs alternate``: one worker process at a time, a fresh one per timed
+  step; for the peer: when any of its pairs was alternated).
 
 The cases run size by size (every model at the smallest size, then the next size), so the
 models compared at one size are measured minutes apart on a machine whose speed drifts; the
@@ -64,6 +67,7 @@ import sys
 import time
 
 from mmlinattn.benchmark import environment, parse_model_spec, parse_size, run_sweep
+from mmlinattn.benchmark.interleave import PAIR_METHODS
 from mmlinattn.benchmark.memory import mem_available_mb
 from mmlinattn.benchmark.report import (markdown_ratios, markdown_summary, plot_title, replot,
                                         write_csv, write_markdown, write_plot)
@@ -106,11 +110,14 @@ def parse_args(argv=None):
                         f'{INTERLEAVE_ROUNDS} on CPU, 0 = off with --quick and on CUDA). '
                         'Models whose step takes longer than --budget / R keep their '
                         'isolated times')
-    p.add_argument('--interleave-pairs', action='store_true', default=None,
-                   help='interleave each model with the reference peer (Swin-T) alone, two '
-                        'processes alive at a time, instead of all models together; the '
-                        'default when all would not fit in memory together (training at '
-                        'detection sizes)')
+    p.add_argument('--interleave-pairs', nargs='?', const='warm', default=None,
+                   choices=PAIR_METHODS,
+                   help='interleave each model with the reference peer (Swin-T) alone instead '
+                        'of all models together; the default when all would not fit in '
+                        'memory together (training at detection sizes). A pair keeps both '
+                        "workers warm ('warm', the default) where they fit in memory together; "
+                        "otherwise, or with 'alternate', one worker at a time, a fresh one "
+                        'for every timed step (build and 2 untimed steps each)')
     p.add_argument('--budget', type=float, default=None,
                    help='seconds of timed steps per case before stopping early (at least one '
                         'step; default 60, quick 8)')
