@@ -83,24 +83,16 @@ def run_interleaved(cases: Sequence[Case], rounds: int, seed: int, step_timeout:
             if not isinstance(reply, dict) or reply.get('status') != 'ready':
                 reply = reply or dict(status='timeout', note='no answer while warming up')
                 return dict(reply, note=f"{case.spec['label']}: {reply.get('note', '')}")
-        rng = random.Random(seed)
-        times: List[List[float]] = [[] for _ in cases]
-        cpu_times: List[List[float]] = [[] for _ in cases]
-        orders = []
-        for _ in range(rounds):
-            order = list(range(len(cases)))
-            rng.shuffle(order)
-            orders.append(order)
-            for i in order:
-                conn = workers[i][1]
-                conn.send('step')
-                reply = conn.recv() if conn.poll(step_timeout[i]) else None
-                if not isinstance(reply, tuple):
-                    reply = reply or dict(status='timeout', note='step timed out')
-                    return dict(reply, note=f"{cases[i].spec['label']}: {reply.get('note')}")
-                times[i].append(reply[0])
-                cpu_times[i].append(reply[1])
-        return dict(status='ok', times=times, cpu_times=cpu_times, orders=orders)
+
+        def step(i):
+            conn = workers[i][1]
+            conn.send('step')
+            reply = conn.recv() if conn.poll(step_timeout[i]) else None
+            if not isinstance(reply, tuple):
+                reply = reply or dict(status='timeout', note='step timed out')
+                return dict(reply, note=f"{cases[i].spec['label']}: {reply.get('note')}")
+            return reply
+        return _shuffled_rounds(len(cases), rounds, seed, step)
     except (EOFError, OSError) as exc:   # a worker died (e.g. killed by the OOM killer)
         return dict(status='error', note=f'a worker process died: {exc!r}')
     finally:
@@ -124,21 +116,31 @@ def run_alternated(cases: Sequence[Case], rounds: int, seed: int,
     worker of its own that is built, takes its two untimed steps and one timed step, and
     exits before the next one starts.  The timed steps of all models are still spread over
     the same minutes; each costs a build and two more steps.  Same return value."""
+    def step(i):
+        res = run_interleaved([cases[i]], 1, seed, [step_timeout[i]],
+                              None if mem_need_mb is None else [mem_need_mb[i]], preload)
+        return res if res['status'] != 'ok' else (res['times'][0][0], res['cpu_times'][0][0])
+    return _shuffled_rounds(len(cases), rounds, seed, step)
+
+
+def _shuffled_rounds(count: int, rounds: int, seed: int, step) -> Dict[str, Any]:
+    """``rounds`` rounds of ``step(i)`` for every model ``i < count``, each round in a fresh
+    shuffled order; ``step`` gives ``(wall_s, cpu_s)`` or a failed status dict, which ends
+    the rounds and is returned."""
     rng = random.Random(seed)
-    times: List[List[float]] = [[] for _ in cases]
-    cpu_times: List[List[float]] = [[] for _ in cases]
+    times: List[List[float]] = [[] for _ in range(count)]
+    cpu_times: List[List[float]] = [[] for _ in range(count)]
     orders = []
     for _ in range(rounds):
-        order = list(range(len(cases)))
+        order = list(range(count))
         rng.shuffle(order)
         orders.append(order)
         for i in order:
-            res = run_interleaved([cases[i]], 1, seed, [step_timeout[i]],
-                                  None if mem_need_mb is None else [mem_need_mb[i]], preload)
-            if res['status'] != 'ok':
-                return res
-            times[i].extend(res['times'][0])
-            cpu_times[i].extend(res['cpu_times'][0])
+            got = step(i)
+            if isinstance(got, dict):
+                return got
+            times[i].append(got[0])
+            cpu_times[i].append(got[1])
     return dict(status='ok', times=times, cpu_times=cpu_times, orders=orders)
 
 
