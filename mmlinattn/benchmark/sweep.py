@@ -64,7 +64,8 @@ def run_sweep(specs: Sequence[ModelSpec], sizes: Sequence[Tuple[int, int]],
               modes: Sequence[str], case_kwargs: dict, *, timeout: float, interleave: int = 0,
               matmul_size: int = 2048, no_skip: bool = False,
               extra_sizes: Optional[Dict[str, list]] = None,
-              interleave_pairs: Union[None, bool, str] = None, log: Callable = lambda *a: None) -> dict:
+              interleave_pairs: Union[None, bool, str] = None,
+              log: Callable = lambda *a: None) -> dict:
     """Measure every spec at every size and mode.
 
     ``case_kwargs``: the :class:`~.cases.Case` fields shared by all cases (batch, device,
