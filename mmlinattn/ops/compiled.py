@@ -54,7 +54,7 @@ def _toolchain_available(device_type: str) -> bool:
     return False
 
 
-def _in_special_mode() -> bool:
+def in_special_mode() -> bool:
     """Tracing, scripting, compiling or a Python dispatch mode (FLOP counter, fake tensors)."""
     from torch.utils._python_dispatch import _get_current_dispatch_mode
     return (torch.compiler.is_compiling() or torch.jit.is_tracing() or torch.jit.is_scripting()
@@ -65,7 +65,7 @@ def compiled_path_allowed(*tensors: torch.Tensor, allow_grad: bool = False) -> b
     """Whether a :class:`LazyCompiled` function may run its compiled form on ``tensors``
     now (see the module docstring for the conditions); ``allow_grad``: also when autograd
     records the call."""
-    if _in_special_mode():  # first: inside a traced graph nothing else may be asked
+    if in_special_mode():  # first: inside a traced graph nothing else may be asked
         return False
     if os.environ.get(ENV_VAR, '1').strip().lower() in _OFF:
         return False

@@ -18,6 +18,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .depthwise import depthwise_conv
+from .onednn import depthwise_act, fused_gelu
 from .token_grid import TokenGrid
 
 #: the most elements a conv's input may have for cuDNN's 32-bit indexing.  Above it (with a
@@ -47,33 +48,40 @@ def map_as_tokens(x: torch.Tensor) -> torch.Tensor:
 
 
 def conv_tokens(conv: nn.Conv2d, x: torch.Tensor, grid: TokenGrid,
-                residual: bool = False) -> torch.Tensor:
+                residual: bool = False, act: Optional[nn.Module] = None) -> torch.Tensor:
     """A 'same'-size conv of (B, N, C) tokens on their H x W ``grid``, (B, N, C) out;
-    ``residual=True`` gives ``x + conv(x)``.
+    ``residual=True`` gives ``x + conv(x)``; an activation module ``act`` is applied last.
 
     Goes through the channels-last views (no layout copies for contiguous tokens) and
     zeroes the grid's batch padding first (:meth:`.token_grid.TokenGrid.zero_padding`).
     A depthwise residual conv without padding to zero adds the identity to its kernel centre
     instead: ``conv_w(x) + x = conv_{w + delta}(x)``, one pass over the tokens instead of two
-    (the same sum, rounded once less).  Off the CPU a depthwise conv of more than
+    (the same sum, rounded once less); a GELU after a depthwise conv runs in the conv's
+    epilogue in CPU inference (:mod:`.onednn`).  Off the CPU a depthwise conv of more than
     :data:`INDEX32_ELEMENTS` runs on channel slices (:func:`depthwise_in_slices`).
     """
     m = tokens_as_map(x, grid.hw)
     masked = grid.zero_padding(m)
     depthwise = _is_depthwise_same(conv)
+    algorithm = (fused_gelu(act, masked, conv) if depthwise and act is not None
+                 and masked.is_contiguous(memory_format=torch.channels_last) else None)
+    if depthwise and not _past_index32(m) and (
+            masked is m if residual else algorithm is not None):
+        weight = conv.weight
+        if residual:
+            kh, kw = conv.kernel_size
+            weight = weight.clone()
+            weight[:, :, kh // 2, kw // 2] += 1
+        return map_as_tokens(depthwise_act(masked, weight, conv.bias, act, algorithm))
     if depthwise and _past_index32(m):
-        y = map_as_tokens(depthwise_in_slices(masked, conv.weight, conv.bias))
-        return x + y if residual else y
-    if residual and masked is m and depthwise:
-        kh, kw = conv.kernel_size
-        weight = conv.weight.clone()
-        weight[:, :, kh // 2, kw // 2] += 1
-        return map_as_tokens(F.conv2d(m, weight, conv.bias, 1, conv.padding, 1, conv.groups))
-    if depthwise:
-        y = map_as_tokens(depthwise_conv(conv, masked))   # a faster backward for 5x5 and up
+        y = depthwise_in_slices(masked, conv.weight, conv.bias)
+    elif depthwise:
+        y = depthwise_conv(conv, masked)   # a faster backward for 5x5 and up
     else:
-        y = map_as_tokens(conv(masked))
-    return x + y if residual else y
+        y = conv(masked)
+    y = map_as_tokens(y)
+    y = x + y if residual else y
+    return y if act is None else act(y)
 
 
 def _past_index32(m: torch.Tensor) -> bool:

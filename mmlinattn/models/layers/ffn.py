@@ -10,6 +10,7 @@ from ...ops._grad import eager_training, recompute_in_backward
 from .channels_last import conv_tokens
 from .fused import add_residual, layer_scaled_linear, normed_linears, residual_branch
 from .norm import build_act
+from .onednn import fused_gelu, linear_act
 from .token_grid import TokenGrid
 
 RECOMPUTE = ('none', 'last', 'all')
@@ -66,7 +67,11 @@ class ConvFFN(nn.Module):
         optional), fused into ``fc2`` in inference (:func:`.fused.residual_branch`).  A
         ``norm`` is applied to ``x`` first (FFN(norm(x)); in training without keeping its
         output, :func:`.fused.normed_linears`)."""
-        h = self.fc1(x) if norm is None else normed_linears(norm, x, self.fc1)[0]
+        act_in_fc1 = self.act_before_dw and fused_gelu(self.act, x, self.fc1) is not None
+        if act_in_fc1:   # fc1 and the activation as one oneDNN primitive (:mod:`.onednn`)
+            h = linear_act(x if norm is None else norm(x), self.fc1, self.act)
+        else:
+            h = self.fc1(x) if norm is None else normed_linears(norm, x, self.fc1)[0]
         first, last = self._steps(grid)
         if self.recompute != 'none' and eager_training(h):
             if self.recompute == 'last':
@@ -78,9 +83,16 @@ class ConvFFN(nn.Module):
             y = self.drop(recompute_in_backward(
                 lambda t: F.linear(self.drop(mix(t)), weight, bias), h))
             return y if shortcut is None else add_residual(shortcut, y, gamma, drop_path)
-        # rebinding h frees fc1's output before `last` runs: two hidden-size tensors alive
-        h = first(h)
-        hidden = self.drop(last(h))
+        # rebinding h frees fc1's output before the second op runs: two hidden-size tensors
+        if self.act_before_dw:
+            h = h if act_in_fc1 else self.act(h)
+            hidden = conv_tokens(self.dwconv, h, grid, residual=self.dw_residual)
+        elif fused_gelu(self.act, h, self.dwconv) is not None:   # one oneDNN primitive
+            hidden = conv_tokens(self.dwconv, h, grid, residual=self.dw_residual, act=self.act)
+        else:
+            h = conv_tokens(self.dwconv, h, grid, residual=self.dw_residual)
+            hidden = self.act(h)
+        hidden = self.drop(hidden)
         if shortcut is None:
             return self.drop(self.fc2(hidden))
         return residual_branch(shortcut, self.fc2, hidden, gamma, drop_path, self.drop,
@@ -114,6 +126,9 @@ class Mlp(TimmMlp):
         self.recompute = recompute
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if isinstance(self.fc1, nn.Linear) and fused_gelu(self.act, x, self.fc1) is not None:
+            # fc1 and the activation as one oneDNN primitive (:mod:`.onednn`)
+            return self.drop2(self.fc2(self.norm(self.drop1(linear_act(x, self.fc1, self.act)))))
         h = self.fc1(x)
         if self.recompute == 'none' or not eager_training(h):
             return self.drop2(self.fc2(self._fc2_input(h)))

@@ -1,0 +1,155 @@
+"""The GELU run in the epilogue of its linear / depthwise conv (oneDNN post-op): the same
+values as the plain ops, taken only in eager float32 CPU inference, and the plain ops for good
+where the fused ones are missing or wrong."""
+import collections
+import platform
+
+import pytest
+import torch
+import torch.nn as nn
+from torch.utils.flop_counter import FlopCounterMode
+
+import mmlinattn.models.layers.onednn as onednn
+from mmlinattn.models.layers.channels_last import conv_tokens
+from mmlinattn.models.layers.ffn import ConvFFN, Mlp
+from mmlinattn.models.layers.token_grid import TokenGrid
+
+X86_LINUX = platform.system() == 'Linux' and platform.machine() in ('x86_64', 'AMD64')
+
+
+@pytest.fixture
+def calls(monkeypatch):
+    """How often each fused op ran."""
+    counts = collections.Counter()
+    for name in ('_linear_gelu', '_conv_gelu'):
+        def spy(*args, _f=getattr(onednn, name), _name=name):
+            counts[_name] += 1
+            return _f(*args)
+        monkeypatch.setattr(onednn, name, spy)
+    return counts
+
+
+def _plain(monkeypatch):
+    monkeypatch.setattr(onednn, '_fused_ops_work', lambda: False)
+
+
+def test_fused_ops_work_on_the_ci_machine():
+    # on x86-64 Linux PyTorch's CPU build carries oneDNN: the fast path must not be lost
+    if not X86_LINUX:
+        pytest.skip('oneDNN post-ops are only required on x86-64 Linux')
+    assert onednn._fused_ops_work()
+
+
+@pytest.mark.parametrize('approximate', ['none', 'tanh'])
+def test_linear_act_equals_the_plain_ops(approximate, calls):
+    torch.manual_seed(0)
+    fc, act = nn.Linear(24, 72), nn.GELU(approximate=approximate)
+    x = torch.randn(2, 50, 24) * 3
+    with torch.no_grad():
+        out = onednn.linear_act(x, fc, act)
+        expected = act(fc(x))
+    assert calls['_linear_gelu'] == (1 if onednn._fused_ops_work() else 0)
+    torch.testing.assert_close(out, expected, rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize('residual', [False, True])
+@pytest.mark.parametrize('padded', [False, True])
+def test_conv_tokens_with_gelu_equals_the_plain_ops(residual, padded, calls, monkeypatch):
+    torch.manual_seed(0)
+    conv, act = nn.Conv2d(40, 40, 3, 1, 1, groups=40), nn.GELU()
+    grid = TokenGrid((7, 9), valid_hw=[(7, 9), (5, 6)] if padded else None)
+    x = torch.randn(2, 63, 40)
+    with torch.no_grad():
+        out = conv_tokens(conv, x, grid, residual=residual, act=act)
+        fused = calls['_conv_gelu']
+        _plain(monkeypatch)
+        expected = act(conv_tokens(conv, x, grid, residual=residual))
+    # a residual conv with padding to zero adds x after the conv: no single primitive then
+    if X86_LINUX:
+        assert fused == (0 if residual and padded else 1)
+    assert out.is_contiguous()
+    torch.testing.assert_close(out, expected, rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize('act_before_dw', [False, True])
+def test_conv_ffn_inference_equals_the_plain_ops(act_before_dw, calls, monkeypatch):
+    torch.manual_seed(0)
+    ffn = ConvFFN(32, 96, dw_residual=act_before_dw, act_before_dw=act_before_dw).eval()
+    norm, gamma = nn.LayerNorm(32), torch.rand(32)
+    grid = TokenGrid((6, 8))
+    x = torch.randn(1, 48, 32)
+    with torch.no_grad():
+        out = ffn(x, grid, x, gamma, norm=norm)
+        counts = dict(calls)
+        _plain(monkeypatch)
+        expected = ffn(x, grid, x, gamma, norm=norm)
+    if X86_LINUX:
+        assert counts == {'_linear_gelu' if act_before_dw else '_conv_gelu': 1}
+    torch.testing.assert_close(out, expected, rtol=0, atol=1e-5)
+
+
+def test_mlp_inference_equals_the_plain_ops(calls, monkeypatch):
+    torch.manual_seed(0)
+    mlp = Mlp(32, 128, act_layer=nn.GELU).eval()
+    x = torch.randn(3, 20, 32)
+    with torch.no_grad():
+        out = mlp(x)
+        counts = dict(calls)
+        _plain(monkeypatch)
+        expected = mlp(x)
+    if X86_LINUX:
+        assert counts == {'_linear_gelu': 1}
+    torch.testing.assert_close(out, expected, rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize('case', ['autograd', 'float64', 'autocast', 'flop_counter', 'trace',
+                                  'relu', 'hook'])
+def test_plain_ops_elsewhere(case, calls):
+    torch.manual_seed(0)
+    mlp = Mlp(16, 48, act_layer=nn.ReLU if case == 'relu' else nn.GELU).eval()
+    x = torch.randn(2, 10, 16)
+    if case == 'float64':
+        mlp, x = mlp.double(), x.double()
+    if case == 'autograd':
+        out = mlp(x)
+        assert out.grad_fn is not None
+    elif case == 'autocast':
+        with torch.no_grad(), torch.autocast('cpu', dtype=torch.bfloat16):
+            mlp(x)
+    elif case == 'flop_counter':
+        with torch.no_grad(), FlopCounterMode(display=False) as counter:
+            mlp(x)
+        # both linears counted: 2 * tokens * (16 * 48 + 48 * 16)
+        assert counter.get_total_flops() == 2 * 20 * 2 * 16 * 48
+    elif case == 'trace':
+        with torch.no_grad():
+            traced = torch.jit.trace(mlp, x, check_trace=False)
+        assert 'mkldnn' not in str(traced.inlined_graph)
+    elif case == 'hook':   # a forward hook on fc1 expects fc1 to be called
+        seen = []
+        mlp.fc1.register_forward_hook(lambda mod, args, out: seen.append(out.shape))
+        with torch.no_grad():
+            mlp(x)
+        assert seen == [(2, 10, 48)]
+    else:
+        with torch.no_grad():
+            mlp(x)
+    assert sum(calls.values()) == 0
+
+
+@pytest.mark.parametrize('failure', ['raises', 'differs'])
+def test_broken_fused_ops_fall_back_to_the_plain_ones(failure, monkeypatch):
+    def broken(x, weight, bias, algorithm):
+        if failure == 'raises':
+            raise RuntimeError('no such op')
+        return torch.zeros(*x.shape[:-1], weight.shape[0])
+    monkeypatch.setattr(onednn, '_linear_gelu', broken)
+    onednn._fused_ops_work.cache_clear()
+    try:
+        assert not onednn._fused_ops_work()
+        fc, act = nn.Linear(8, 12), nn.GELU()
+        x = torch.randn(4, 8)
+        with torch.no_grad():
+            torch.testing.assert_close(onednn.linear_act(x, fc, act), act(fc(x)))
+    finally:
+        onednn._fused_ops_work.cache_clear()
