@@ -44,6 +44,11 @@ ENV_VAR = 'MMLINATTN_COMPILE'
 _OFF = ('0', 'false', 'no', 'off')
 
 
+def switched_off(var: str) -> bool:
+    """Whether the environment variable ``var`` says off (``0``, ``false``, ``no``, ``off``)."""
+    return os.environ.get(var, '1').strip().lower() in _OFF
+
+
 @functools.lru_cache(maxsize=None)
 def _toolchain_available(device_type: str) -> bool:
     """Inductor's code generator for ``device_type`` can run on this machine."""
@@ -67,7 +72,7 @@ def compiled_path_allowed(*tensors: torch.Tensor, allow_grad: bool = False) -> b
     records the call."""
     if in_special_mode():  # first: inside a traced graph nothing else may be asked
         return False
-    if os.environ.get(ENV_VAR, '1').strip().lower() in _OFF:
+    if switched_off(ENV_VAR):
         return False
     if any(type(t) is not torch.Tensor for t in tensors):
         return False

@@ -103,8 +103,8 @@ def test_mlp_inference_equals_the_plain_ops(calls, monkeypatch):
 
 
 @pytest.mark.parametrize('case', ['autograd', 'float64', 'autocast', 'flop_counter', 'trace',
-                                  'relu', 'hook'])
-def test_plain_ops_elsewhere(case, calls):
+                                  'relu', 'hook', 'switched_off'])
+def test_plain_ops_elsewhere(case, calls, monkeypatch):
     torch.manual_seed(0)
     mlp = Mlp(16, 48, act_layer=nn.ReLU if case == 'relu' else nn.GELU).eval()
     x = torch.randn(2, 10, 16)
@@ -132,6 +132,8 @@ def test_plain_ops_elsewhere(case, calls):
             mlp(x)
         assert seen == [(2, 10, 48)]
     else:
+        if case == 'switched_off':
+            monkeypatch.setenv(onednn.ENV_VAR, '0')
         with torch.no_grad():
             mlp(x)
     assert sum(calls.values()) == 0

@@ -5,14 +5,16 @@ detection sizes that tensor lives in memory, not cache; the FFNs' hidden layers 
 largest activations of every family (4x-8x the channels).  oneDNN, which PyTorch's CPU
 build carries, can apply the GELU to each output tile while it is still in cache ("post-op",
 ``torch.ops.mkldnn._linear_pointwise`` / ``_convolution_pointwise``, what inductor emits for
-the same pattern).  Measured on 2 cores: fc1 + GELU of (65536 x 64) -> 512 tokens 96 -> 52 ms,
+the same pattern).  Measured on 2 cores of a Xeon with AVX-512: fc1 + GELU of (65536 x 64) -> 512 tokens 96 -> 52 ms,
 a 3x3 depthwise conv + GELU of 512 x 256 x 256 channels-last 92 -> 55 ms; cache-sized cases
 are unchanged.
 
 Only for eager float32 CPU inference: the fused ops have no autograd formula, no ONNX symbol
 and no FLOP formula, so training, autocast, traced or compiled graphs, the FLOP counter and
 other devices keep the plain ops.  The first use checks the fused ops against the plain ones
-on a small input and keeps the plain ops for good if they differ or are missing.
+on a small input and keeps the plain ops for good if they differ or are missing;
+``MMLINATTN_FUSE_GELU=0`` in the environment keeps them everywhere (``F.gelu``'s values to
+the last bit, or a comparison of the two).
 """
 import functools
 from typing import Optional
@@ -23,7 +25,10 @@ import torch.nn.functional as F
 from torch.nn.modules import module as module_hooks
 
 from ...ops._grad import needs_grad
-from ...ops.compiled import in_special_mode
+from ...ops.compiled import in_special_mode, switched_off
+
+#: environment switch: ``MMLINATTN_FUSE_GELU=0`` keeps the plain ops
+ENV_VAR = 'MMLINATTN_FUSE_GELU'
 
 #: how far the fused GELU may differ from ``F.gelu`` in the first-use check (oneDNN's erf
 #: is a different float32 approximation: measured differences up to 1.5e-6)
@@ -82,7 +87,8 @@ def fused_gelu(act: nn.Module, x: torch.Tensor, *modules: nn.Module) -> Optional
             or x.dtype != torch.float32 or any(p.dtype != x.dtype for p in params)
             or torch.is_autocast_enabled('cpu') or needs_grad(x, *params)
             or not torch.backends.mkldnn.enabled or in_special_mode()
-            or _hooked(act, *modules)):
+            or _hooked(act, *modules)
+            or switched_off(ENV_VAR)):
         return None
     return act.approximate if _fused_ops_work() else None
 
