@@ -5,9 +5,9 @@ detection sizes that tensor lives in memory, not cache; the FFNs' hidden layers 
 largest activations of every family (4x-8x the channels).  oneDNN, which PyTorch's CPU
 build carries, can apply the GELU to each output tile while it is still in cache ("post-op",
 ``torch.ops.mkldnn._linear_pointwise`` / ``_convolution_pointwise``, what inductor emits for
-the same pattern).  Measured on 2 cores of a Xeon with AVX-512: fc1 + GELU of (65536 x 64) -> 512 tokens 96 -> 52 ms,
-a 3x3 depthwise conv + GELU of 512 x 256 x 256 channels-last 92 -> 55 ms; cache-sized cases
-are unchanged.
+the same pattern).  Measured on 2 cores of a Xeon with AVX-512: fc1 + GELU of 65536 tokens,
+64 -> 512 channels, 96 -> 52 ms; a 3x3 depthwise conv + GELU of 512 x 256 x 256 channels-last
+92 -> 55 ms; cache-sized cases unchanged.
 
 Only for eager float32 CPU inference: the fused ops have no autograd formula, no ONNX symbol
 and no FLOP formula, so training, autocast, traced or compiled graphs, the FLOP counter and
