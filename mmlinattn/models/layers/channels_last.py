@@ -63,17 +63,17 @@ def conv_tokens(conv: nn.Conv2d, x: torch.Tensor, grid: TokenGrid,
     m = tokens_as_map(x, grid.hw)
     masked = grid.zero_padding(m)
     depthwise = _is_depthwise_same(conv)
+    sliced = depthwise and _past_index32(m)
     algorithm = (fused_gelu(act, masked, conv) if depthwise and act is not None
                  and masked.is_contiguous(memory_format=torch.channels_last) else None)
-    if depthwise and not _past_index32(m) and (
-            masked is m if residual else algorithm is not None):
+    if depthwise and not sliced and (masked is m if residual else algorithm is not None):
         weight = conv.weight
         if residual:
             kh, kw = conv.kernel_size
             weight = weight.clone()
             weight[:, :, kh // 2, kw // 2] += 1
         return map_as_tokens(depthwise_act(masked, weight, conv.bias, act, algorithm))
-    if depthwise and _past_index32(m):
+    if sliced:
         y = depthwise_in_slices(masked, conv.weight, conv.bias)
     elif depthwise:
         y = depthwise_conv(conv, masked)   # a faster backward for 5x5 and up

@@ -72,8 +72,8 @@ class ConvFFN(nn.Module):
             h = linear_act(x if norm is None else norm(x), self.fc1, self.act)
         else:
             h = self.fc1(x) if norm is None else normed_linears(norm, x, self.fc1)[0]
-        first, last = self._steps(grid)
         if self.recompute != 'none' and eager_training(h):
+            first, last = self._steps(grid)
             if self.recompute == 'last':
                 h, mix = first(h), last
             else:
