@@ -28,6 +28,28 @@ def test_depthwise_in_slices_is_the_whole_conv(with_bias):
         torch.testing.assert_close(a, e, rtol=1e-12, atol=1e-12)
 
 
+def test_depthwise_in_slices_cuts_at_least_min_slices_in_the_conv_dtype(monkeypatch):
+    """Far below the element limit a map still runs in :data:`MIN_SLICES` slices (each
+    slice's copies a fraction of the map), and under autocast the output has the dtype the
+    whole conv gets (bf16 on the CPU), with its values."""
+    torch.manual_seed(0)
+    x = torch.randn(1, 30, 9, 8).contiguous(memory_format=torch.channels_last)
+    w, b = torch.randn(30, 1, 5, 5), torch.randn(30)
+    real, widths = F.conv2d, []
+
+    def counted(inp, *args):
+        widths.append(inp.shape[1])
+        return real(inp, *args)
+    monkeypatch.setattr(cl.F, 'conv2d', counted)
+    with torch.autocast('cpu', dtype=torch.bfloat16):
+        got = cl.depthwise_in_slices(x, w, b)
+        want = real(x, w, b, 1, 2, 1, 30)
+    assert widths == [4] * 7 + [2] and cl.MIN_SLICES == 8
+    assert got.dtype == want.dtype == torch.bfloat16
+    assert got.is_contiguous(memory_format=torch.channels_last)
+    torch.testing.assert_close(got, want)  # bf16 tolerances: kernels may block differently
+
+
 def test_slices_only_off_the_cpu_and_above_the_limit(monkeypatch):
     """Slices are chosen on devices other than the CPU ('meta' stands in for a GPU) for maps
     of more elements than the limit, not at the limit, and never on the CPU."""

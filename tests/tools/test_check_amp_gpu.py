@@ -1,6 +1,7 @@
-"""tools/misc/check_amp_gpu.py, bench_token_sums.py and gpu_checks.sh, the GPU checks, kept
-runnable where CI has no GPU: the parity check (0) and the token-sum timing with the CPU
-standing in for the GPU, and their answer without a GPU."""
+"""tools/misc/check_amp_gpu.py, bench_token_sums.py, ab_device_paths.py and gpu_checks.sh,
+the GPU checks, kept runnable where CI has no GPU: the parity check (0), the token-sum
+timing and the on / off timing of the off-CPU paths with the CPU standing in for the GPU,
+and their answer without a GPU."""
 import importlib.util
 import json
 import os
@@ -16,11 +17,17 @@ from repo_paths import ROOT
 SCRIPT = osp.join(ROOT, 'tools', 'misc', 'check_amp_gpu.py')
 
 
-def _script():
-    spec = importlib.util.spec_from_file_location('check_amp_gpu', SCRIPT)
+def _tool(name: str):
+    """``tools/misc/<name>.py`` as a module."""
+    spec = importlib.util.spec_from_file_location(name, osp.join(ROOT, 'tools', 'misc',
+                                                                 f'{name}.py'))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def _script():
+    return _tool('check_amp_gpu')
 
 
 def test_parity_check_measures_float32_against_float64():
@@ -111,19 +118,11 @@ def test_gpu_checks_script_runs_its_checks_in_order_and_skips_a_zero_limit(tmp_p
     assert all(f'{name}: skipped' in stdout for name in ('token_sums', 'autocast', 'benchmark'))
 
 
-def _token_sums_tool():
-    spec = importlib.util.spec_from_file_location(
-        'bench_token_sums', osp.join(ROOT, 'tools', 'misc', 'bench_token_sums.py'))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_token_sums_benchmark_times_every_segment_and_checks_the_values(tmp_path, capsys):
     """bench_token_sums.py (run by gpu_checks.sh) on the CPU at a small size: a row per
     stage with a time for each segment length, the JSON written, exit status 0; and exit
     status 1 when a segmented sum is wrong."""
-    tool = _token_sums_tool()
+    tool = _tool('bench_token_sums')
     out = tmp_path / 'sums.json'
     argv = ['--device', 'cpu', '--size', '256', '--repeats', '2', '--segments', '0', '512',
             '--json', str(out)]
@@ -139,3 +138,30 @@ def test_token_sums_benchmark_times_every_segment_and_checks_the_values(tmp_path
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(tool.la, '_token_sum', wrong)
         assert tool.main(argv[:-2]) == 1
+
+
+def test_ab_device_paths_switches_each_path_and_restores_it(tmp_path, capsys):
+    """ab_device_paths.py on the CPU (where neither path runs, so both sides give the same
+    outputs): a row per model and size with both sides timed, the JSON written; inside
+    ``switched`` the constant holds its off value, and the shipped value is back after,
+    also when the body raises."""
+    tool = _tool('ab_device_paths')
+    shipped = {c: getattr(m, n) for c, (m, n, _) in tool.CHANGES.items()}
+    for change, (module, name, off) in tool.CHANGES.items():
+        with tool.switched(change, on=False):
+            assert getattr(module, name) == off != shipped[change]
+        with tool.switched(change, on=True):
+            assert getattr(module, name) == shipped[change]
+        with pytest.raises(RuntimeError), tool.switched(change, on=False):
+            raise RuntimeError
+        assert getattr(module, name) == shipped[change]
+    out = tmp_path / 'ab.json'
+    assert tool.main(['--change', 'segments', '--models', 'LDN:tiny', '--sizes', '64', '96',
+                      '--device', 'cpu', '--dtype', 'bfloat16', '--rounds', '2',
+                      '--json', str(out)]) == 0
+    rows = json.loads(out.read_text())
+    assert [(r['model'], r['size']) for r in rows] == [('LDN:tiny', 64), ('LDN:tiny', 96)]
+    for r in rows:
+        assert len(r['on_all_ms']) == len(r['off_all_ms']) == 2 and r['on_ms'] > 0, r
+        assert r['rel_diff'] == 0.0 and r['ratio'] == r['on_ms'] / r['off_ms'], r
+    assert 'neither path runs' in capsys.readouterr().out

@@ -25,8 +25,13 @@ from .token_grid import TokenGrid
 #: batch of 1 PyTorch cannot split the batch instead) cuDNN runs a 64-bit direct kernel:
 #: InfViT-small's stage-1 FFN depthwise conv at 8192^2 (512 channels x 2048 x 2048 = 2^31
 #: elements) took 214 ms per call that way on an H100, 70 % of the forward.  Depthwise
-#: channels are independent, so off the CPU such convs run on channel slices below it.
+#: channels are independent, so off the CPU such convs run on channel slices below it (on
+#: an H200 InfViT-small's forward at 8192^2 then took 294 ms instead of 759; see
+#: :func:`depthwise_in_slices` for its memory).
 INDEX32_ELEMENTS = 2**31 - 1
+#: the fewest slices such a conv runs in: each slice's input copy and output are then at
+#: most an eighth of the map's
+MIN_SLICES = 8
 
 
 def tokens_as_map(x: torch.Tensor, hw: Tuple[int, int]) -> torch.Tensor:
@@ -94,17 +99,24 @@ def _past_index32(m: torch.Tensor) -> bool:
 def depthwise_in_slices(m: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor],
                         limit: Optional[int] = None) -> torch.Tensor:
     """A stride-1 'same' depthwise conv of the (B, C, H, W) map ``m``, run on contiguous
-    channels-last slices of at most ``limit`` elements (:data:`INDEX32_ELEMENTS`) and
-    concatenated: the same values, channels-last out."""
+    channels-last slices of at most ``limit`` elements (:data:`INDEX32_ELEMENTS`) and at
+    most ``1 / MIN_SLICES`` of the channels, each written into one channels-last output:
+    the same values.  Besides ``m`` and the output, only one slice and its conv are live at
+    a time (slices cut only at the limit, then concatenated, had held up to two outputs)."""
     b, c, h, w = m.shape
     kh, kw = weight.shape[-2:]
-    per = max(1, (limit or INDEX32_ELEMENTS) // (b * h * w))
-    outs = []
+    per = max(1, min((limit or INDEX32_ELEMENTS) // (b * h * w), -(-c // MIN_SLICES)))
+    out = None
     for s in range(0, c, per):
         part = m[:, s:s + per].contiguous(memory_format=torch.channels_last)
-        outs.append(F.conv2d(part, weight[s:s + per], None if bias is None else bias[s:s + per],
-                             1, (kh // 2, kw // 2), 1, part.shape[1]))
-    return torch.cat(outs, 1).contiguous(memory_format=torch.channels_last)
+        y = F.conv2d(part, weight[s:s + per], None if bias is None else bias[s:s + per],
+                     1, (kh // 2, kw // 2), 1, part.shape[1])
+        del part
+        if out is None:  # the conv's dtype: autocast may run it in half precision
+            out = torch.empty((b, c) + tuple(y.shape[2:]), dtype=y.dtype, device=y.device,
+                              memory_format=torch.channels_last)
+        out[:, s:s + per] = y
+    return out
 
 
 def _is_depthwise_same(conv: nn.Conv2d) -> bool:
