@@ -1,6 +1,6 @@
-"""The GELU run in the epilogue of its linear / depthwise conv (oneDNN post-op): the same
-values as the plain ops, taken only in eager float32 CPU inference, and the plain ops for good
-where the fused ones are missing or wrong."""
+"""The GELU run in the epilogue of its linear / depthwise conv, and a linear's bias in its own
+(oneDNN post-ops): the same values as the plain ops, taken only in eager float32 CPU
+inference, and the plain ops for good where the fused ones are missing or wrong."""
 import collections
 import platform
 
@@ -19,9 +19,10 @@ X86_LINUX = platform.system() == 'Linux' and platform.machine() in ('x86_64', 'A
 
 @pytest.fixture
 def calls(monkeypatch):
-    """How often each fused op ran."""
+    """How often each fused op ran (the first-use check run before, not counted)."""
+    onednn._fused_ops_work()
     counts = collections.Counter()
-    for name in ('_linear_gelu', '_conv_gelu'):
+    for name in ('_linear_gelu', '_conv_gelu', '_linear_bias'):
         def spy(*args, _f=getattr(onednn, name), _name=name):
             counts[_name] += 1
             return _f(*args)
@@ -84,7 +85,9 @@ def test_conv_ffn_inference_equals_the_plain_ops(act_before_dw, calls, monkeypat
         _plain(monkeypatch)
         expected = ffn(x, grid, x, gamma, norm=norm)
     if X86_LINUX:
-        assert counts == {'_linear_gelu' if act_before_dw else '_conv_gelu': 1}
+        # without the GELU in fc1, fc1 is a plain linear: its bias goes into its epilogue
+        assert counts == ({'_linear_gelu': 1} if act_before_dw
+                          else {'_linear_bias': 1, '_conv_gelu': 1})
     torch.testing.assert_close(out, expected, rtol=0, atol=1e-5)
 
 
@@ -139,13 +142,14 @@ def test_plain_ops_elsewhere(case, calls, monkeypatch):
     assert sum(calls.values()) == 0
 
 
+@pytest.mark.parametrize('op', ['_linear_gelu', '_linear_bias'])
 @pytest.mark.parametrize('failure', ['raises', 'differs'])
-def test_broken_fused_ops_fall_back_to_the_plain_ones(failure, monkeypatch):
-    def broken(x, weight, bias, algorithm):
+def test_broken_fused_ops_fall_back_to_the_plain_ones(failure, op, monkeypatch):
+    def broken(x, weight, *args):
         if failure == 'raises':
             raise RuntimeError('no such op')
         return torch.zeros(*x.shape[:-1], weight.shape[0])
-    monkeypatch.setattr(onednn, '_linear_gelu', broken)
+    monkeypatch.setattr(onednn, op, broken)
     onednn._fused_ops_work.cache_clear()
     try:
         assert not onednn._fused_ops_work()
@@ -153,5 +157,62 @@ def test_broken_fused_ops_fall_back_to_the_plain_ones(failure, monkeypatch):
         x = torch.randn(4, 8)
         with torch.no_grad():
             torch.testing.assert_close(onednn.linear_act(x, fc, act), act(fc(x)))
+            torch.testing.assert_close(onednn.fused_linear(x, fc.weight, fc.bias), fc(x))
     finally:
         onednn._fused_ops_work.cache_clear()
+
+
+@pytest.mark.parametrize('with_bias', [True, False])
+def test_fused_linear_equals_f_linear(with_bias, calls):
+    """In float32 CPU inference the oneDNN linear runs and gives ``F.linear``'s values (to
+    float32 rounding: another summation order); under autograd ``F.linear`` runs."""
+    torch.manual_seed(0)
+    x, w = torch.randn(2, 300, 48), torch.randn(40, 48)
+    b = torch.randn(40) if with_bias else None
+    with torch.no_grad():
+        out = onednn.fused_linear(x, w, b)
+    if X86_LINUX:
+        assert calls['_linear_bias'] == 1
+    torch.testing.assert_close(out, torch.nn.functional.linear(x, w, b), rtol=1e-5, atol=1e-5)
+    w.requires_grad_()
+    assert onednn.fused_linear(x, w, b).grad_fn is not None
+    assert calls['_linear_bias'] == (1 if X86_LINUX else 0)
+
+
+def test_qkv_projection_in_inference_and_with_a_hook(calls):
+    """The q/k/v projection of the LDN / InfViT mixers goes through the oneDNN linear in
+    inference, and calls the module (whose forward hook then sees it) when hooked."""
+    from mmlinattn.models.layers.qkv import QKVMixer
+    torch.manual_seed(0)
+    mixer = QKVMixer(32, 4).eval()
+    x = torch.randn(1, 20, 32)
+    with torch.no_grad():
+        q, k, v = mixer.qkv_heads(x)
+        want = mixer.qkv(x).view(1, 20, 3, 4, 8).permute(2, 0, 3, 1, 4)
+    assert calls['_linear_bias'] == (1 if X86_LINUX else 0)
+    for got, ref in zip((q, k, v), want):
+        torch.testing.assert_close(got, ref, rtol=1e-5, atol=1e-5)
+    seen = []
+    mixer.qkv.register_forward_hook(lambda mod, args, out: seen.append(out.shape))
+    with torch.no_grad():
+        mixer.qkv_heads(x)
+    assert seen == [(1, 20, 96)] and calls['_linear_bias'] == (1 if X86_LINUX else 0)
+
+
+@pytest.mark.parametrize('case', ['float64', 'autocast', 'switched_off', 'strided'])
+def test_fused_linear_keeps_f_linear_elsewhere(case, calls, monkeypatch):
+    torch.manual_seed(0)
+    x, w, b = torch.randn(3, 16, 24), torch.randn(8, 24), torch.randn(8)
+    if case == 'float64':
+        x, w, b = x.double(), w.double(), b.double()
+    if case == 'strided':
+        x = torch.randn(3, 24, 16).transpose(1, 2)
+    if case == 'switched_off':
+        monkeypatch.setenv(onednn.ENV_VAR, '0')
+    with torch.no_grad(), torch.autocast('cpu', dtype=torch.bfloat16,
+                                         enabled=case == 'autocast'):
+        out = onednn.fused_linear(x, w, b)
+        want = torch.nn.functional.linear(x, w, b)
+    assert calls['_linear_bias'] == 0
+    assert out.dtype == want.dtype
+    torch.testing.assert_close(out, want, rtol=0, atol=0)

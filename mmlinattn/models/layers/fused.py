@@ -7,6 +7,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ...ops._grad import eager_training, needs_grad
+from .onednn import fused_linear
 
 
 def _plain_precision(x: torch.Tensor, *params: torch.Tensor) -> bool:
@@ -100,7 +101,7 @@ def normed_linears(norm: Optional[nn.Module], x: torch.Tensor, linear: nn.Linear
 def _split_linear(y: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor],
                   parts: int) -> Tuple[torch.Tensor, ...]:
     biases = (None, ) * parts if bias is None else bias.chunk(parts)
-    return tuple(F.linear(y, w, b) for w, b in zip(weight.chunk(parts), biases))
+    return tuple(fused_linear(y, w, b) for w, b in zip(weight.chunk(parts), biases))
 
 
 class _NormedLinears(torch.autograd.Function):

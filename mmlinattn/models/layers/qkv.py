@@ -4,6 +4,7 @@ from typing import Tuple
 import torch
 import torch.nn as nn
 
+from .onednn import apply_linear
 from .utils import check_heads
 
 
@@ -32,7 +33,8 @@ class QKVMixer(nn.Module):
     def qkv_heads(self, x: torch.Tensor) -> Tuple[torch.Tensor, ...]:
         """(B, N, C) -> q, k, v each (B, H, N, d)."""
         b, n, _ = x.shape
-        qkv = self.qkv(x).view(b, n, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
+        qkv = apply_linear(x, self.qkv).view(b, n, 3, self.num_heads, self.head_dim)
+        qkv = qkv.permute(2, 0, 3, 1, 4)
         return qkv.unbind(0)
 
     def project(self, heads: torch.Tensor) -> torch.Tensor:
