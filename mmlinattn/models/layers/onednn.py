@@ -11,14 +11,15 @@ the same pattern).  Measured on 2 cores of a Xeon with AVX-512: fc1 + GELU of 65
 92 -> 55 ms; cache-sized cases unchanged.  Likewise a plain linear with a bias: PyTorch's
 ``addmm`` first writes the bias into every output row (one more pass over the output), then
 accumulates the product; oneDNN adds it per tile (262144 tokens, 64 -> 64 channels, on a
-Xeon with AMX: 17.7 -> 9.6 ms; from 4096 tokens x 512 channels on, the same time).
+Xeon with AMX: 17.7 -> 9.6 ms; from 16384 tokens x 320 channels on, the same time).
 
 Only where autograd does not record them, in eager float32 CPU code: the fused ops have no
 autograd formula, no ONNX symbol and no FLOP formula, so training, autocast, traced or
 compiled graphs, the FLOP counter and other devices keep the plain ops.  (The forward of an
 autograd function with its own backward records nothing: there the projections of
-:func:`~.fused.normed_linears` run fused in training too.)  The first use checks the fused ops against the plain ones
-on a small input and keeps the plain ops for good if they differ or are missing;
+:func:`~.fused.normed_linears` run fused in training too.)  The first use checks the fused
+ops against the plain ones on a small input and keeps the plain ops for good if they differ
+or are missing;
 ``MMLINATTN_FUSE_GELU=0`` in the environment keeps them everywhere, the linears' too
 (``F.gelu``'s and ``F.linear``'s values to the last bit, or a comparison of the two).
 """
@@ -95,8 +96,9 @@ def _hooked(*modules: nn.Module) -> bool:
 
 def _epilogue_allowed(x: torch.Tensor, modules=(), tensors=()) -> bool:
     """Whether oneDNN's fused ops may stand in for the plain ops on ``x`` and ``modules``'
-    parameters (or ``tensors``): eager float32 CPU inference, nothing that needs to see the
-    plain ops (see the module docstring; also no forward hook on ``modules``)."""
+    parameters (or ``tensors``): eager float32 CPU code that autograd does not record,
+    nothing that needs to see the plain ops (see the module docstring; also no forward hook
+    on ``modules``)."""
     params = [p for m in modules for p in m.parameters()] + list(tensors)
     return not (type(x) is not torch.Tensor or x.device.type != 'cpu'
                 or x.dtype != torch.float32 or any(p.dtype != x.dtype for p in params)
