@@ -17,3 +17,17 @@ def _restore_default_scope():
     yield
     DefaultScope._instance_dict.clear()
     DefaultScope._instance_dict.update(saved)
+
+
+@pytest.fixture
+def gemm_spy(monkeypatch):
+    """One entry per product a residual branch accumulated into its stream by the GEMM
+    (:mod:`mmlinattn.models.layers.fused`), i.e. without calling its linear."""
+    import mmlinattn.models.layers.fused as fused
+    calls, plain = [], fused._accumulate_product
+
+    def spy(out, y, w):
+        calls.append(tuple(w.shape))
+        return plain(out, y, w)
+    monkeypatch.setattr(fused, '_accumulate_product', spy)
+    return calls

@@ -36,6 +36,7 @@ from typing import List, Optional, Tuple
 import torch
 import torch.nn.functional as F
 
+from ._grad import eager_inference
 from .precision import Float32Island
 
 __all__ = [
@@ -97,6 +98,32 @@ def _per_channel(t: torch.Tensor, channels: int) -> torch.Tensor:
     return t.repeat_interleave(channels // groups, dim=0)
 
 
+def _group_map(a_deg: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """(B, G, H, W) per-group map -> (B, G, 1, H, W), to broadcast over each group's channels
+    of ``like`` viewed as (B, G, C / G, H, W), in ``like``'s memory order (channels-last
+    ``like``: the groups innermost, so an elementwise op with it runs along its rows)."""
+    if like.is_contiguous(memory_format=torch.channels_last):
+        a_deg = a_deg.contiguous(memory_format=torch.channels_last)
+    return a_deg.unsqueeze(2)
+
+
+def _increment(y: torch.Tensor, weight: torch.Tensor, a_deg: torch.Tensor, groups: int,
+               keep: Optional[torch.Tensor]) -> torch.Tensor:
+    """``W ⋆ y − a·deg ⊙ y`` (zero outside ``keep``): the degree term subtracted from the
+    conv's output in one pass, the degrees broadcast from one map per group (not a C x H x W
+    copy of them); in place in eager inference (under autograd an in-place op on the view
+    would make the backward copy the whole gradient)."""
+    k = weight.shape[-1]
+    inc = F.conv2d(y, weight, padding=k // 2, groups=y.shape[1])
+    split = (groups, y.shape[1] // groups)
+    if eager_inference(y, weight, a_deg):
+        inc.unflatten(1, split).addcmul_(a_deg, y.unflatten(1, split), value=-1)
+        return inc if keep is None else inc.mul_(keep)
+    inc = torch.addcmul(inc.unflatten(1, split), a_deg, y.unflatten(1, split), value=-1)
+    inc = inc.flatten(1, 2)
+    return inc if keep is None else inc * keep
+
+
 def grid_diffusion(x: torch.Tensor, kernel: torch.Tensor, step: torch.Tensor,
                    n_steps: int = 1, valid: Optional[torch.Tensor] = None) -> torch.Tensor:
     """The explicit-Euler diffusion increment ``A^n x − x`` on the H x W grid (E4, E8).
@@ -126,27 +153,22 @@ def grid_diffusion(x: torch.Tensor, kernel: torch.Tensor, step: torch.Tensor,
     with Float32Island(x) as island:
         dtype = island.dtype
         scaled = kernel.to(dtype) * step.to(dtype).view(-1, 1, 1)      # a·p, (G, k, k)
-        # a·diag(K 1): the exact row sums, from one map per group, then spread to channels.
-        ones = x.new_ones(1, scaled.shape[0], h, w, dtype=dtype)
-        a_deg = F.conv2d(ones, scaled[:, None], padding=k // 2, groups=scaled.shape[0])
-        a_deg = _per_channel(a_deg[0], c)[None]                          # (1, C, H, W)
+        g = scaled.shape[0]
         weight = _per_channel(scaled, c)[:, None]                        # (C, 1, k, k)
         y = x.to(dtype)
-        if valid is not None:
-            keep = valid.to(dtype)
-            g = scaled.shape[0]
-            a_deg = F.conv2d(keep.expand(-1, g, -1, -1), scaled[:, None], padding=k // 2,
-                             groups=g).repeat_interleave(c // g, dim=1)   # (B, C, H, W)
+        keep = None if valid is None else valid.to(dtype)
+        # a·diag(K 1): the exact row sums, one map per group (conv of ones, or of each
+        # image's valid region)
+        support = (x.new_ones(1, g, h, w, dtype=dtype) if keep is None
+                   else keep.expand(-1, g, -1, -1))
+        a_deg = F.conv2d(support, scaled[:, None], padding=k // 2, groups=g)
+        a_deg = _group_map(a_deg, y)
+        if keep is not None:
             y = y * keep
-        inc = F.conv2d(y, weight, padding=k // 2, groups=c) - a_deg * y
-        if valid is not None:
-            inc = inc * keep
-        total = inc
+        total = inc = _increment(y, weight, a_deg, g, keep)
         for _ in range(n_steps - 1):
             y = y + inc
-            inc = F.conv2d(y, weight, padding=k // 2, groups=c) - a_deg * y
-            if valid is not None:
-                inc = inc * keep
+            inc = _increment(y, weight, a_deg, g, keep)
             total = total + inc
     return island.back(total)
 

@@ -268,3 +268,19 @@ def test_simple_feature_pyramid_odd_sizes_and_one_input_per_scale():
     with pytest.raises(ValueError, match='scale_factors'):
         MODELS.build(dict(type='SimpleFeaturePyramid', in_channels=32, scale_factors=(3, )))
 
+
+
+@pytest.mark.parametrize('dwconv', [True, False])
+def test_block_inference_puts_the_ffn_residual_into_fc2(dwconv, gemm_spy):
+    """In eager inference the Mix-FFN's residual is accumulated by fc2's GEMM: the same block
+    output as the plain sum, run under autograd (the plain MLP keeps its plain add)."""
+    torch.manual_seed(0)
+    block = InfSABlock(8, 2, mixer='pure', mlp_ratio=2.0, dwconv=dwconv,
+                       drop_path=0.1).double().eval()
+    grid = TokenGrid((4, 5), [(4, 5), (2, 3)])
+    x = torch.randn(2, 20, 8, dtype=torch.float64)
+    with torch.no_grad():
+        fused = block(x, grid)
+    assert len(gemm_spy) == (1 if dwconv else 0)
+    plain = block(x.clone().requires_grad_(), grid)
+    torch.testing.assert_close(fused, plain.detach(), rtol=0, atol=1e-12)

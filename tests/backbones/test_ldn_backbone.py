@@ -126,6 +126,36 @@ def test_block_is_the_sum_of_its_branches_from_the_same_state():
     assert all((p(x, hw) - x).abs().max() > 1e-3 for p in parts)
 
 
+@pytest.mark.parametrize('switches', [dict(), dict(use_diffusion=False), dict(use_local=False),
+                                      dict(use_attn=False), dict(layer_scale_init_value=None)])
+@pytest.mark.parametrize('padded', [False, True])
+def test_block_inference_accumulates_its_branches_into_the_state(switches, padded, gemm_spy):
+    """Eager inference folds the LayerScales and biases into the branches' last linears, whose
+    GEMMs accumulate into the state: the same block output as the plain sum (run under
+    autograd, where the fused path is off); a forward hook on such a linear sees it called."""
+    torch.manual_seed(0)
+    block = LDNBlock(8, 2, mlp_ratio=2.0, drop_path=0.1, **switches).double().eval()
+    for name, param in block.named_parameters():
+        if name.endswith('gamma'):
+            param.data.uniform_(0.5, 1.5)
+    last = [block.local.fc2] if block.use_local else []
+    last += [block.attn.proj] if block.use_attn else []
+    grid = TokenGrid((4, 5), [(4, 5), (2, 3)] if padded else None)
+    x = torch.randn(2, 20, 8, dtype=torch.float64)
+    x0 = x.clone()
+    with torch.no_grad():
+        fused = block(x, grid)
+    assert len(gemm_spy) == len(last) and torch.equal(x, x0)
+    plain = block(x.clone().requires_grad_(), grid)
+    torch.testing.assert_close(fused, plain.detach(), rtol=0, atol=1e-12)
+    seen = []
+    for linear in last:
+        linear.register_forward_hook(lambda *_: seen.append(1))
+    with torch.no_grad():
+        torch.testing.assert_close(block(x, grid), fused, rtol=0, atol=1e-12)
+    assert len(seen) == len(last)
+
+
 def test_pure_diffusion_model_keeps_the_max_principle():
     """With only the diffusion branch, every stage is a stack of convex combinations: its
     output stays within the range of its input, per channel."""

@@ -436,3 +436,21 @@ def test_converted_blocks_compute_the_authors_functions():
     y = F.layer_norm(x1, (64, ), theirs[s + 'norm2.weight'], theirs[s + 'norm2.bias'], 1e-6)
     ref = x1 + lin('mlp.fc2', F.gelu(lin('mlp.fc1', y)))
     torch.testing.assert_close(blk4(x, TokenGrid((3, 3))), ref, rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize('post_norm', [False, True])
+def test_block_inference_accumulates_both_residuals_in_the_gemms(post_norm, gemm_spy):
+    """Pre-LN eager inference: the attention's proj and the MLP's fc2 accumulate into the
+    residual stream by their GEMMs; the same output as the plain sum, run under autograd.
+    The post-norm layout keeps the plain form."""
+    torch.manual_seed(0)
+    block = SOFTBlock(8, 2, sr_ratio=2, mlp_ratio=2.0, drop_path=0.1,
+                      post_norm=post_norm).double().eval()
+    grid = TokenGrid((4, 6), [(4, 6), (3, 4)])
+    x = torch.randn(2, 24, 8, dtype=torch.float64)
+    x0 = x.clone()
+    with torch.no_grad():
+        fused = block(x, grid)
+    assert len(gemm_spy) == (0 if post_norm else 2) and torch.equal(x, x0)
+    plain = block(x.clone().requires_grad_(), grid)
+    torch.testing.assert_close(fused, plain.detach(), rtol=0, atol=1e-12)

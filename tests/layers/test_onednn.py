@@ -72,11 +72,14 @@ def test_conv_tokens_with_gelu_equals_the_plain_ops(residual, padded, calls, mon
     torch.testing.assert_close(out, expected, rtol=0, atol=1e-5)
 
 
+@pytest.mark.parametrize('with_norm', [True, False])
 @pytest.mark.parametrize('act_before_dw', [False, True])
-def test_conv_ffn_inference_equals_the_plain_ops(act_before_dw, calls, monkeypatch):
+def test_conv_ffn_inference_equals_the_plain_ops(act_before_dw, with_norm, calls, monkeypatch):
+    """fc1 with the GELU, or (GELU after the conv) with its bias, in one oneDNN primitive,
+    whether the FFN normalises its input itself (``norm``) or is given it normalised."""
     torch.manual_seed(0)
     ffn = ConvFFN(32, 96, dw_residual=act_before_dw, act_before_dw=act_before_dw).eval()
-    norm, gamma = nn.LayerNorm(32), torch.rand(32)
+    norm, gamma = nn.LayerNorm(32) if with_norm else None, torch.rand(32)
     grid = TokenGrid((6, 8))
     x = torch.randn(1, 48, 32)
     with torch.no_grad():

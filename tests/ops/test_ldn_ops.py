@@ -63,6 +63,53 @@ def test_stencil_increment_equals_dense_form(taps, n_steps):
     torch.testing.assert_close(got, expected, rtol=0, atol=1e-12)
 
 
+@pytest.mark.parametrize('grad', [False, True])
+@pytest.mark.parametrize('n_steps', [1, 2])
+def test_increment_on_token_views_and_padded_grids_equals_the_dense_form(grad, n_steps):
+    """The block's layout (a channels-last view of (B, N, C) tokens), two groups, and a padded
+    batch whose second image diffuses on its own 3 x 4 region: the in-place inference path
+    (``grad=False``) and the autograd one give the dense form's values, zero in the padding."""
+    h, w, c = 5, 6, 6
+    m = random_diffusion('k3', n_steps=n_steps, groups=2).double()
+    p, a = m.tap_probs().detach(), m.step().detach()
+    tokens = torch.randn(2, h * w, c, dtype=torch.float64, requires_grad=grad)
+    x = tokens.view(2, h, w, c).permute(0, 3, 1, 2)
+    valid = torch.zeros(2, 1, h, w, dtype=torch.float64)
+    valid[0], valid[1, :, :3, :4] = 1, 1
+    with torch.set_grad_enabled(grad):
+        got = grid_diffusion(x, stencil_kernel(p, 'k3'), a, n_steps, valid)
+        whole = grid_diffusion(x, stencil_kernel(p, 'k3'), a, n_steps)
+    assert got.requires_grad == whole.requires_grad == grad
+    x = x.detach()
+    torch.testing.assert_close(whole, grid_diffusion_reference(x, p, a, 'k3', n_steps),
+                               rtol=0, atol=1e-12)
+    torch.testing.assert_close(got[:1], grid_diffusion_reference(x[:1], p, a, 'k3', n_steps),
+                               rtol=0, atol=1e-12)
+    region = grid_diffusion_reference(x[1:, :, :3, :4], p, a, 'k3', n_steps)
+    torch.testing.assert_close(got[1:, :, :3, :4], region, rtol=0, atol=1e-12)
+    assert torch.count_nonzero(got[1] * (1 - valid[1])) == 0            # zero in the padding
+    assert not torch.allclose(got[1, :, :3, :4], whole[1, :, :3, :4])  # the region's borders
+
+
+@pytest.mark.parametrize('padded', [False, True])
+def test_increment_gradients_pass_gradcheck(padded):
+    """Gradients with respect to the state, the stencil and the step (the degree term's
+    broadcast per group included) against numerical ones, on a token view."""
+    torch.manual_seed(0)
+    h, w, c = 4, 5, 4
+    tokens = torch.randn(1, h * w, c, dtype=torch.float64, requires_grad=True)
+    kernel = stencil_kernel(torch.rand(2, 4, dtype=torch.float64), 'cross4').requires_grad_()
+    step = torch.rand(2, dtype=torch.float64, requires_grad=True)
+    valid = None
+    if padded:
+        valid = torch.zeros(1, 1, h, w, dtype=torch.float64)
+        valid[..., :3, :4] = 1
+
+    def increment(t, k, a):
+        return grid_diffusion(t.view(1, h, w, c).permute(0, 3, 1, 2), k, a, 2, valid)
+    assert torch.autograd.gradcheck(increment, (tokens, kernel, step))
+
+
 @pytest.mark.parametrize('taps', ['cross4', 'k3'])
 def test_constant_map_is_fixed_point_including_borders(taps):
     m = random_diffusion(taps, n_steps=4)

@@ -10,7 +10,7 @@ from ...ops._grad import eager_training, recompute_in_backward
 from .channels_last import conv_tokens
 from .fused import add_residual, layer_scaled_linear, normed_linears, residual_branch
 from .norm import build_act
-from .onednn import fused_gelu, linear_act
+from .onednn import apply_linear, fused_gelu, linear_act
 from .token_grid import TokenGrid
 
 RECOMPUTE = ('none', 'last', 'all')
@@ -71,7 +71,7 @@ class ConvFFN(nn.Module):
         if act_in_fc1:   # fc1 and the activation as one oneDNN primitive (:mod:`.onednn`)
             h = linear_act(x if norm is None else norm(x), self.fc1, self.act)
         else:
-            h = self.fc1(x) if norm is None else normed_linears(norm, x, self.fc1)[0]
+            h = apply_linear(x, self.fc1) if norm is None else normed_linears(norm, x, self.fc1)[0]
         if self.recompute != 'none' and eager_training(h):
             first, last = self._steps(grid)
             if self.recompute == 'last':
@@ -126,13 +126,22 @@ class Mlp(TimmMlp):
         self.recompute = recompute
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if isinstance(self.fc1, nn.Linear) and fused_gelu(self.act, x, self.fc1) is not None:
-            # fc1 and the activation as one oneDNN primitive (:mod:`.onednn`)
-            return self.drop2(self.fc2(self.norm(self.drop1(linear_act(x, self.fc1, self.act)))))
-        h = self.fc1(x)
-        if self.recompute == 'none' or not eager_training(h):
-            return self.drop2(self.fc2(self._fc2_input(h)))
+        h = self.fc1(x) if self._act_apart(x) else None
+        if h is None or self.recompute == 'none' or not eager_training(h):
+            return self.drop2(self.fc2(self.fc2_input(x, h)))
         return self.drop2(recompute_in_backward(lambda t: self.fc2(self._fc2_input(t)), h))
+
+    def fc2_input(self, x: torch.Tensor, h: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """What ``fc2`` reads, from the input ``x`` (or from fc1's output ``h``)."""
+        if h is None and not self._act_apart(x):
+            # fc1 and the activation as one oneDNN primitive (:mod:`.onednn`)
+            return self.norm(self.drop1(linear_act(x, self.fc1, self.act)))
+        return self._fc2_input(self.fc1(x) if h is None else h)
+
+    def _act_apart(self, x: torch.Tensor) -> bool:
+        """Whether fc1 and the activation run as two ops (not one oneDNN primitive)."""
+        return not (isinstance(self.fc1, nn.Linear)
+                    and fused_gelu(self.act, x, self.fc1) is not None)
 
     def _fc2_input(self, h: torch.Tensor) -> torch.Tensor:
         return self.norm(self.drop1(self.act(h)))

@@ -7,7 +7,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ...ops._grad import eager_training, needs_grad
-from .onednn import fused_linear
+from .onednn import fused_linear, hooked
 
 
 def _plain_precision(x: torch.Tensor, *params: torch.Tensor) -> bool:
@@ -24,16 +24,53 @@ def residual_linear(x: torch.Tensor, linear: nn.Linear, y: torch.Tensor,
 
     The same sum as the two-step form up to rounding, without the separate pass that scales
     and adds the linear's output.  No autograd (``out=``): for inference only.  Under
-    autocast, or with mixed dtypes, it is the two-step form (an ``out=`` GEMM is not autocast).
+    autocast, or with mixed dtypes, it is the two-step form (an ``out=`` GEMM is not autocast),
+    as it is for a linear with a forward hook (which expects the module to be called).
     """
-    w, b = linear.weight, linear.bias
-    if not _plain_precision(x, y, w):
+    if not _gemm_may_accumulate(x, linear, y):
         z = linear(y)
         return x + z if gamma is None else torch.addcmul(x, gamma, z)
-    if gamma is not None:
-        w = w * gamma[:, None]
-        b = None if b is None else b * gamma
-    out = x.clone(memory_format=torch.contiguous_format) if b is None else x + b
+    w, b = _scaled_weights(linear, gamma)
+    out = x.clone(memory_format=torch.contiguous_format) if b is None else (x + b).contiguous()
+    return _accumulate_product(out, y, w)
+
+
+def accumulate_linears(out: torch.Tensor, terms) -> torch.Tensor:
+    """``out += sum_i gamma_i * linear_i(y_i)`` in place, for ``terms`` of
+    ``(linear_i, y_i, gamma_i)`` (``gamma_i`` a LayerScale or None) and a contiguous ``out``
+    the caller owns: the biases in one pass over ``out``, then each product accumulated by its
+    GEMM (:func:`residual_linear` for several branches).  No autograd: for inference only;
+    under autocast, with mixed dtypes or a hooked linear each term is added as
+    ``linear_i(y_i)``."""
+    if not all(_gemm_may_accumulate(out, linear, y) for linear, y, _ in terms):
+        for linear, y, gamma in terms:
+            z = linear(y)
+            out = out.add_(z) if gamma is None else out.addcmul_(gamma, z)
+        return out
+    scaled = [_scaled_weights(linear, gamma) for linear, _, gamma in terms]
+    biases = [b for _, b in scaled if b is not None]
+    if biases:
+        out.add_(biases[0] if len(biases) == 1 else torch.stack(biases).sum(0))
+    for (_, y, _), (w, _) in zip(terms, scaled):
+        _accumulate_product(out, y, w)
+    return out
+
+
+def _gemm_may_accumulate(x: torch.Tensor, linear: nn.Linear, y: torch.Tensor) -> bool:
+    """Plain precision (:func:`_plain_precision`) and no forward hook on ``linear``."""
+    return _plain_precision(x, y, linear.weight) and not hooked(linear)
+
+
+def _scaled_weights(linear: nn.Linear, gamma: Optional[torch.Tensor]):
+    """``(gamma W, gamma b)``: a LayerScale folded into the linear (no copy without one)."""
+    w, b = linear.weight, linear.bias
+    if gamma is None:
+        return w, b
+    return w * gamma[:, None], None if b is None else b * gamma
+
+
+def _accumulate_product(out: torch.Tensor, y: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """``out += y W^T`` by the GEMM itself (``out`` contiguous)."""
     flat = out.view(-1, out.shape[-1])
     torch.addmm(flat, y.reshape(-1, y.shape[-1]), w.t(), out=flat)
     return out
@@ -76,7 +113,7 @@ def layer_scaled_linear(linear: nn.Linear, gamma: Optional[torch.Tensor], y: tor
     if (gamma is None or not _plain_precision(y, w, gamma)
             or y.numel() // y.shape[-1] <= w.shape[1]):
         return w, b, gamma
-    return w * gamma[:, None], None if b is None else b * gamma, None
+    return (*_scaled_weights(linear, gamma), None)
 
 
 def normed_linears(norm: Optional[nn.Module], x: torch.Tensor, linear: nn.Linear,

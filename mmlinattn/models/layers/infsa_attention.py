@@ -234,5 +234,6 @@ class InfSABlock(nn.Module):
         and pools."""
         x = x + self.drop_path(self.attn(self.norm1(x), grid))
         y = self.norm2(x)
-        y = self.ffn(y, grid) if self.dwconv else self.ffn(y)
-        return x + self.drop_path(y)
+        if self.dwconv:   # the residual inside fc2's GEMM in inference (:class:`.ffn.ConvFFN`)
+            return self.ffn(y, grid, x, drop_path=self.drop_path)
+        return x + self.drop_path(self.ffn(y))

@@ -15,9 +15,11 @@ from timm.layers import DropPath, LayerScale
 
 from ...ops import (grid_diffusion, grid_diffusion_implicit_dct, linear_attention,
                     stencil_kernel, stencil_offsets)
+from ...ops._grad import eager_inference
 from ...ops.precision import compute_dtype
 from .channels_last import map_as_tokens, tokens_as_map
 from .ffn import Mlp
+from .fused import accumulate_linears
 from .token_grid import TokenGrid, valid_tokens_or_none
 from .qkv import QKVMixer
 
@@ -149,9 +151,12 @@ class LinearAttention(QKVMixer):
     def forward(self, x: torch.Tensor, grid: Optional[TokenGrid] = None) -> torch.Tensor:
         """(B, N, C) -> (B, N, C); every output token depends on every input token (of its
         image's valid region when ``grid`` is a padded grid)."""
+        return self.project(self.attend(x, grid))
+
+    def attend(self, x: torch.Tensor, grid: Optional[TokenGrid] = None) -> torch.Tensor:
+        """(B, N, C) -> (B, H, N, d): the attention output per head, before the projection."""
         q, k, v = self.qkv_heads(x)
-        out = linear_attention(q, k, v, self.feature_map, self.eps, valid_tokens_or_none(grid, x))
-        return self.project(out)
+        return linear_attention(q, k, v, self.feature_map, self.eps, valid_tokens_or_none(grid, x))
 
 
 class LDNBlock(nn.Module):
@@ -210,12 +215,37 @@ class LDNBlock(nn.Module):
 
     def forward(self, x: torch.Tensor, grid: TokenGrid) -> torch.Tensor:
         """(B, H*W, C) tokens of an H x W ``grid`` (row-major) -> same shape."""
+        if not self.training and eager_inference(x, *self.parameters()):
+            return self._forward_fused(x, grid)
         out = x
         if self.use_diffusion:
-            # channels-last view: the stencil conv reads the tokens in place, no copies
-            out = out + map_as_tokens(self.diffusion(tokens_as_map(x, grid.hw), grid))
+            out = out + self._diffuse(x, grid)
         if self.use_local:
             out = out + self.drop_path(self.ls1(self.local(self.norm1(x))))
         if self.use_attn:
             out = out + self.drop_path(self.ls2(self.attn(self.norm2(x), grid)))
         return out
+
+    def _diffuse(self, x: torch.Tensor, grid: TokenGrid) -> torch.Tensor:
+        """The diffusion increment as (B, N, C) tokens."""
+        # channels-last view: the stencil conv reads the tokens in place, no copies
+        return map_as_tokens(self.diffusion(tokens_as_map(x, grid.hw), grid))
+
+    def _forward_fused(self, x: torch.Tensor, grid: TokenGrid) -> torch.Tensor:
+        """:meth:`forward` in eager inference: the branches' LayerScales and biases folded into
+        their last linears, which accumulate into the state by their GEMMs
+        (:func:`.fused.accumulate_linears`), instead of a scale and an add pass per branch."""
+        terms = []
+        if self.use_local:
+            terms.append((self.local.fc2, self.local.fc2_input(self.norm1(x)), self._gamma(1)))
+        if self.use_attn:
+            attn = self.attn
+            heads = attn.merge_heads(attn.attend(self.norm2(x), grid))
+            terms.append((attn.proj, heads, self._gamma(2)))
+        out = (self._diffuse(x, grid).add_(x) if self.use_diffusion
+               else x.clone(memory_format=torch.contiguous_format))
+        return accumulate_linears(out.contiguous(), terms)
+
+    def _gamma(self, branch: int) -> Optional[torch.Tensor]:
+        """The LayerScale vector of a branch (1: local, 2: attention), None without one."""
+        return getattr(getattr(self, f'ls{branch}'), 'gamma', None)

@@ -88,7 +88,7 @@ def _fused_ops_work() -> bool:
     return True
 
 
-def _hooked(*modules: nn.Module) -> bool:
+def hooked(*modules: nn.Module) -> bool:
     """Forward hooks, on ``modules`` or global, that a fused op would bypass."""
     return bool(module_hooks._global_forward_hooks or module_hooks._global_forward_pre_hooks
                 or any(m._forward_hooks or m._forward_pre_hooks for m in modules))
@@ -104,7 +104,7 @@ def _epilogue_allowed(x: torch.Tensor, modules=(), tensors=()) -> bool:
                 or x.dtype != torch.float32 or any(p.dtype != x.dtype for p in params)
                 or torch.is_autocast_enabled('cpu') or needs_grad(x, *params)
                 or not torch.backends.mkldnn.enabled or in_special_mode()
-                or _hooked(*modules) or switched_off(ENV_VAR))
+                or hooked(*modules) or switched_off(ENV_VAR))
 
 
 def fused_gelu(act: nn.Module, x: torch.Tensor, *modules: nn.Module) -> Optional[str]:
@@ -132,7 +132,7 @@ def fused_linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Ten
 def apply_linear(x: torch.Tensor, linear: nn.Module) -> torch.Tensor:
     """``linear(x)``, through :func:`fused_linear` for an ``nn.Linear`` without forward hooks
     (a hook expects the module to be called)."""
-    if type(linear) is nn.Linear and not _hooked(linear):
+    if type(linear) is nn.Linear and not hooked(linear):
         return fused_linear(x, linear.weight, linear.bias)
     return linear(x)
 

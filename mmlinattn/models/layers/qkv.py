@@ -39,5 +39,10 @@ class QKVMixer(nn.Module):
 
     def project(self, heads: torch.Tensor) -> torch.Tensor:
         """(B, H, N, d) mixed heads -> (B, N, C) after the output projection."""
+        return self.proj_drop(self.proj(self.merge_heads(heads)))
+
+    @staticmethod
+    def merge_heads(heads: torch.Tensor) -> torch.Tensor:
+        """(B, H, N, d) -> (B, N, H d), the output projection's input."""
         b, _, n, _ = heads.shape
-        return self.proj_drop(self.proj(heads.transpose(1, 2).reshape(b, n, -1)))
+        return heads.transpose(1, 2).reshape(b, n, -1)

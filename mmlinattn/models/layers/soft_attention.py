@@ -11,14 +11,17 @@ import torch.nn as nn
 import torch.nn.functional as F
 from timm.layers import DropPath
 
+from ...ops._grad import eager_inference
 from ...ops.soft import NEWTON_INITS, PINV_SOLVERS, soft_attention
-
-LANDMARK_GRIDS = ('pad', 'crop')
 from .embed import pad_to_multiple
 from .ffn import Mlp
+from .fused import accumulate_linears, residual_linear
 from .norm import build_act
+from .onednn import apply_linear
 from .token_grid import TokenGrid
 from .utils import adaptive_window_matrix, check_heads, split_heads
+
+LANDMARK_GRIDS = ('pad', 'crop')
 
 
 def capped_grid(h: int, w: int, max_tokens: int) -> Tuple[int, int]:
@@ -213,19 +216,23 @@ class SoftAttention(nn.Module):
 
     def forward(self, x: torch.Tensor, grid: TokenGrid) -> torch.Tensor:
         """(B, H*W, C) tokens on an H x W ``grid`` -> (B, H*W, C)."""
+        return self.proj(self.mix(x, grid))
+
+    def mix(self, x: torch.Tensor, grid: TokenGrid) -> torch.Tensor:
+        """Everything before the output projection: the merged heads, (B, H*W, C)."""
         b, n, c = x.shape
         q, landmarks, landmark_valid = self.kernel_tokens(x, grid)
-        v = split_heads(self.v(x), self.num_heads)
+        v = split_heads(apply_linear(x, self.v), self.num_heads)
         out = self.attend(q, landmarks, v, grid.valid_tokens(x), landmark_valid)
         if self.v_conv is not None:
             out = out + self._conv_v(v, grid)
-        return self.proj(out.transpose(1, 2).reshape(b, n, c))
+        return out.transpose(1, 2).reshape(b, n, c)
 
     def kernel_tokens(self, x: torch.Tensor, grid: TokenGrid) -> Tuple[torch.Tensor, ...]:
         """Queries (= keys) in kernel space (B, h, n, d), their landmarks (B, h, m, d) and
         the landmarks' (B, m) mask (or None)."""
         b, n, _ = x.shape
-        q = split_heads(self.qk(x), self.num_heads)
+        q = split_heads(apply_linear(x, self.qk), self.num_heads)
         q = q * self.head_dim ** -0.25
         # a padded batch: padded queries neither feed the landmarks nor P^T V
         valid = grid.valid_tokens(x)
@@ -280,5 +287,10 @@ class SOFTBlock(nn.Module):
         if self.post_norm:
             x = self.norm1(x + self.drop_path(self.attn(x, grid)))
             return self.norm2(x + self.drop_path(self.mlp(x)))
+        if not self.training and eager_inference(x, *self.parameters()):
+            # both residuals accumulated by the GEMMs of proj and fc2 (biases included)
+            x = residual_linear(x, self.attn.proj, self.attn.mix(self.norm1(x), grid))
+            return accumulate_linears(x, [(self.mlp.fc2, self.mlp.fc2_input(self.norm2(x)),
+                                           None)])
         x = x + self.drop_path(self.attn(self.norm1(x), grid))
         return x + self.drop_path(self.mlp(self.norm2(x)))
