@@ -15,7 +15,7 @@ from ...ops._grad import eager_inference
 from ...ops.soft import NEWTON_INITS, PINV_SOLVERS, soft_attention
 from .embed import pad_to_multiple
 from .ffn import Mlp
-from .fused import accumulate_linears, residual_linear
+from .fused import residual_branch, residual_linear
 from .norm import build_act
 from .onednn import apply_linear
 from .token_grid import TokenGrid
@@ -214,9 +214,16 @@ class SoftAttention(nn.Module):
                                  groups=num_heads, bias=False) if v_conv_size else None)
         self.proj = nn.Linear(dim, dim)
 
-    def forward(self, x: torch.Tensor, grid: TokenGrid) -> torch.Tensor:
-        """(B, H*W, C) tokens on an H x W ``grid`` -> (B, H*W, C)."""
-        return self.proj(self.mix(x, grid))
+    def forward(self, x: torch.Tensor, grid: TokenGrid, shortcut: Optional[torch.Tensor] = None,
+                drop_path: Optional[nn.Module] = None) -> torch.Tensor:
+        """(B, H*W, C) tokens on an H x W ``grid`` -> (B, H*W, C).  With a ``shortcut`` it
+        returns the residual step ``shortcut + drop_path(Attn(x))``, whose sum the output
+        projection's GEMM does in inference (:func:`.fused.residual_branch`)."""
+        mixed = self.mix(x, grid)
+        if shortcut is None:
+            return self.proj(mixed)
+        return residual_branch(shortcut, self.proj, mixed, drop_path=drop_path,
+                               training=self.training)
 
     def mix(self, x: torch.Tensor, grid: TokenGrid) -> torch.Tensor:
         """Everything before the output projection: the merged heads, (B, H*W, C)."""
@@ -287,10 +294,8 @@ class SOFTBlock(nn.Module):
         if self.post_norm:
             x = self.norm1(x + self.drop_path(self.attn(x, grid)))
             return self.norm2(x + self.drop_path(self.mlp(x)))
-        if not self.training and eager_inference(x, *self.parameters()):
-            # both residuals accumulated by the GEMMs of proj and fc2 (biases included)
-            x = residual_linear(x, self.attn.proj, self.attn.mix(self.norm1(x), grid))
-            return accumulate_linears(x, [(self.mlp.fc2, self.mlp.fc2_input(self.norm2(x)),
-                                           None)])
-        x = x + self.drop_path(self.attn(self.norm1(x), grid))
+        # in inference each residual sum is done by the GEMM of proj / fc2 (biases included)
+        x = self.attn(self.norm1(x), grid, x, self.drop_path)
+        if not self.training and eager_inference(x, *self.mlp.parameters()):
+            return residual_linear(x, self.mlp.fc2, self.mlp.fc2_input(self.norm2(x)))
         return x + self.drop_path(self.mlp(self.norm2(x)))
