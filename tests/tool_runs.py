@@ -9,10 +9,18 @@ import sys
 from repo_paths import ROOT
 
 
+def worker_threads(most=None):
+    """This test process's share of the cores: all of them, or under pytest-xdist
+    (tools/run_tests.sh) cores / workers, so that the workers do not fight over them."""
+    workers = int(os.environ.get('PYTEST_XDIST_WORKER_COUNT', '1'))
+    share = max(1, len(os.sched_getaffinity(0)) // max(1, workers))
+    return share if most is None else min(most, share)
+
+
 def run(args, **kw):
-    """``args`` in a subprocess at the repository root; AssertionError with its output tail
-    when it fails."""
-    env = dict(os.environ, PYTHONUNBUFFERED='1', OMP_NUM_THREADS='2')
+    """``args`` in a subprocess at the repository root, with this process's share of the
+    cores (at most 2 threads); AssertionError with its output tail when it fails."""
+    env = dict(os.environ, PYTHONUNBUFFERED='1', OMP_NUM_THREADS=str(worker_threads(2)))
     proc = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, **kw)
     if proc.returncode:
         raise AssertionError(f'{" ".join(args[:4])} ... failed ({proc.returncode}):\n'
