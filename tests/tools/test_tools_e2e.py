@@ -316,8 +316,8 @@ def test_train_then_test(full_demo_root, tmp_path):
     iterations of tools/train.py (13 epochs of the 64 demo images) than at its
     initialisation.  112 iterations (7 epochs, two of them after the LR steps) had reached
     0.02 on one CPU (AVX-512 with AMX), at least 0.05 on those of earlier runs: too close
-    to the bound; 208 reached 0.142 there, and 0.339 on this suite's CI machine type (AVX2,
-    1 thread: a worker's share in tools/run_tests.sh on 2 cores)."""
+    to the bound; 208 reached 0.142 there, and 0.339 on an AMD EPYC with AVX2 only (one
+    thread: a worker's share in tools/run_tests.sh on 2 cores)."""
     config = 'configs/demo/retinanet_soft_pico_demo.py'
     args = cfg_options(config, full_demo_root, iters=200, num_train=64,
                        extra={'randomness.seed': 0, 'model.test_cfg.score_thr': 0.0})
