@@ -10,8 +10,9 @@ def pytest_configure(config):
     takes its share of torch threads instead of all of them, and so do the tools it runs in
     subprocesses."""
     if int(os.environ.get('PYTEST_XDIST_WORKER_COUNT', '1')) > 1:
-        torch.set_num_threads(worker_threads())
-        os.environ['OMP_NUM_THREADS'] = str(worker_threads())
+        threads = worker_threads()
+        torch.set_num_threads(threads)
+        os.environ['OMP_NUM_THREADS'] = str(threads)
 
 
 # The longest tests, longest first, run before all others: under pytest-xdist they then
