@@ -202,12 +202,10 @@ def run_case(case: Case) -> Dict[str, Any]:
         res['baseline_mem_mb'] = base / 2**20
 
         # the FLOP-counting step runs under a dispatch mode, where our compiled functions
-        # (NaLa's feature maps, SOFT++'s kernel) stay eager: a plain step must follow it, or
-        # the first timed step compiles them (seconds).  On CPU the small step before the
-        # memory cap and the untimed step under the reuse allocator are such steps.
+        # (NaLa's feature maps, SOFT++'s kernel) stay eager: at least one plain step follows
+        # it, which compiles them (seconds) before the steps that are measured
         counted = case.flops == 'real' and not case.compile
-        warmed = not cuda and (case.mem_cap_mb or case.cpu_malloc == 'reuse')
-        n_warm = counted + max(case.warmup - counted, 0 if warmed else 1)
+        n_warm = counted + max(case.warmup - counted, 1)
         for i in range(n_warm):
             if i == 0 and counted:
                 totals: Dict[str, int] = {}
@@ -218,22 +216,26 @@ def run_case(case: Case) -> Dict[str, Any]:
             else:
                 step()
             sync(case.device)
-        if case.compile:  # compilation is done: measure the compiled step only
-            sync(case.device)
-            if cuda:
-                torch.cuda.reset_peak_memory_stats()
-                base = torch.cuda.memory_allocated()
-            else:
-                base = current_rss_kb() * 1024
-                reset_peak_rss()
-            res['baseline_mem_mb'] = base / 2**20
+        # memory is a warmed-up plain step's peak above what is resident just before it: not
+        # the FLOP-counting step's (a dispatch mode with global module hooks, which turns the
+        # fused paths off), nor the first plain step's one-time costs (compiled code, the
+        # compiler's own import: ~100 MiB of RSS), nor the compilation of a compiled model;
+        # the gradients a training step makes count (the step frees them first)
+        model.zero_grad(set_to_none=True)
+        if cuda:
+            torch.cuda.reset_peak_memory_stats()
+            base = torch.cuda.memory_allocated()
+        elif reset_peak_rss():
+            base = current_rss_kb() * 1024
+        else:
+            res['mem_method'] += '_incl_warmup'
+        res['baseline_mem_mb'] = base / 2**20
         peak_default_malloc = None
         if not cuda:
             # memory while freed tensors go back to the kernel (the live tensors' peak), then
             # the timed steps under the chosen allocator
             if case.cpu_malloc == 'reuse':
-                if case.compile or n_warm == 0:
-                    step()
+                step()
                 peak_default_malloc = peak_rss_kb() * 1024
                 res['cpu_malloc'] = apply_cpu_malloc('reuse')
                 step()  # untimed: grows the kept heap once

@@ -27,11 +27,13 @@ What each number means (see ``docs/benchmarks.md``):
   multiply-add is 2 FLOPs; every matmul, einsum, convolution and attention kernel, grouped
   convolution backward counted per group), ``newton_gflops``: the part spent in SOFT++'s
   Newton-Schulz pseudo-inverse (forward iterations), ``gmacs = gflops / 2``.
-* ``peak_mem_mb``: the memory a step needs beyond the built model and its input.  CPU: the
-  peak RSS of the case's process (``VmHWM``, reset just before the first step through
-  ``/proc/self/clear_refs``) minus its RSS after the model and the input were created.
-  CUDA: ``torch.cuda.max_memory_allocated()`` minus the allocated bytes after the model and
-  the input were created; ``peak_total_mb`` is the absolute peak (VmHWM / allocator peak).
+* ``peak_mem_mb``: the memory a step needs beyond the built model and its input, taken over
+  one plain step after the warm-up (not the FLOP-counting step, which runs with the fused
+  paths off, nor the first plain step's one-time costs such as compiling).  CPU: the peak
+  RSS of the case's process (``VmHWM``, reset just before that step through
+  ``/proc/self/clear_refs``) minus its RSS at that moment.  CUDA:
+  ``torch.cuda.max_memory_allocated()`` minus the allocated bytes at that moment;
+  ``peak_total_mb`` is the absolute peak (VmHWM / allocator peak).
 * ``status``: ``ok``, ``oom`` (allocation failed under the memory cap, or the process was
   killed by the kernel), ``timeout`` (killed after ``--timeout`` s), ``skipped`` (a smaller
   size of the same model and mode already hit oom / timeout) or ``error``.
