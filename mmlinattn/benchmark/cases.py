@@ -191,8 +191,9 @@ def run_case(case: Case) -> Dict[str, Any]:
             mem_limit = cap_address_space(case.mem_cap_mb)
         step = make_step(model, x, case)
         sync(case.device)
+        # the baseline until the one taken after the warm-up (below); it stays where the
+        # CPU's peak cannot be reset (a failed warm-up also keeps it in the record)
         if cuda:
-            torch.cuda.reset_peak_memory_stats()
             base = torch.cuda.memory_allocated()
             res['mem_method'] = 'cuda_max_memory_allocated'
         else:
