@@ -145,7 +145,9 @@ def _cpu_name(cpuinfo: str = '/proc/cpuinfo') -> str:
     name = fields.get('model name') or platform.processor() or 'unknown CPU'
     flags = set(fields.get('flags', '').split())
     units = [label for flag, label in (('avx512f', 'AVX-512'), ('amx_tile', 'AMX'))
-             if flag in flags] or [label for flag, label in (('avx2', 'AVX2'), ) if flag in flags]
+             if flag in flags]
+    if not units and 'avx2' in flags:
+        units = ['AVX2']
     detail = [f"family {fields['cpu family']} model {fields['model']}"] \
         if 'cpu family' in fields and 'model' in fields else []
     detail += units
