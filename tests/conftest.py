@@ -2,6 +2,7 @@ import os
 
 import pytest
 import torch
+import durations
 from tool_runs import worker_threads
 
 
@@ -13,13 +14,13 @@ def pytest_configure(config):
         threads = worker_threads()
         torch.set_num_threads(threads)
         os.environ['OMP_NUM_THREADS'] = str(threads)
+    durations.pytest_configure(config)
 
 
 # The longest tests, longest first, run before all others: under pytest-xdist they then
 # overlap with the many short ones instead of ending the run one after another.  On one of
-# 2 cores (a worker's share) the first three take 1010, 770 and 470 s, the others 40-250 s.
+# 2 cores (a worker's share) they take 40-250 s.
 LONGEST = (
-    'test_nalaformer_demo_detector_learns',
     'test_mask_rcnn_demo_learns_boxes_and_masks',
     'test_train_then_test',
     'test_bf16_autocast_1024_forward_backward_finite',

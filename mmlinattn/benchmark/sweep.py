@@ -15,6 +15,7 @@ import platform
 from dataclasses import asdict
 from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 
+from ..utils.machine import cpu_name
 from .cases import Case, case_child, matmul_child
 from .interleave import interleave_group
 from .isolation import run_isolated
@@ -128,32 +129,6 @@ def run_sweep(specs: Sequence[ModelSpec], sizes: Sequence[Tuple[int, int]],
                 matmul=dict(before=mm_before, after=mm_after))
 
 
-def _cpu_name(cpuinfo: str = '/proc/cpuinfo') -> str:
-    """The CPU's model name, with its family, model and widest vector units: two EPYC
-    generations both call themselves "AMD EPYC" on the cloud machines this was measured on,
-    and their ratios to a peer differ (AVX2 against AVX-512)."""
-    fields: Dict[str, str] = {}
-    try:
-        with open(cpuinfo) as f:
-            for line in f:
-                if not line.strip():
-                    break  # the first processor's block is enough
-                key, _, value = line.partition(':')
-                fields[key.strip()] = value.strip()
-    except OSError:
-        pass
-    name = fields.get('model name') or platform.processor() or 'unknown CPU'
-    flags = set(fields.get('flags', '').split())
-    units = [label for flag, label in (('avx512f', 'AVX-512'), ('amx_tile', 'AMX'))
-             if flag in flags]
-    if not units and 'avx2' in flags:
-        units = ['AVX2']
-    detail = [f"family {fields['cpu family']} model {fields['model']}"] \
-        if 'cpu family' in fields and 'model' in fields else []
-    detail += units
-    return f"{name} ({', '.join(detail)})" if detail else name
-
-
 def _gpu_name(device: str) -> Optional[str]:
     try:
         import torch
@@ -165,7 +140,7 @@ def _gpu_name(device: str) -> Optional[str]:
 def environment(device: str) -> dict:
     """The machine a run measured: CPU, GPU (for a CUDA ``device``), versions, load."""
     import torch
-    return dict(cpu_count=os.cpu_count(), platform=platform.platform(), processor=_cpu_name(),
+    return dict(cpu_count=os.cpu_count(), platform=platform.platform(), processor=cpu_name(),
                 torch=torch.__version__, python=platform.python_version(),
                 gpu=_gpu_name(device) if device.startswith('cuda') else None,
                 loadavg=os.getloadavg() if hasattr(os, 'getloadavg') else None)

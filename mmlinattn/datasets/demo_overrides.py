@@ -10,7 +10,7 @@ is a leaf edit, so the printed ``--cfg-options`` reproduce exactly what the test
 """
 import copy
 import math
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Tuple
 
 from mmengine.config import Config
 
@@ -96,11 +96,12 @@ def rescale_schedule(schedulers, old_len: int, new_len: int, by_epoch_loop: bool
 
 
 def demo_config(cfg: Config, iters: int = 300, data_root: str = DEMO_ROOT,
-                num_train: int = NUM_TRAIN) -> Config:
+                num_train: int = NUM_TRAIN, det_scale: Tuple[int, int] = DET_SCALE) -> Config:
     """A copy of ``cfg`` pointed at the demo data under ``data_root`` (written by
     tools/dataset_converters/make_demo_data.py with ``--num-train num_train``), with a
     schedule of about ``iters`` iterations (whole epochs for epoch-based detection
-    configs)."""
+    configs); detection images are resized to ``det_scale`` (the demo's 320 x 320 images
+    keep their size by default)."""
     cfg = copy.deepcopy(cfg)
     scope = cfg.get('default_scope')
     ds_type = cfg.train_dataloader.dataset.get('type')
@@ -118,7 +119,7 @@ def demo_config(cfg: Config, iters: int = 300, data_root: str = DEMO_ROOT,
             ds = cfg[key].dataset
             ds['data_root'] = root
             ds['metainfo'] = dict(classes=classes)
-            _shrink_pipeline(ds.pipeline, DET_SCALE)
+            _shrink_pipeline(ds.pipeline, tuple(det_scale))
         if 'filter_cfg' in cfg.train_dataloader.dataset:
             cfg.train_dataloader.dataset.filter_cfg['min_size'] = 4
         for key in ('val_evaluator', 'test_evaluator'):

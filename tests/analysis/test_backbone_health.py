@@ -64,7 +64,25 @@ def test_stream_bounded_at_default_init(family, arch):
     assert_bounded(model, normalise_photo(photos.astronaut(), (64, 96)), 'at init')
 
 
-@pytest.mark.parametrize('family,arch', ALL_ARCHS)
+# After training steps: the deepest arch of each family and block variant (SOFT++'s
+# paper and authors' ``-norm`` models).  A stream that grows with training grows most
+# over the most blocks; the shallower archs have the same blocks (each arch is still
+# checked at init above), and the 1024-wide InfViTPlain adds width, not depth.
+DEEPEST = [('SOFT', 'large'), ('SOFT', 'huge-norm'), ('NaLaFormer', 'large'),
+           ('InfViT', 'base'), ('InfViTPlain', 'l24'), ('LDN', 'base')]
+
+
+def test_deepest_archs_are_the_deepest():
+    def blocks(family, arch):
+        s = FAMILIES[family][0].arch_settings[arch]
+        return s.get('num_layers') or sum(s['depths'])
+    for family, arch in DEEPEST:
+        same_variant = [a for f, a in ALL_ARCHS
+                        if f == family and a.endswith('-norm') == arch.endswith('-norm')]
+        assert blocks(family, arch) == max(blocks(family, a) for a in same_variant)
+
+
+@pytest.mark.parametrize('family,arch', DEEPEST)
 def test_stream_bounded_after_training_steps(family, arch):
     model = build(family, arch, drop_path_rate=0.0)
     losses = brief_training(model, training_batches(count=3), steps=3, lr=1e-3)

@@ -434,13 +434,13 @@ def test_markdown_lists_the_hotspots_of_profiled_cases(tmp_path):
 def test_cpu_name_tells_machine_types_apart(tmp_path, flags, units):
     """The records name the CPU with its family, model and vector units, read from the
     first processor's block only: cloud EPYCs of two generations share one model name."""
-    from mmlinattn.benchmark.sweep import _cpu_name
+    from mmlinattn.utils.machine import cpu_name
     block = ('processor\t: {n}\nvendor_id\t: AuthenticAMD\ncpu family\t: 26\nmodel\t\t: 2\n'
              'model name\t: AMD EPYC\nflags\t\t: {flags}\n\n')
     info = tmp_path / 'cpuinfo'
     info.write_text(block.format(n=0, flags=flags) + block.format(n=1, flags='fpu').replace(
         'cpu family\t: 26', 'cpu family\t: 25'))
-    assert _cpu_name(str(info)) == f'AMD EPYC (family 26 model 2, {units})'
+    assert cpu_name(str(info)) == f'AMD EPYC (family 26 model 2, {units})'
     bare = tmp_path / 'bare'
     bare.write_text('processor\t: 0\nmodel name\t: Some CPU\n')
-    assert _cpu_name(str(bare)) == 'Some CPU'
+    assert cpu_name(str(bare)) == 'Some CPU'

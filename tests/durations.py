@@ -1,0 +1,91 @@
+"""The suite's durations record and its time budget (a pytest plugin, loaded by conftest).
+
+At the end of a run the controlling process (the only one under pytest-xdist) writes
+``work_dirs/test_durations.json`` (``MMLINATTN_TEST_DURATIONS`` overrides the path): the
+wall time of the tests, the summed time of every test (set-up, call and tear-down), the
+30 slowest tests, the test count and the machine's CPU type.  README.md's figures are taken
+from it.  When the wall time of a run passes the budget of its CPU type, it prints a
+warning naming the slowest tests: a warning, not a failure, since timings are noisy.
+"""
+import json
+import os
+import os.path as osp
+import time
+from collections import defaultdict
+
+from repo_paths import ROOT
+
+#: Budget for the whole suite's wall time, per machine type (the widest vector units the
+#: CPU has): CI's slowest type, the AVX2-only EPYC, gets 25 minutes of its 90; the faster
+#: ones (AVX-512 EPYC, Xeon with AMX) 10.  ``MMLINATTN_TEST_BUDGET_S`` overrides.
+BUDGET_S = {'AVX2': 25 * 60, 'AVX-512': 10 * 60, 'AMX': 10 * 60}
+DEFAULT_BUDGET_S = 25 * 60
+SLOWEST = 30
+
+
+def _is_controller(config) -> bool:
+    return not hasattr(config, 'workerinput')
+
+
+def budget_for(cpu: str) -> float:
+    from mmlinattn.utils.machine import vector_units
+    if os.environ.get('MMLINATTN_TEST_BUDGET_S'):
+        return float(os.environ['MMLINATTN_TEST_BUDGET_S'])
+    return BUDGET_S.get(vector_units(cpu), DEFAULT_BUDGET_S)
+
+
+class DurationsRecord:
+    def __init__(self, config):
+        self.config = config
+        self.start = time.time()
+        self.times = defaultdict(float)
+        self.outcomes = {}
+        self.record = None
+
+    def pytest_runtest_logreport(self, report):
+        self.times[report.nodeid] += report.duration
+        if report.when == 'call' or report.outcome != 'passed':
+            self.outcomes.setdefault(report.nodeid, report.outcome)
+
+    def pytest_sessionfinish(self, session, exitstatus):
+        from mmlinattn.utils.machine import cpu_name
+        if not self.times:
+            return
+        cpu = cpu_name()
+        wall = time.time() - self.start
+        slowest = sorted(self.times.items(), key=lambda kv: -kv[1])[:SLOWEST]
+        self.record = dict(
+            wall_s=round(wall, 1), summed_test_s=round(sum(self.times.values()), 1),
+            tests=len(self.times), workers=int(os.environ.get('PYTEST_XDIST_WORKER_COUNT')
+                                               or getattr(self.config.option, 'numprocesses',
+                                                          0) or 0),
+            cpu=cpu, cpu_count=os.cpu_count(), budget_s=budget_for(cpu),
+            args=list(self.config.invocation_params.args),
+            date=time.strftime('%Y-%m-%d %H:%M', time.gmtime()),
+            slowest=[dict(test=k, s=round(v, 2)) for k, v in slowest])
+        path = os.environ.get('MMLINATTN_TEST_DURATIONS',
+                              osp.join(ROOT, 'work_dirs', 'test_durations.json'))
+        os.makedirs(osp.dirname(path) or '.', exist_ok=True)
+        with open(path, 'w') as f:
+            json.dump(self.record, f, indent=1)
+        self.path = path
+
+    def pytest_terminal_summary(self, terminalreporter):
+        rec = self.record
+        if rec is None:
+            return
+        tr = terminalreporter
+        tr.write_line(f'durations record: {self.path} ({rec["tests"]} tests, '
+                      f'{rec["wall_s"] / 60:.1f} min wall, {rec["cpu"]})')
+        if rec['wall_s'] > rec['budget_s']:
+            names = ', '.join(f'{t["test"]} ({t["s"]:.0f} s)' for t in rec['slowest'][:5])
+            tr.write_line(
+                f'WARNING: the tests took {rec["wall_s"] / 60:.1f} min, past the '
+                f'{rec["budget_s"] / 60:.0f}-minute budget for this machine type '
+                f'({rec["cpu"]}); the slowest: {names}. Make the slowest tests cheaper '
+                f'before adding more (README, "Tests").', yellow=True, bold=True)
+
+
+def pytest_configure(config):
+    if _is_controller(config):
+        config.pluginmanager.register(DurationsRecord(config), 'mmlinattn-durations')
