@@ -44,3 +44,24 @@ def convert(*argv):
     """tools/model_converters/convert_checkpoint.py as a user runs it."""
     return subprocess.run([sys.executable, 'tools/model_converters/convert_checkpoint.py',
                            *argv], cwd=ROOT, capture_output=True, text=True)
+
+
+def convert_in_process(*argv):
+    """The same tool's ``main`` called in this process (no interpreter start-up and
+    imports): for tests about what it writes, not about its command line."""
+    import contextlib
+    import importlib.util
+    import io
+    import types
+    spec = importlib.util.spec_from_file_location(
+        'convert_checkpoint', osp.join(ROOT, 'tools', 'model_converters', 'convert_checkpoint.py'))
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = tool.main(list(argv))
+        except SystemExit as exit_:
+            code = exit_.code
+    return types.SimpleNamespace(returncode=code or 0, stdout=out.getvalue(),
+                                 stderr=err.getvalue())

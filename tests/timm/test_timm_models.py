@@ -17,7 +17,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from archs import TINY
 from dense_helpers import build_dense
-from tool_runs import convert
+from tool_runs import convert, convert_in_process
 from torch.overrides import TorchFunctionMode
 
 import mmlinattn.timm  # noqa: F401  (registers the timm models)
@@ -211,7 +211,7 @@ def test_train_save_convert_load_into_mmdet_and_mmseg(family, tmp_path):
         source = (ema.module if use_ema else model).eval()
         dst = str(tmp_path / f'{family}_{scope}.pth')
         argv = [src, dst] + (['--ema'] if use_ema else [])
-        proc = convert(*argv)  # auto-check against the stored model
+        proc = convert_in_process(*argv)  # auto-check against the stored model
         assert proc.returncode == 0, proc.stdout + proc.stderr[-2000:]
         converted = safe_load_checkpoint(dst)['state_dict']
         assert not any(k.startswith(('backbone.', 'head.')) for k in converted)
