@@ -1,13 +1,16 @@
 """Every config in ``configs/`` (found by listing the directory, so a new config is tested
 automatically): it loads, its pipelines and demo variant build, its model builds with the
-real mmdet / mmseg registries, trains one step (loss + backward) and predicts on a tiny CPU
-input, and every neck / head ``in_channels`` equals the real channels feeding it.  Each is a
-short leaf over ``configs/_base_/`` that states its recipe; a longer schedule inherits the
-shorter one of the same model and changes only the schedule.
+real mmdet / mmseg registries, and every neck / head ``in_channels`` equals the channels
+its backbone and necks really return (the whole model built and run on the meta device).
+One config per (detector, family, dataset), the smallest model, also trains one step
+(loss + backward) and predicts on a tiny CPU input; the other sizes of a family differ
+only in the widths and depths the meta run checks.  Each config is a short leaf over
+``configs/_base_/`` that states its recipe; a longer schedule inherits the shorter one of
+the same model and changes only the schedule.
 
 Inputs are shrunk (one 64x64 image for detectors, two 64x64 crops for segmentors, with the
-segmentor's pad size and sliding window set to 64), never the models.  The model run
-depends only on the config's ``model`` dict, so configs with identical model dicts (e.g.
+segmentor's pad size and sliding window set to 64), never the models.  The model runs
+depend only on the config's ``model`` dict, so configs with identical model dicts (e.g.
 a 1x and a 3x schedule, a 40k and an 80k schedule) share one run; each config still gets
 its own test result.
 """
@@ -346,15 +349,74 @@ def _run_model(cfg) -> dict:
     return dict(stages=stages)
 
 
-@pytest.mark.parametrize('name', CONFIGS)
+SIZE_ORDER = ('tiny', 'small', 'medium', 'base', 'large', 'l4')
+
+
+def representatives():
+    """One config per (detector, family, dataset): the smallest model's shortest schedule.
+    Its model trains a step and predicts; every config's model is built and its channels
+    checked on the meta device (test_config_in_channels_match_real_outputs)."""
+    picked = {}
+    for name in CONFIGS:
+        parts = name[:-len('.py')].split('_')
+        detector, family, size = parts[:3]
+        dataset = parts[3] if detector in ('upernet', 'semfpn') else 'coco'
+        key = (detector, family, dataset)
+        rank = (SIZE_ORDER.index(size), name)
+        if key not in picked or rank < picked[key][0]:
+            picked[key] = (rank, name)
+    return sorted(name for _, name in picked.values())
+
+
+REPRESENTATIVES = representatives()
+
+
+def test_representatives_cover_every_detector_family_and_dataset():
+    keys = {tuple(n[:-3].split('_')[:2]) for n in CONFIGS}
+    assert keys == {tuple(n[:-3].split('_')[:2]) for n in REPRESENTATIVES}
+    assert len(REPRESENTATIVES) < len(CONFIGS) / 2
+
+
+@pytest.mark.parametrize('name', REPRESENTATIVES)
 def test_config_trains_and_predicts(name):
     _run(name)
+
+
+_META_RUNS = {}
+
+
+def _meta_channels(name: str) -> list:
+    """The config's whole model built on the meta device (no memory, no initialisation
+    arithmetic) and the channels its backbone and necks really return for a meta image:
+    the module code runs, only the arithmetic is skipped."""
+    cfg = load(name)
+    key = _model_key(cfg)
+    if key not in _META_RUNS:
+        with torch.device('meta'):
+            model = build_model(cfg.model, cfg.default_scope)
+            with torch.no_grad():
+                feats = model.backbone(torch.zeros(1, 3, SIZE, SIZE))
+                stages = [_channels(feats)]
+                if getattr(model, 'with_neck', False):
+                    necks = list(model.neck) if isinstance(model.neck, torch.nn.Sequential) \
+                        else [model.neck]
+                    for neck in necks:
+                        feats = neck(feats)
+                        stages.append(_channels(feats))
+        _META_RUNS[key] = stages
+    return _META_RUNS[key]
+
+
+@pytest.mark.parametrize('name', REPRESENTATIVES)
+def test_meta_channels_equal_the_real_run(name):
+    """The meta-device run sees the channels of a real one."""
+    assert _meta_channels(name) == _run(name)['stages']
 
 
 @pytest.mark.parametrize('name', CONFIGS)
 def test_config_in_channels_match_real_outputs(name):
     cfg = load(name)
-    stages = _run(name)['stages']
+    stages = _meta_channels(name)
     necks = cfg.model.get('neck')
     necks = [] if necks is None else necks if isinstance(necks, list) else [necks]
     assert len(stages) == len(necks) + 1
