@@ -11,7 +11,7 @@ from typing import Optional, Tuple, Union
 
 import torch
 
-__all__ = ['compute_dtype', 'Float32Island']
+__all__ = ['compute_dtype', 'autocast_enabled', 'Float32Island']
 
 
 def compute_dtype(*tensors: Optional[torch.Tensor]) -> torch.dtype:
@@ -23,15 +23,20 @@ def compute_dtype(*tensors: Optional[torch.Tensor]) -> torch.dtype:
     return dtype
 
 
-def _autocast_off(device_type: str):
-    """Autocast disabled for ``device_type``; a no-op where autocast does not exist (``meta``
-    tensors used for shape inference, where ``torch.autocast`` itself raises)."""
+def autocast_enabled(device_type: str) -> bool:
+    """``torch.is_autocast_enabled(device_type)``, False for a device type autocast does not
+    know (``meta`` tensors used for shape inference, where the query itself raises)."""
     available = getattr(torch.amp, 'is_autocast_available', None)
     if available is not None and not available(device_type):
-        return contextlib.nullcontext()
+        return False
+    return torch.is_autocast_enabled(device_type)
+
+
+def _autocast_off(device_type: str):
+    """Autocast disabled for ``device_type``; a no-op where autocast does not exist."""
     # nothing to switch off: a null context, which torch.compile also traces (it cannot
     # trace entering an autocast object outside a ``with`` statement)
-    if not torch.is_autocast_enabled(device_type):
+    if not autocast_enabled(device_type):
         return contextlib.nullcontext()
     return torch.autocast(device_type, enabled=False)
 

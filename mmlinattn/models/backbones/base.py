@@ -30,6 +30,7 @@ import torch.nn as nn
 from mmengine.model import BaseModule
 from torch.nn.modules.batchnorm import _BatchNorm
 
+from ...ops.precision import autocast_enabled
 from ...utils.checkpoint import load_pretrained_backbone
 from ..layers import LayerNorm2d, maybe_checkpoint
 from ..layers.channels_last import tokens_as_map
@@ -37,10 +38,7 @@ from ..layers.token_grid import IMAGE_SIZES_ATTR, TokenGrid
 
 
 def _autocast_on(x: torch.Tensor) -> bool:
-    try:
-        return torch.is_autocast_enabled(x.device.type)
-    except RuntimeError:  # a device type autocast does not know (e.g. meta)
-        return False
+    return autocast_enabled(x.device.type)
 
 
 class _FreezeAfterInit(ABCMeta):

@@ -7,13 +7,14 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ...ops._grad import eager_training, needs_grad
+from ...ops.precision import autocast_enabled
 from .onednn import fused_linear, hooked
 
 
 def _plain_precision(x: torch.Tensor, *params: torch.Tensor) -> bool:
     """No autocast and one dtype: a fused form then rounds like the plain one (an ``out=``
     GEMM is not autocast, and a LayerScale folded into a half-precision weight underflows)."""
-    return (not torch.is_autocast_enabled(x.device.type)
+    return (not autocast_enabled(x.device.type)
             and all(p.dtype == x.dtype for p in params))
 
 
