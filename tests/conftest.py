@@ -33,9 +33,21 @@ LONGEST = (
 )
 
 
+def _listed_slow():
+    path = os.path.join(os.path.dirname(__file__), 'slow_tests.txt')
+    with open(path) as f:
+        return {line.strip() for line in f if line.strip() and not line.startswith('#')}
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` selects by the markers added here
 def pytest_collection_modifyitems(config, items):
-    """The tests of ``LONGEST`` in its order, then the other ``slow`` ones, then the rest
-    (a stable sort: each group keeps its collection order)."""
+    """Tests listed in ``slow_tests.txt`` get the ``slow`` marker (``--quick`` leaves them
+    out); then the tests of ``LONGEST`` in its order, then the other ``slow`` ones, then the
+    rest (a stable sort: each group keeps its collection order)."""
+    listed = _listed_slow()
+    for item in items:
+        if item.nodeid.split('[')[0] in listed:
+            item.add_marker(pytest.mark.slow)
     def rank(item):
         name = item.originalname or item.name
         known = next((i for i, prefix in enumerate(LONGEST) if name.startswith(prefix)), None)
