@@ -83,7 +83,7 @@ class DurationsRecord:
                 f'WARNING: the tests took {rec["wall_s"] / 60:.1f} min, past the '
                 f'{rec["budget_s"] / 60:.0f}-minute budget for this machine type '
                 f'({rec["cpu"]}); the slowest: {names}. Make the slowest tests cheaper '
-                f'before adding more (README, "Tests").', yellow=True, bold=True)
+                f'before adding more (README, the test command).', yellow=True, bold=True)
 
 
 def pytest_configure(config):
