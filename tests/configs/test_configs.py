@@ -336,7 +336,11 @@ def _run_model(cfg) -> dict:
             assert torch.isfinite(p.pred_instances.bboxes).all()
             assert len(p.pred_instances.scores) == len(p.pred_instances.bboxes)
 
-    # channels actually flowing from the backbone through each neck
+    return dict(stages=_stage_channels(model))
+
+
+def _stage_channels(model) -> list:
+    """The channels actually flowing from the backbone through each neck."""
     with torch.no_grad():
         feats = model.backbone(torch.zeros(1, 3, SIZE, SIZE))
         stages = [_channels(feats)]
@@ -346,7 +350,7 @@ def _run_model(cfg) -> dict:
             for neck in necks:
                 feats = neck(feats)
                 stages.append(_channels(feats))
-    return dict(stages=stages)
+    return stages
 
 
 SIZE_ORDER = ('tiny', 'small', 'medium', 'base', 'large', 'l4')
@@ -393,17 +397,7 @@ def _meta_channels(name: str) -> list:
     key = _model_key(cfg)
     if key not in _META_RUNS:
         with torch.device('meta'):
-            model = build_model(cfg.model, cfg.default_scope)
-            with torch.no_grad():
-                feats = model.backbone(torch.zeros(1, 3, SIZE, SIZE))
-                stages = [_channels(feats)]
-                if getattr(model, 'with_neck', False):
-                    necks = list(model.neck) if isinstance(model.neck, torch.nn.Sequential) \
-                        else [model.neck]
-                    for neck in necks:
-                        feats = neck(feats)
-                        stages.append(_channels(feats))
-        _META_RUNS[key] = stages
+            _META_RUNS[key] = _stage_channels(build_model(cfg.model, cfg.default_scope))
     return _META_RUNS[key]
 
 
