@@ -39,13 +39,10 @@ class DurationsRecord:
         self.config = config
         self.start = time.time()
         self.times = defaultdict(float)
-        self.outcomes = {}
         self.record = None
 
     def pytest_runtest_logreport(self, report):
         self.times[report.nodeid] += report.duration
-        if report.when == 'call' or report.outcome != 'passed':
-            self.outcomes.setdefault(report.nodeid, report.outcome)
 
     def pytest_sessionfinish(self, session, exitstatus):
         from mmlinattn.utils.machine import cpu_name
@@ -56,9 +53,8 @@ class DurationsRecord:
         slowest = sorted(self.times.items(), key=lambda kv: -kv[1])[:SLOWEST]
         self.record = dict(
             wall_s=round(wall, 1), summed_test_s=round(sum(self.times.values()), 1),
-            tests=len(self.times), workers=int(os.environ.get('PYTEST_XDIST_WORKER_COUNT')
-                                               or getattr(self.config.option, 'numprocesses',
-                                                          0) or 0),
+            tests=len(self.times),
+            workers=getattr(self.config.option, 'numprocesses', None),  # -n as given
             cpu=cpu, cpu_count=os.cpu_count(), budget_s=budget_for(cpu),
             args=list(self.config.invocation_params.args),
             date=time.strftime('%Y-%m-%d %H:%M', time.gmtime()),

@@ -7,9 +7,9 @@ __all__ = ['cpu_name', 'vector_units']
 
 
 def cpu_name(cpuinfo: str = '/proc/cpuinfo') -> str:
-    """The CPU's model name, with its family, model and widest vector units: two EPYC
-    generations both call themselves "AMD EPYC" on the cloud machines this was measured on,
-    and their ratios to a peer differ (AVX2 against AVX-512)."""
+    """The CPU's model name, with its family, model and widest vector units: two CPU
+    generations can report one model name and still differ in speed and in their ratios to
+    a peer (AVX2 against AVX-512)."""
     fields: Dict[str, str] = {}
     try:
         with open(cpuinfo) as f:
