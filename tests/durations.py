@@ -3,7 +3,7 @@
 At the end of a run the controlling process (the only one under pytest-xdist) writes
 ``work_dirs/test_durations.json`` (``MMLINATTN_TEST_DURATIONS`` overrides the path): the
 wall time of the tests, the summed time of every test (set-up, call and tear-down), the
-30 slowest tests, the test count and the machine's CPU type.  README.md's figures are taken
+30 slowest tests and test files, the test count and the machine's CPU type.  README.md's figures are taken
 from it.  When the wall time of a run passes the budget of its CPU type, it prints a
 warning naming the slowest tests: a warning, not a failure, since timings are noisy.
 """
@@ -51,6 +51,9 @@ class DurationsRecord:
         cpu = cpu_name()
         wall = self.wall = time.time() - self.start
         slowest = sorted(self.times.items(), key=lambda kv: -kv[1])[:SLOWEST]
+        by_file = defaultdict(float)
+        for nodeid, s in self.times.items():
+            by_file[nodeid.split('::')[0]] += s
         self.record = dict(
             wall_s=round(wall, 1), summed_test_s=round(sum(self.times.values()), 1),
             tests=len(self.times),
@@ -58,7 +61,9 @@ class DurationsRecord:
             cpu=cpu, cpu_count=os.cpu_count(), budget_s=budget_for(cpu),
             args=list(self.config.invocation_params.args),
             date=time.strftime('%Y-%m-%d %H:%M', time.gmtime()),
-            slowest=[dict(test=k, s=round(v, 2)) for k, v in slowest])
+            slowest=[dict(test=k, s=round(v, 2)) for k, v in slowest],
+            by_file={k: round(v, 1) for k, v in
+                     sorted(by_file.items(), key=lambda kv: -kv[1])[:SLOWEST]})
         path = os.environ.get('MMLINATTN_TEST_DURATIONS',
                               osp.join(ROOT, 'work_dirs', 'test_durations.json'))
         os.makedirs(osp.dirname(path) or '.', exist_ok=True)

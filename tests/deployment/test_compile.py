@@ -1,6 +1,7 @@
-"""torch.compile(fullgraph=True, dynamic=True) of every family: no graph break (fullgraph
-raises on one), one graph for three input sizes (no recompile when the size changes), and
-the compiled forward equal to eager.
+"""torch.compile(fullgraph=True) with dynamic sizes of every family: no graph break
+(fullgraph raises on one), one graph for three input sizes in inference (``dynamic=True``)
+and two in training (dynamic height and width), and the compiled forward (and backward)
+equal to eager.
 
 The backend only counts the graphs dynamo hands it and runs them as traced; tracing is
 what these properties depend on (inductor's code generation would add minutes per model
@@ -78,18 +79,24 @@ TRAIN_CASES = tuple(f for f in FAMILIES if f != 'InfViTPlain') + ('InfViTPlain+S
 @pytest.mark.parametrize('family', TRAIN_CASES)
 def test_compile_fullgraph_dynamic_train_forward_backward(family, monkeypatch):
     """Train mode through AOTAutograd (the forward and the backward graph traced), no
-    drop path: the loss and every parameter's gradient equal eager's.  The eager reference
-    keeps NaLa's feature maps eager (its own compiled training maps would add their graphs
-    to the count below)."""
+    drop path: the loss and every parameter's gradient equal eager's, one graph for two
+    image sizes.  The height and width are the dynamic sizes (``mark_dynamic``, what
+    dynamo's automatic dynamic shapes mark after the first size change; a training batch
+    has one size): ``dynamic=True`` would make every size symbolic, the batch too, and
+    its symbolic arithmetic tripled the tracing time.  The eager reference keeps NaLa's
+    feature maps eager (its own compiled training maps would add their graphs to the count
+    below)."""
     from mmlinattn.ops import compiled as compiled_ops
     monkeypatch.setenv(compiled_ops.ENV_VAR, '0')
     torch._dynamo.reset()
     from torch._dynamo.utils import counters
     counters.clear()
     model = make(family, drop_path_rate=0.0).train()
-    compiled = torch.compile(model, fullgraph=True, dynamic=True, backend='aot_eager')
+    compiled = torch.compile(model, fullgraph=True, backend='aot_eager')
     for h, w in SIZES[:2]:
         x = torch.randn(2, 3, h, w)
+        torch._dynamo.mark_dynamic(x, 2)
+        torch._dynamo.mark_dynamic(x, 3)
         grads, weights = [], None
         for fn in (model, compiled):  # eager first: it draws the loss weights
             model.zero_grad()

@@ -38,7 +38,7 @@ def _record(tmp_path, monkeypatch, budget):
     for i in range(40):  # set-up, call and tear-down of 40 tests
         for when, share in (('setup', 0.25), ('call', 0.5), ('teardown', 0.25)):
             rec.pytest_runtest_logreport(types.SimpleNamespace(
-                nodeid=f'tests/x.py::test_{i}', duration=i * share, when=when,
+                nodeid=f'tests/{"ab"[i >= 20]}.py::test_{i}', duration=i * share, when=when,
                 outcome='passed'))
     rec.pytest_sessionfinish(None, 0)
     out = Lines()
@@ -50,7 +50,9 @@ def test_record_holds_the_slowest_the_total_and_the_machine(tmp_path, monkeypatc
     data, lines = _record(tmp_path, monkeypatch, budget=3600)
     assert data['tests'] == 40 and data['summed_test_s'] == sum(range(40))
     assert [t['s'] for t in data['slowest']] == list(range(39, 9, -1))  # 30, slowest first
-    assert data['slowest'][0]['test'] == 'tests/x.py::test_39'
+    assert data['slowest'][0]['test'] == 'tests/b.py::test_39'
+    assert data['by_file'] == {'tests/b.py': sum(range(20, 40)), 'tests/a.py': sum(range(20))}
+    assert list(data['by_file']) == ['tests/b.py', 'tests/a.py']  # slowest file first
     assert data['cpu'] and data['budget_s'] == 3600 and data['wall_s'] >= 0
     assert len(lines) == 1 and 'WARNING' not in lines[0]
 
@@ -59,4 +61,4 @@ def test_a_run_past_its_budget_warns_naming_the_slowest(tmp_path, monkeypatch):
     data, lines = _record(tmp_path, monkeypatch, budget=0)
     assert data['budget_s'] == 0
     assert len(lines) == 2 and lines[1].startswith('WARNING: the tests took')
-    assert 'tests/x.py::test_39 (39 s)' in lines[1] and 'tests/x.py::test_30' not in lines[1]
+    assert 'tests/b.py::test_39 (39 s)' in lines[1] and 'tests/b.py::test_30' not in lines[1]
