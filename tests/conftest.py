@@ -5,6 +5,8 @@ import torch
 import durations
 from tool_runs import worker_threads
 
+from mmlinattn.ops.compiled import ENV_VAR as COMPILE_ENV
+
 
 def pytest_configure(config):
     """Under pytest-xdist (tools/run_tests.sh), the worker processes share the cores: each
@@ -14,7 +16,19 @@ def pytest_configure(config):
         threads = worker_threads()
         torch.set_num_threads(threads)
         os.environ['OMP_NUM_THREADS'] = str(threads)
+    # Eager ops unless a test asks for the compiled ones (the ``compile_on`` fixture):
+    # the first compile in each process and subprocess took 15-50 s (NaLa's feature maps,
+    # SOFT's kernel, the 5x5 depthwise weight gradient), paid again by every tool run.
+    # The compiled forms are checked against the eager ones where they are tested, and
+    # one tool run keeps the default; ``MMLINATTN_COMPILE=1`` runs the suite compiled.
+    os.environ.setdefault(COMPILE_ENV, '0')
     durations.pytest_configure(config)
+
+
+@pytest.fixture
+def compile_on(monkeypatch):
+    """The compiled fast paths on (the default outside the test suite)."""
+    monkeypatch.setenv(COMPILE_ENV, '1')
 
 
 # The longest tests, longest first, run before all others: under pytest-xdist they then

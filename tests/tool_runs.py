@@ -17,10 +17,12 @@ def worker_threads(most=None):
     return share if most is None else min(most, share)
 
 
-def run(args, **kw):
+def run(args, env=None, **kw):
     """``args`` in a subprocess at the repository root, with this process's share of the
-    cores (at most 2 threads); AssertionError with its output tail when it fails."""
-    env = dict(os.environ, PYTHONUNBUFFERED='1', OMP_NUM_THREADS=str(worker_threads(2)))
+    cores (at most 2 threads) and the variables of ``env`` set; AssertionError with its
+    output tail when it fails."""
+    env = dict(os.environ, PYTHONUNBUFFERED='1', OMP_NUM_THREADS=str(worker_threads(2)),
+               **(env or {}))
     proc = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, **kw)
     if proc.returncode:
         raise AssertionError(f'{" ".join(args[:4])} ... failed ({proc.returncode}):\n'

@@ -111,10 +111,10 @@ def briefly_trained():
 
 
 @pytest.mark.parametrize('family', PYRAMIDS)
-def test_training_path_equals_inference_path(family, briefly_trained):
-    """With BatchNorm on its running statistics in both, train mode (autograd path) and
-    eval mode (the inference fast paths: fused residual GEMMs, compiled feature maps)
-    compute the same maps."""
+def test_training_path_equals_inference_path(family, briefly_trained, compile_on):
+    """With BatchNorm on its running statistics in both, train mode (the training code
+    path) and eval mode (the inference fast paths: fused residual GEMMs, compiled feature
+    maps and kernels) compute the same maps."""
     models, crops = briefly_trained
     gaps = train_eval_gap(models[family], crops, batch_stats=False)
     assert max(gaps) < 1e-5, gaps

@@ -11,6 +11,7 @@ from tool_runs import last_metrics, run
 
 from mmlinattn.benchmark.model_flops import build_config_model
 from mmlinattn.datasets.demo_overrides import cfg_option_words, demo_options
+from mmlinattn.ops.compiled import ENV_VAR as COMPILE_ENV
 from repo_paths import ROOT
 
 pytestmark = pytest.mark.slow
@@ -58,6 +59,9 @@ def test_deployed_metric_equals_eager(config, metrics, points, extra, runtime, d
     assert 'max relative difference vs eager' in export.stdout, export.stdout
     if 'maskrcnn' in config:
         assert '(mask RoI stage): max relative difference' in export.stdout, export.stdout
+    # NaLaFormer's eager run on the default path, its feature maps compiled (the suite
+    # keeps ops eager elsewhere): a real tool run of the compiled forms, against ONNX
+    env = {COMPILE_ENV: '1'} if 'nalaformer' in config else {}
     scores, dumps = {}, {}
     for backend, weights in (('pytorch', ckpt), (runtime, onnx_path)):
         work = tmp_path / backend
@@ -65,7 +69,7 @@ def test_deployed_metric_equals_eager(config, metrics, points, extra, runtime, d
         out = ['--out', str(work / 'dets.pkl')] if detection else []
         static = ['--static-shapes'] if backend == 'openvino' else []
         run([sys.executable, 'tools/test.py', config, weights, '--backend', backend,
-             '--work-dir', str(work), *out, *static, '--cfg-options', *words])
+             '--work-dir', str(work), *out, *static, '--cfg-options', *words], env=env)
         scores[backend] = [last_metrics(work)[m] for m in metrics]
         dumps[backend] = work / 'dets.pkl'
     for eager, deployed in zip(scores['pytorch'], scores[runtime]):

@@ -419,11 +419,6 @@ def test_float32_sine_polynomial_is_as_accurate_as_sin():
     assert torch.equal(_sin_quarter(x64), torch.sin(x64))
 
 
-@pytest.fixture
-def compile_on(monkeypatch):
-    monkeypatch.setenv(compiled.ENV_VAR, '1')
-
-
 @pytest.mark.parametrize('kernel', KERNELS)
 def test_compiled_attention_equals_the_dense_reference(kernel, compile_on):
     """Inference takes the compiled feature maps; float64 values are the dense attention's,

@@ -259,8 +259,7 @@ def test_soft_inference_per_head_products_are_the_same_attention(pinv, compiled,
     """Inference writes P with one ``torch.mm`` per head into one buffer, finishes the kernel
     in one fused loop (compiled, or its eager form when compiling is off) and multiplies by
     P per head: the dense float64 Nystrom output, and what autograd's batched path gives."""
-    if not compiled:
-        monkeypatch.setenv('MMLINATTN_COMPILE', '0')
+    monkeypatch.setenv('MMLINATTN_COMPILE', '1' if compiled else '0')
     torch.manual_seed(4)
     b, h, n, m, d = 2, 3, 37, 6, 8
     q = torch.randn(b, h, n, d, dtype=torch.float64) * 0.6
