@@ -2,6 +2,9 @@
 sample photos): a residual stream that stays bounded at init and after training, finite
 float16, training and inference paths that agree, BatchNorm running statistics that
 describe the data, and deep features that survive a change of resolution."""
+import os
+from unittest import mock
+
 import pytest
 import torch
 from skimage import data as photos
@@ -10,6 +13,7 @@ from mmlinattn.analysis.health import (block_activation_max, brief_training,
                                        centred_similarity, half_precision_finite,
                                        normalise_photo, photo_crops, train_eval_gap)
 from mmlinattn.models.backbones import LDN, SOFT, InfViT, InfViTPlain, NaLaFormer
+from mmlinattn.ops.compiled import ENV_VAR as COMPILE_ENV
 
 FAMILIES = {
     'SOFT': (SOFT, dict(max_landmarks=49)),
@@ -100,13 +104,16 @@ def test_float16_finite(family):
 
 @pytest.fixture(scope='module')
 def briefly_trained():
-    """family -> (tiny model after 40 AdamW steps on photo crops, the crops)."""
+    """family -> (tiny model after 40 AdamW steps on photo crops, the crops).  Trained on
+    the eager ops whichever test asks first (one that switches the compiled paths on would
+    otherwise pay NaLa's training-map compile here)."""
     batches = training_batches()
     out = {}
-    for family in PYRAMIDS:
-        model = build(family, drop_path_rate=0.0)
-        brief_training(model, batches, steps=40, lr=1e-3)
-        out[family] = model
+    with mock.patch.dict(os.environ, {COMPILE_ENV: '0'}):
+        for family in PYRAMIDS:
+            model = build(family, drop_path_rate=0.0)
+            brief_training(model, batches, steps=40, lr=1e-3)
+            out[family] = model
     return out, torch.cat(batches)
 
 
