@@ -8,6 +8,7 @@ from collections import OrderedDict
 from typing import Callable, List, Optional
 
 import numpy as np
+import torch
 
 DEPLOY_HINT = ('install the deployment extra: bash tools/setup.sh --with deploy '
                '(onnx, onnxscript, onnxruntime, openvino)')
@@ -23,7 +24,10 @@ def _as_array(x) -> np.ndarray:
 
 def load_runtime(path: str, runtime: str = 'onnxruntime', threads: Optional[int] = None,
                  static_shapes: bool = False) -> Callable[..., List[np.ndarray]]:
-    """A CPU session for ``path`` (``threads``: intra-op threads, default the runtime's).
+    """A CPU session for ``path`` (``threads``: intra-op threads; default torch's
+    ``torch.get_num_threads()``, so the runtime follows ``OMP_NUM_THREADS`` /
+    ``torch.set_num_threads`` as the eager model does, instead of taking every core: two
+    runs that share a machine then do not crowd each other out).
 
     ``static_shapes`` (OpenVINO only): compile the graph once per distinct set of input
     shapes, with its symbolic dimensions fixed to them (the last :data:`STATIC_SHAPES_KEPT`
@@ -33,6 +37,7 @@ def load_runtime(path: str, runtime: str = 'onnxruntime', threads: Optional[int]
     whose RoI count changes every image.  ONNX Runtime gained nothing from fixed dimensions
     in the same measurement, so it takes no such option.
     """
+    threads = threads or torch.get_num_threads()
     if runtime == 'onnxruntime':
         if static_shapes:
             raise ValueError('static_shapes is an OpenVINO option; ONNX Runtime runs the '

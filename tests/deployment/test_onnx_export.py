@@ -77,6 +77,37 @@ def test_openvino_static_shapes_follow_the_input(exported):
     assert max(diffs) <= TOL, diffs
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize('runtime', ['onnxruntime', 'openvino'])
+def test_runtimes_take_torchs_thread_count(exported, runtime, monkeypatch):
+    """A runtime session uses as many intra-op threads as torch does (OMP_NUM_THREADS), not
+    every core: under the test suite's two workers an all-core ONNX Runtime or OpenVINO
+    session slowed the other worker's tests up to 4x.  An explicit count wins."""
+    import onnxruntime as ort
+    import openvino as ov
+    _, path = exported('LDN')
+    seen = []
+    session, compile_model = ort.InferenceSession, ov.Core.compile_model
+
+    def recording_session(path, options, **kw):
+        seen.append(options.intra_op_num_threads)
+        return session(path, options, **kw)
+
+    def recording_compile(self, model, device, config):
+        seen.append(config['INFERENCE_NUM_THREADS'])
+        return compile_model(self, model, device, config)
+    monkeypatch.setattr(ort, 'InferenceSession', recording_session)
+    monkeypatch.setattr(ov.Core, 'compile_model', recording_compile)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        load_runtime(path, runtime)
+        load_runtime(path, runtime, threads=2)
+    finally:
+        torch.set_num_threads(threads)
+    assert seen == [1, 2]
+
+
 def test_static_shapes_is_refused_for_onnxruntime(tmp_path):
     with pytest.raises(ValueError, match='OpenVINO'):
         load_runtime(str(tmp_path / 'x.onnx'), 'onnxruntime', static_shapes=True)
