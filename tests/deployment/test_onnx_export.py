@@ -81,8 +81,8 @@ def test_openvino_static_shapes_follow_the_input(exported):
 @pytest.mark.parametrize('runtime', ['onnxruntime', 'openvino'])
 def test_runtimes_take_torchs_thread_count(exported, runtime, monkeypatch):
     """A runtime session uses as many intra-op threads as torch does (OMP_NUM_THREADS), not
-    every core: under the test suite's two workers an all-core ONNX Runtime or OpenVINO
-    session slowed the other worker's tests up to 4x.  An explicit count wins."""
+    every core (ONNX Runtime's and OpenVINO's own default), so a tool run given one core
+    keeps to it.  An explicit count wins."""
     import onnxruntime as ort
     import openvino as ov
     _, path = exported('LDN')
