@@ -3,9 +3,10 @@
 At the end of a run the controlling process (the only one under pytest-xdist) writes
 ``work_dirs/test_durations.json`` (``MMLINATTN_TEST_DURATIONS`` overrides the path): the
 wall time of the tests, the summed time of every test (set-up, call and tear-down), the
-30 slowest tests and test files, the test count and the machine's CPU type.  README.md's figures are taken
-from it.  When the wall time of a run passes the budget of its CPU type, it prints a
-warning naming the slowest tests: a warning, not a failure, since timings are noisy.
+30 slowest tests and test files, the test count and the machine's CPU type.  README.md's
+figures are taken from it.  When the wall time of a run passes the budget of its CPU type,
+it prints a warning naming the slowest tests: a warning, not a failure, since timings are
+noisy.
 """
 import json
 import os

@@ -47,8 +47,7 @@ def load_runtime(path: str, runtime: str = 'onnxruntime', threads: Optional[int]
         except ImportError as err:
             raise ImportError(f'onnxruntime is not installed; {DEPLOY_HINT}') from err
         options = ort.SessionOptions()
-        if threads:
-            options.intra_op_num_threads = threads
+        options.intra_op_num_threads = threads
         session = ort.InferenceSession(path, options, providers=['CPUExecutionProvider'])
         names = [i.name for i in session.get_inputs()]
         return lambda *xs: session.run(None, {n: _as_array(x) for n, x in zip(names, xs)})
@@ -61,15 +60,14 @@ def load_runtime(path: str, runtime: str = 'onnxruntime', threads: Optional[int]
 STATIC_SHAPES_KEPT = 4
 
 
-def _openvino_runner(path: str, threads: Optional[int], static_shapes: bool):
+def _openvino_runner(path: str, threads: int, static_shapes: bool):
     try:
         import openvino as ov
     except ImportError as err:
         raise ImportError(f'openvino is not installed; {DEPLOY_HINT}') from err
     core = ov.Core()
-    config = {'INFERENCE_NUM_THREADS': threads} if threads else {}
     # f32 inference precision: OpenVINO may otherwise run bf16 on CPUs that have it.
-    config['INFERENCE_PRECISION_HINT'] = 'f32'
+    config = {'INFERENCE_NUM_THREADS': threads, 'INFERENCE_PRECISION_HINT': 'f32'}
 
     def compile_for(shapes=None):
         model = core.read_model(path)

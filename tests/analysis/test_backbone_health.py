@@ -2,9 +2,6 @@
 sample photos): a residual stream that stays bounded at init and after training, finite
 float16, training and inference paths that agree, BatchNorm running statistics that
 describe the data, and deep features that survive a change of resolution."""
-import os
-from unittest import mock
-
 import pytest
 import torch
 from archs import build as tiny_arch
@@ -14,7 +11,6 @@ from mmlinattn.analysis.health import (block_activation_max, brief_training,
                                        centred_similarity, half_precision_finite,
                                        normalise_photo, photo_crops, train_eval_gap)
 from mmlinattn.models.backbones import LDN, SOFT, InfViT, InfViTPlain, NaLaFormer
-from mmlinattn.ops.compiled import ENV_VAR as COMPILE_ENV
 
 FAMILIES = {
     'SOFT': (SOFT, dict(max_landmarks=49)),
@@ -109,16 +105,15 @@ def briefly_trained():
     crops).  What the two tests below compare, code paths and BatchNorm's running average,
     does not depend on the widths: the smallest real archs gave the same results (path gaps
     2-3e-7, running-statistics gaps 0.14-0.25 against 0.14-0.22 here) at 5x the time.
-    Trained on the eager ops whichever test asks first (one that switches the compiled
-    paths on would otherwise pay NaLa's training-map compile here)."""
+    A module fixture is set up before a test's ``compile_on``, so it trains on the suite's
+    eager ops whichever test asks first."""
     batches = training_batches()
     out = {}
-    with mock.patch.dict(os.environ, {COMPILE_ENV: '0'}):
-        for family in PYRAMIDS:
-            model = tiny_arch(family, drop_path_rate=0.0)
-            model.init_weights()
-            brief_training(model, batches, steps=40, lr=1e-3)
-            out[family] = model
+    for family in PYRAMIDS:
+        model = tiny_arch(family, drop_path_rate=0.0)
+        model.init_weights()
+        brief_training(model, batches, steps=40, lr=1e-3)
+        out[family] = model
     return out, torch.cat(batches)
 
 

@@ -12,7 +12,6 @@ def _compiled_weight_gradient(compile_on):
     """The custom backward runs only with the compiled weight gradient (the default)."""
 
 
-
 @pytest.mark.parametrize('kernel', [5, 7, (5, 3)])
 @pytest.mark.parametrize('bias', [True, False])
 def test_gradients_equal_pytorch_autograd(kernel, bias):
