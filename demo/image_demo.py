@@ -16,8 +16,8 @@ import warnings
 
 from mmengine.config import Config
 
-from mmlinattn.utils.checkpoint import install_safe_checkpoint_loading
-from mmlinattn.utils.runner import library_of
+from mmlinattn.engine.runner import library_of
+from mmlinattn.utils.checkpoint_schemes import install_safe_checkpoint_loading
 
 INFERENCERS = {'mmdet': ('mmdet.apis', 'DetInferencer'),
                'mmseg': ('mmseg.apis', 'MMSegInferencer')}

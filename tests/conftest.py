@@ -5,7 +5,7 @@ import torch
 import durations
 from tool_runs import worker_threads
 
-from mmlinattn.ops.compiled import ENV_VAR as COMPILE_ENV
+from mmlinattn.kernels.policy import COMPILE_ENV
 
 
 def pytest_configure(config):
@@ -95,8 +95,8 @@ def _restore_default_scope():
 @pytest.fixture
 def gemm_spy(monkeypatch):
     """One entry per product a residual branch accumulated into its stream by the GEMM
-    (:mod:`mmlinattn.models.layers.fused`), i.e. without calling its linear."""
-    import mmlinattn.models.layers.fused as fused
+    (:mod:`mmlinattn.kernels.residual`), i.e. without calling its linear."""
+    import mmlinattn.kernels.residual as fused
     calls, plain = [], fused._accumulate_product
 
     def spy(out, y, w):

@@ -25,8 +25,8 @@ import os.path as osp
 from mmengine.config import Config, DictAction
 from mmengine.runner import Runner
 
-from mmlinattn.utils.checkpoint import install_safe_checkpoint_loading
-from mmlinattn.utils.runner import (add_custom_hook, check_config_channels,
+from mmlinattn.utils.checkpoint_schemes import install_safe_checkpoint_loading
+from mmlinattn.engine.runner import (add_custom_hook, check_config_channels,
                                     check_config_datasets, close_process_group, enable_show,
                                     enable_tta, exit_on_bad_checkpoint, library_of,
                                     register_library, set_work_dir, setup_launcher)

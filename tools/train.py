@@ -13,8 +13,8 @@ from mmengine.config import Config, DictAction
 from mmengine.logging import print_log
 from mmengine.runner import Runner
 
-from mmlinattn.utils.checkpoint import install_safe_checkpoint_loading
-from mmlinattn.utils.runner import (add_custom_hook, check_config_channels,
+from mmlinattn.utils.checkpoint_schemes import install_safe_checkpoint_loading
+from mmlinattn.engine.runner import (add_custom_hook, check_config_channels,
                                     check_config_datasets, close_process_group, env_is_cpu,
                                     exit_on_bad_checkpoint, library_of, register_library,
                                     set_work_dir, setup_launcher, use_checkpoint_seed,

@@ -136,8 +136,10 @@ def capture_mixer_inputs(model: nn.Module, x: torch.Tensor,
                          types: Tuple[type, ...] = (LinearInfSA, PureInfSA),
                          method: str = 'forward') -> List[dict]:
     """Run ``model(x)`` (no grad) and return, in call order, one record per call of
-    ``method`` of a mixer of ``types`` (default: InfSA): ``name``, ``module``, its input
-    ``x`` (tokens (B, N, C) or a map; after the ``norm`` it was handed, if any), its ``grid``
+    ``method`` of a mixer of ``types`` (default: InfSA; for ``'forward'`` of a mixer behind
+    the residual seam, its ``residual_parts``, which both its forward and the seam call):
+    ``name``, ``module``, its input ``x`` (tokens (B, N, C) or a map; after the ``norm`` it
+    was handed, if any), its ``grid``
     (a :class:`~mmlinattn.models.layers.token_grid.TokenGrid`), the grid's ``hw`` and, for
     tokens, their (B, N) ``valid`` mask (None when not passed or nothing is padded)."""
     records, patched = [], []
@@ -146,8 +148,9 @@ def capture_mixer_inputs(model: nn.Module, x: torch.Tensor,
     def recorder(module, call):
         def wrapped(*args, **kwargs):
             x = args[0].detach()
-            if kwargs.get('norm') is not None:  # a block may hand its pre-norm to the mixer
-                x = kwargs['norm'](x)
+            norm = kwargs.get('norm', args[2] if len(args) > 2 else None)
+            if norm is not None:  # the residual seam hands the block's pre-norm to the mixer
+                x = norm(x)
             grid = args[1] if len(args) > 1 else kwargs.get('grid')
             hw = None if grid is None else grid.hw
             valid = None if grid is None or x.dim() != 3 else grid.valid_tokens(x)
@@ -159,14 +162,16 @@ def capture_mixer_inputs(model: nn.Module, x: torch.Tensor,
     # an instance attribute shadows the method for this run only
     for m in model.modules():
         if isinstance(m, types):
-            setattr(m, method, recorder(m, getattr(m, method)))
-            patched.append(m)
+            name = ('residual_parts' if method == 'forward' and hasattr(m, 'residual_parts')
+                    else method)
+            setattr(m, name, recorder(m, getattr(m, name)))
+            patched.append((m, name))
     try:
         with torch.no_grad():
             model(x)
     finally:
-        for m in patched:
-            delattr(m, method)
+        for m, name in patched:
+            delattr(m, name)
     return records
 
 

@@ -57,7 +57,7 @@ def detector_cfg(family: str, backbone: Optional[dict] = None):
 
 
 def build_detector(cfg, seed: int = 0):
-    from ..utils.runner import build_in_scope
+    from ..engine.runner import build_in_scope
     torch.manual_seed(seed)
     return build_in_scope(cfg, 'mmdet').eval()
 

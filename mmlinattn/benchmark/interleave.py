@@ -191,8 +191,8 @@ def interleave_group(group: list, rounds: int, budget: float, preload: Sequence[
             [g[2] for g in fit], rounds, c.height * 1000 + c.width, limit, need, preload))]
     else:
         info['reference'] = labels[ref]
-        # a warm worker's heap: measured 1.3x the isolated peak (NaLaFormer small, 2048^2
-        # training); two workers get less slack than a crowd
+        # a warm worker's heap holds more than the isolated peak (docs/benchmarks.md); two
+        # workers get less slack than a crowd
         need = [0.75 * n for n in need]
         runs = []
         for i in range(len(fit)):

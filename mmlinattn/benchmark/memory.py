@@ -9,8 +9,8 @@ fails with an error instead of the kernel's OOM killer ending the machine's othe
 glibc serves every allocation above its mmap threshold (at most 32 MiB) with fresh pages from
 the kernel and hands them back on ``free``.  Each new 4 KiB page is zero-filled on its first
 write, so a tensor of that size pays a page fault per 4 KiB every time it is created.  At
-2048² most activations of a backbone are that large: on the project's 2-core CI machine this
-was ~40 % of the CPU forward time of every backbone, ours and mmdet's Swin / PVT alike
+2048² most activations of a backbone are that large, and the page faults are a large share
+of the CPU forward time of every backbone, ours and mmdet's Swin / PVT alike
 (``docs/benchmarks.md``).  CUDA has a caching allocator; :func:`reuse_freed_cpu_memory`
 gives CPU runs the same reuse.
 """
@@ -54,10 +54,8 @@ def return_freed_cpu_memory(threshold: int = 128 * 1024) -> bool:
 
     glibc's default threshold starts at 128 KiB but rises to the size of each mmapped block
     freed (up to 32 MiB); tensors below it then come from the heap, whose freed holes stay
-    resident, so the peak RSS also counts that fragmentation.  Measured on one training step
-    of LDN small at 1024²: 2109 MiB with the rising threshold, 1782 MiB fixed; with
-    ``with_cp=True`` 1364 against 455 MiB (what ``torch.profiler`` sees live).  Setting the
-    threshold fixes it (glibc stops adjusting it).  Affects later allocations only.
+    resident, so the peak RSS also counts that fragmentation (``docs/benchmarks.md``).
+    Setting the threshold fixes it (glibc stops adjusting it).  Affects later allocations only.
 
     Returns:
         True when applied; False where the C library is not glibc.

@@ -64,7 +64,7 @@ def build_config_model(config, cfg_options: Optional[dict] = None):
     from mmengine.config import Config
     from mmengine.model import revert_sync_batchnorm
 
-    from ..utils.runner import LIBRARIES, build_in_scope
+    from ..engine.runner import LIBRARIES, build_in_scope
 
     cfg = config if isinstance(config, Config) else Config.fromfile(config)
     if cfg_options:

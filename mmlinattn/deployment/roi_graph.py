@@ -26,41 +26,13 @@ from mmengine.logging import print_log
 
 from .onnx_export import check_onnx, export_program_onnx
 from .runtimes import load_runtime, max_relative_difference
-from .tensor_graph import flatten_outputs
-
-#: Files beside ``model.onnx`` that hold the RoI stages, by head.
-ROI_GRAPHS = ('bbox', 'mask')
+from .tensor_graph import ROI_GRAPHS, check_two_stage, flatten_outputs
 
 
 def roi_graph_path(path: str, head: str) -> str:
     """``work/model.onnx`` -> ``work/model.bbox.onnx`` (or ``.mask.onnx``)."""
     root, ext = osp.splitext(path)
     return f'{root}.{head}{ext or ".onnx"}'
-
-
-def check_two_stage(model: nn.Module) -> None:
-    """Refuse what the RoI graphs do not reproduce (cascades, other RoI layers), naming
-    the alternative."""
-    roi_head = getattr(model, 'roi_head', None)
-    name = type(model).__name__
-    if type(roi_head).__name__ != 'StandardRoIHead' or roi_head.with_shared_head:
-        raise ValueError(f'{name}: only the StandardRoIHead (without a shared head) of '
-                         f'Faster / Mask R-CNN is exported, not {type(roi_head).__name__}; '
-                         'export the backbone (--backbone-only)')
-    if getattr(model, 'rpn_head', None) is None:
-        raise ValueError(f'{name}: a two-stage detector without an RPN takes its proposals '
-                         'from the data; export the backbone (--backbone-only)')
-    for head in ROI_GRAPHS:
-        extractor = getattr(roi_head, f'{head}_roi_extractor', None)
-        if extractor is None:
-            continue
-        for layer in extractor.roi_layers:
-            if (type(layer).__name__ != 'RoIAlign' or layer.pool_mode != 'avg'
-                    or not layer.aligned):
-                raise ValueError(
-                    f'{name}: the {head} RoI layer must be RoIAlign(pool_mode="avg", '
-                    f'aligned=True) to map onto ONNX RoiAlign, got {layer!r}; export the '
-                    'backbone (--backbone-only)')
 
 
 def roi_features(extractor: nn.Module, feats: Sequence[torch.Tensor],

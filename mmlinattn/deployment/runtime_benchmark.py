@@ -6,8 +6,8 @@ Each model is exported once with dynamic H, W and run at every size; a model who
 cannot serve every size (e.g. a peer that branches on the input size) is exported per size
 (``export: fixed``).  ``torch.compile`` compiles ours with ``dynamic=True`` (one graph for
 every size, as they promise) and the models named in ``static_compile`` (the peers) per size
-(``dynamic=False``, ``export: fixed``): mmdet's Swin-T had not finished a ``dynamic=True``
-compile after 12 minutes on 2 cores, and compiles for one size in ~2.5 minutes.  The timed
+(``dynamic=False``, ``export: fixed``): mmdet's Swin-T compiles far faster per size than
+with ``dynamic=True`` (docs/deployment.md).  The timed
 forwards of all (model, runtime) pairs of a size are interleaved round by round in a
 shuffled order, so that a drifting machine speed falls on all of them alike; each pair gets
 one untimed warm-up forward first.

@@ -31,11 +31,10 @@ def load_runtime(path: str, runtime: str = 'onnxruntime', threads: Optional[int]
 
     ``static_shapes`` (OpenVINO only): compile the graph once per distinct set of input
     shapes, with its symbolic dimensions fixed to them (the last :data:`STATIC_SHAPES_KEPT`
-    kept).  OpenVINO picks faster kernels for static shapes (InfViT-small at 1024^2 on 2
-    cores: 1.06 s instead of 1.80 s, docs/deployment.md) at a compile of ~1-2 s per new
-    shape: for inputs of few sizes (a benchmark, a fixed-size service), not for RoI graphs
-    whose RoI count changes every image.  ONNX Runtime gained nothing from fixed dimensions
-    in the same measurement, so it takes no such option.
+    kept).  OpenVINO picks faster kernels for static shapes (docs/deployment.md) at a
+    compile per new shape: for inputs of few sizes (a benchmark, a fixed-size service), not
+    for RoI graphs whose RoI count changes every image.  ONNX Runtime gained nothing from
+    fixed dimensions in the same measurement, so it takes no such option.
     """
     threads = threads or torch.get_num_threads()
     if runtime == 'onnxruntime':

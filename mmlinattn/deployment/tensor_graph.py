@@ -35,6 +35,36 @@ def flatten_outputs(out) -> Tuple[torch.Tensor, ...]:
     return tuple(flat)
 
 
+#: The RoI stages a two-stage detector exports as graphs of their own
+#: (:mod:`mmlinattn.deployment.roi_graph`; files beside ``model.onnx``), by head.
+ROI_GRAPHS = ('bbox', 'mask')
+
+
+def check_two_stage(model: nn.Module) -> None:
+    """Refuse what the RoI graphs do not reproduce (cascades, other RoI layers), naming
+    the alternative."""
+    roi_head = getattr(model, 'roi_head', None)
+    name = type(model).__name__
+    if type(roi_head).__name__ != 'StandardRoIHead' or roi_head.with_shared_head:
+        raise ValueError(f'{name}: only the StandardRoIHead (without a shared head) of '
+                         f'Faster / Mask R-CNN is exported, not {type(roi_head).__name__}; '
+                         'export the backbone (--backbone-only)')
+    if getattr(model, 'rpn_head', None) is None:
+        raise ValueError(f'{name}: a two-stage detector without an RPN takes its proposals '
+                         'from the data; export the backbone (--backbone-only)')
+    for head in ROI_GRAPHS:
+        extractor = getattr(roi_head, f'{head}_roi_extractor', None)
+        if extractor is None:
+            continue
+        for layer in extractor.roi_layers:
+            if (type(layer).__name__ != 'RoIAlign' or layer.pool_mode != 'avg'
+                    or not layer.aligned):
+                raise ValueError(
+                    f'{name}: the {head} RoI layer must be RoIAlign(pool_mode="avg", '
+                    f'aligned=True) to map onto ONNX RoiAlign, got {layer!r}; export the '
+                    'backbone (--backbone-only)')
+
+
 def kind_of(model: nn.Module) -> str:
     """'backbone', 'detector' (one-stage), 'two_stage' (Faster / Mask R-CNN) or
     'segmentor' (ValueError for anything else)."""
@@ -42,7 +72,6 @@ def kind_of(model: nn.Module) -> str:
     if 'BaseSegmentor' in names:
         return 'segmentor'
     if 'TwoStageDetector' in names:
-        from .roi_graph import check_two_stage
         check_two_stage(model)
         return 'two_stage'
     if 'SingleStageDetector' in names:

@@ -1,11 +1,11 @@
 """mmengine hooks (registered in :data:`mmlinattn.registry.HOOKS`).
 
 Importing this package also switches on safe checkpoint loading
-(:func:`~mmlinattn.utils.checkpoint.install_safe_checkpoint_loading`): the configs list it in
-``custom_imports``, so a run of any tool on them, mmdet's and mmseg's own included, loads
-checkpoints with ``weights_only=True`` through every scheme of mmengine.
+(:func:`~mmlinattn.utils.checkpoint_schemes.install_safe_checkpoint_loading`): the configs
+list it in ``custom_imports``, so a run of any tool on them, mmdet's and mmseg's own
+included, loads checkpoints with ``weights_only=True`` through every scheme of mmengine.
 """
-from mmlinattn.utils.checkpoint import install_safe_checkpoint_loading
+from mmlinattn.utils.checkpoint_schemes import install_safe_checkpoint_loading
 from .checkpoint_match_hook import CheckpointMatchHook
 from .early_progress_hook import EarlyProgressHook
 from .logger_hook import RankZeroLoggerHook

@@ -8,7 +8,7 @@ from ..registry import HOOKS
 class EarlyProgressHook(Hook):
     """Print the log line of each of the first ``num_iters`` training iterations.
 
-    ``LoggerHook`` prints every ``interval`` (50) iterations: on 2 CPU cores that is many
+    ``LoggerHook`` prints every ``interval`` (50) iterations: on a small CPU machine that is
     minutes of silence at the start of a run.  This hook fills in the iterations the logger
     skips, using the runner's own log processor, so the lines look the same and the logger's
     own lines are not printed twice.  Only text is written; the scalars file is the logger's.

@@ -31,12 +31,11 @@ loops over grid cells and offsets, Kronecker sums, dense inverses), for tests: O
 """
 import math
 import re
-from typing import List, Optional, Tuple
+from typing import Callable, List, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
 
-from ._grad import eager_inference
 from .precision import Float32Island
 
 __all__ = [
@@ -107,18 +106,14 @@ def _group_map(a_deg: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
     return a_deg.unsqueeze(2)
 
 
-def _increment(y: torch.Tensor, weight: torch.Tensor, a_deg: torch.Tensor, groups: int,
-               keep: Optional[torch.Tensor]) -> torch.Tensor:
+def increment(y: torch.Tensor, weight: torch.Tensor, a_deg: torch.Tensor, groups: int,
+              keep: Optional[torch.Tensor]) -> torch.Tensor:
     """``W ⋆ y − a·deg ⊙ y`` (zero outside ``keep``): the degree term subtracted from the
     conv's output in one pass, the degrees broadcast from one map per group (not a C x H x W
-    copy of them); in place in eager inference (under autograd an in-place op on the view
-    would make the backward copy the whole gradient)."""
+    copy of them)."""
     k = weight.shape[-1]
     inc = F.conv2d(y, weight, padding=k // 2, groups=y.shape[1])
     split = (groups, y.shape[1] // groups)
-    if eager_inference(y, weight, a_deg):
-        inc.unflatten(1, split).addcmul_(a_deg, y.unflatten(1, split), value=-1)
-        return inc if keep is None else inc.mul_(keep)
     inc = torch.addcmul(inc.unflatten(1, split), a_deg, y.unflatten(1, split), value=-1)
     inc = inc.flatten(1, 2)
     return inc if keep is None else inc * keep
@@ -146,6 +141,13 @@ def grid_diffusion(x: torch.Tensor, kernel: torch.Tensor, step: torch.Tensor,
     Returns:
         The increment, (B, C, H, W) in ``x``'s dtype.
     """
+    return euler_steps(x, kernel, step, n_steps, valid, increment)
+
+
+def euler_steps(x: torch.Tensor, kernel: torch.Tensor, step: torch.Tensor, n_steps: int,
+                valid: Optional[torch.Tensor], step_increment: Callable) -> torch.Tensor:
+    """:func:`grid_diffusion` with each step's increment from ``step_increment`` (the
+    signature of :func:`increment`)."""
     if n_steps < 1:
         raise ValueError(f'n_steps must be >= 1, got {n_steps}')
     c, h, w = x.shape[1:]
@@ -165,10 +167,10 @@ def grid_diffusion(x: torch.Tensor, kernel: torch.Tensor, step: torch.Tensor,
         a_deg = _group_map(a_deg, y)
         if keep is not None:
             y = y * keep
-        total = inc = _increment(y, weight, a_deg, g, keep)
+        total = inc = step_increment(y, weight, a_deg, g, keep)
         for _ in range(n_steps - 1):
             y = y + inc
-            inc = _increment(y, weight, a_deg, g, keep)
+            inc = step_increment(y, weight, a_deg, g, keep)
             total = total + inc
     return island.back(total)
 

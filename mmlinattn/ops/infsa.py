@@ -17,12 +17,11 @@ per (sample, head) with explicit loops and the dense N x N matrix, for tests.
 wants (γ^l for Eq. 23, γ for a constant per-block factor): a Python number, a 0-d tensor or
 a per-head tensor of shape (H,) (e.g. a learned ``sigmoid(logit)``, kept in the graph).
 """
-from typing import Optional, Tuple, Union
+from typing import Callable, Optional, Tuple, Union
 
 import torch
 import torch.nn.functional as F
 
-from ._grad import recompute_in_backward
 from .precision import Float32Island
 
 Gamma = Union[float, torch.Tensor]
@@ -79,9 +78,32 @@ def _frobenius(sq: torch.Tensor) -> torch.Tensor:
     return sq.clamp_min(torch.finfo(sq.dtype).tiny).sqrt()
 
 
+def _call(fn: Callable, *args):
+    return fn(*args)
+
+
+def pure_infsa_blocks(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                      valid: Optional[torch.Tensor], chunk_size: Optional[int],
+                      run_block: Callable = _call) -> Tuple[torch.Tensor, torch.Tensor]:
+    """The rows ``[Q Kᵀ]₊ V`` and ``‖[Q Kᵀ]₊‖²_F`` of :func:`pure_infsa`, in query blocks of
+    ``chunk_size`` (None: one block); each block is ``run_block(fn, *args)`` (default
+    ``fn(*args)``; the fast form recomputes blocks in the backward)."""
+    n = q.shape[-2]
+    if chunk_size is None or chunk_size >= n:
+        return _pure_chunk(q, k, v, valid, valid)
+    nums, sq = [], 0
+    for start in range(0, n, chunk_size):
+        rows = slice(start, start + chunk_size)
+        num_b, sq_b = run_block(_pure_chunk, q[:, :, rows], k, v,
+                                None if valid is None else valid[:, rows], valid)
+        nums.append(num_b)
+        sq = sq + sq_b
+    return torch.cat(nums, dim=2), sq
+
+
 def pure_infsa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, gamma: Gamma = 1.0,
                valid: Optional[torch.Tensor] = None, eps: float = 1e-6,
-               chunk_size: Optional[int] = None) -> torch.Tensor:
+               chunk_size: Optional[int] = None, run_block: Callable = _call) -> torch.Tensor:
     """Pure InfSA, Eq. 11-12: ``Â = [QKᵀ]₊ / (‖[QKᵀ]₊‖_F + ε)``, ``Z = γ Â V``.
 
     No softmax and no row normalisation; the Frobenius norm is one scalar per (sample, head)
@@ -96,7 +118,9 @@ def pure_infsa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, gamma: Gamma =
         chunk_size: if set and smaller than N, evaluate exactly in query blocks of this
             size: each block contributes its rows [Q_b Kᵀ]₊ V and its share of ‖·‖²_F, and
             the division happens once at the end.  Peak memory is O(chunk_size · N) instead
-            of O(N²), also in the backward pass (each block is recomputed there).
+            of O(N²) (in the backward pass too through the fast form
+            :func:`mmlinattn.kernels.pure_infsa`, which recomputes each block there).
+        run_block: how a block is evaluated (see :func:`pure_infsa_blocks`).
 
     Returns:
         Z, (B, H, N, d) in ``v``'s dtype.
@@ -107,18 +131,7 @@ def pure_infsa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, gamma: Gamma =
         raise ValueError(f'chunk_size must be a positive int, got {chunk_size}')
     with Float32Island(q, k, v, out_dtype=v.dtype) as island:
         qf, kf, vf = island.cast(q, k, v)
-        if chunk_size is None or chunk_size >= n:
-            num, sq = _pure_chunk(qf, kf, vf, valid, valid)
-        else:
-            nums, sq = [], 0
-            for start in range(0, n, chunk_size):
-                rows = slice(start, start + chunk_size)
-                num_b, sq_b = recompute_in_backward(
-                    _pure_chunk, qf[:, :, rows], kf, vf,
-                    None if valid is None else valid[:, rows], valid)
-                nums.append(num_b)
-                sq = sq + sq_b
-            num = torch.cat(nums, dim=2)
+        num, sq = pure_infsa_blocks(qf, kf, vf, valid, chunk_size, run_block)
         z = num / (_frobenius(sq) + eps)                                 # Eq. 11-12
         z = z * _head_gamma(gamma, h, 4, z)
     return island.back(z)

@@ -26,12 +26,6 @@ Choices where the paper is silent:
 * norms clamped to ``>= eps``; absolute values taken before any fractional power;
 * the key-value product and the key sum are divided by ``N`` (authors' code) so magnitudes and
   the ``eps`` of the denominator do not drift with the resolution; it cancels otherwise;
-* without autograd the feature maps run as compiled fused loops (exact rewrites of Eq. 16,
-  :func:`_fused_feature_maps`; the compiling is :mod:`mmlinattn.ops.compiled`'s); in eager
-  training the plain maps, compiled with their backward, which the core evaluates without
-  autograd in its forward (the same values as before, bit for bit) and again with autograd
-  in its backward, keeping only ``q, k, v``
-  (:func:`~mmlinattn.ops.linear_attention.chunked_linear_attention`);
 * the core runs in a float32 island (:mod:`mmlinattn.ops.precision`; float64 stays
   float64), because ``|k|^3`` overflows half precision quickly.
 
@@ -55,9 +49,7 @@ from typing import Optional, Tuple
 import torch
 import torch.nn.functional as F
 
-from ._grad import needs_grad
-from .compiled import compile_each, compiled_path_allowed
-from .linear_attention import chunked_linear_attention, normalized_attention_reference
+from .normalized_attention import normalized_attention_reference, normalized_linear_attention
 from .precision import Float32Island
 from .rope import rotate_pairs
 
@@ -128,7 +120,7 @@ def nala_feature_maps(q: torch.Tensor, k: torch.Tensor, kernel: str = 'cos_sin',
     for queries and ``m = |k|^lam`` for keys.  ``relu_split`` (authors' code):
     ``[relu(d(q))^p; relu(-d(q))^p]`` and ``[relu(k)^lam; relu(-k)^lam]``; for
     ``relu_split_rope`` these unrotated maps (the ones of its denominator).
-    Computed in the input dtype; :func:`nala_attention` is the fast path.
+    Computed in the input dtype.
     """
     _check_args(kernel, lam, alpha, eps)
     if _feature_kernel(kernel) == 'relu_split':
@@ -159,136 +151,6 @@ def nala_similarity_reference(q: torch.Tensor, k: torch.Tensor, lam: float = 3.0
     return (a[:, None, :] * b[None, :, :] * cos).sum(-1)
 
 
-def _magnitude_cos_sin(x: torch.Tensor, angle_scale, magnitude: torch.Tensor,
-                       inplace: bool) -> torch.Tensor:
-    """``[m cos(theta); m sin(theta)]`` (..., 2d) with ``theta = (pi/4) tanh(angle_scale x)``:
-    the layout of Eq. 16.  ``inplace`` writes cos / sin straight into the output's halves and
-    reuses buffers (no autograd); otherwise every op is out of place."""
-    if not inplace:
-        t = inhibit_angle(x, angle_scale)      # alpha d(x) = (alpha / ||x||) x
-        return torch.cat([magnitude * torch.cos(t), magnitude * torch.sin(t)], dim=-1)
-    out = x.new_empty(x.shape[:-1] + (2, x.shape[-1]))
-    t = torch.mul(x, angle_scale).tanh_().mul_(_QUARTER_PI[x.dtype])
-    torch.cos(t, out=out[..., 0, :])
-    torch.sin(t, out=out[..., 1, :])
-    return out.mul_(magnitude.unsqueeze(-2)).flatten(-2)
-
-
-def _fast_feature_maps(kernel: str, lam: float, alpha: float, eps: float, inplace: bool):
-    """``(phi_q, phi_k)`` callables equal to :func:`nala_feature_maps`' maps, with fewer passes.
-
-    ``cos_sin``: the key direction only enters the angle, so ``1 / ||k||`` is folded into
-    its scale; with ``inplace`` (inference) each map is one output buffer plus one scratch
-    tensor.  ``relu_split``: one power over the concatenated halves.
-    """
-    if kernel == 'relu_split':
-        def phi_q(q):
-            qn, dq = norm_direction(q, eps)
-            return F.relu(torch.cat([dq, -dq], dim=-1)).pow(nala_query_power(qn, lam))
-
-        def phi_k(k):
-            return F.relu(torch.cat([k, -k], dim=-1)).pow(lam)
-        return phi_q, phi_k
-
-    def phi_q(q):
-        qn, dq = norm_direction(q, eps)
-        power = nala_query_power(qn, lam)
-        mag = dq.abs_().pow_(power) if inplace else dq.abs().pow(power)
-        # the angle uses the signed direction: recompute it from q (dq was overwritten)
-        return _magnitude_cos_sin(q, alpha / qn, mag, inplace)
-
-    def phi_k(k):
-        k_scale = alpha / torch.linalg.vector_norm(k, dim=-1, keepdim=True).clamp_min(eps)
-        mag = k.abs().pow_(lam) if inplace else k.abs().pow(lam)
-        return _magnitude_cos_sin(k, k_scale, mag, inplace)
-    return phi_q, phi_k
-
-
-def _sin_quarter(x: torch.Tensor) -> torch.Tensor:
-    """``sin(x)`` for ``|x| <= pi/4``; below float64 as ``x - x^3/3! + ... + x^9/9!``.
-
-    The omitted terms are below ``(pi/4)^11 / 11! < 2e-9`` of the result, under float32's
-    rounding.  Why: OpenVINO's CPU plugin runs ``Sin`` as a scalar reference kernel (NaLa
-    small at 1024^2: 0.19 s of 2.5 s), while multiplies and adds join its fused
-    elementwise loops; ONNX Runtime and inductor are faster with the polynomial too
-    (docs/benchmarks.md).  Float64 keeps ``torch.sin``, whose error the polynomial exceeds.
-    """
-    if x.dtype == torch.float64:
-        return torch.sin(x)
-    x2 = x * x
-    return x * (1 + x2 * (-1 / 6 + x2 * (1 / 120 + x2 * (-1 / 5040 + x2 * (1 / 362880)))))
-
-
-def _fused_feature_maps(kernel: str, lam: float, alpha: float, eps: float):
-    """``(phi_q, phi_k)`` equal to :func:`nala_feature_maps`' maps, written for one fused loop
-    each (:class:`~mmlinattn.ops.compiled.LazyCompiled`; no autograd: ``log |d|`` has an
-    infinite derivative at 0, which :func:`_training_feature_maps` avoids).
-
-    Exact rewrites of Eq. 16 that replace slow transcendental ops by fast ones:
-
-    * ``tanh(u) = 2 sigmoid(2u) - 1``, so ``theta = 2c sigmoid(2 alpha d) - c`` with
-      ``c = pi/4`` rounded down: still within ``[-c, c]`` after rounding;
-    * ``cos(theta) = sqrt(1 - sin(theta)^2)``, exact since ``|theta| <= pi/4`` makes the
-      cosine positive (and the square root well conditioned: ``sin^2 <= 1/2``);
-    * ``sin(theta)`` in float32 as its Taylor polynomial to degree 9 (:func:`_sin_quarter`);
-    * ``|d(q)|^p = exp(p log|d(q)|)`` (``log 0 = -inf`` gives ``0``, as ``0^p`` for ``p > 0``).
-    """
-    if kernel == 'relu_split':  # already a short chain: the eager maps fuse as they are
-        return _fast_feature_maps(kernel, lam, alpha, eps, inplace=False)
-
-    def cos_sin(magnitude, direction):
-        c = _QUARTER_PI[direction.dtype]
-        s = _sin_quarter((2 * c) * torch.sigmoid((2 * alpha) * direction) - c)
-        return torch.cat([magnitude * torch.sqrt(1 - s * s), magnitude * s], dim=-1)
-
-    def phi_q(q):
-        qn, dq = norm_direction(q, eps)
-        return cos_sin(torch.exp(torch.log(dq.abs()) * nala_query_power(qn, lam)), dq)
-
-    def phi_k(k):
-        _, dk = norm_direction(k, eps)
-        return cos_sin(k.abs().pow(lam), dk)
-    return phi_q, phi_k
-
-
-def _compiled_feature_maps(kernel: str, lam: float, alpha: float, eps: float):
-    """The compiled :func:`_fused_feature_maps`, one pair per setting (and process)."""
-    return compile_each(_fused_feature_maps, (kernel, float(lam), float(alpha), float(eps)),
-                        (f'NaLa query features ({kernel})', f'NaLa key features ({kernel})'))
-
-
-def _training_feature_maps(kernel: str, lam: float, alpha: float, eps: float):
-    """The out-of-place :func:`_fast_feature_maps`, to be compiled with their backward."""
-    return _fast_feature_maps(kernel, lam, alpha, eps, inplace=False)
-
-
-def _compiled_training_maps(kernel: str, lam: float, alpha: float, eps: float):
-    """The compiled :func:`_training_feature_maps`, one pair per setting (and process)."""
-    return compile_each(_training_feature_maps, (kernel, float(lam), float(alpha), float(eps)),
-                        (f'NaLa query features with backward ({kernel})',
-                         f'NaLa key features with backward ({kernel})'))
-
-
-def _feature_maps_for(kernel: str, lam: float, alpha: float, eps: float, fuse: bool,
-                      *tensors: torch.Tensor):
-    """``(maps, grad_maps)``, each a ``(phi_q, phi_k)`` pair for ``tensors``: the fastest maps
-    for a forward without autograd (compiled fused loops, else the eager maps in place), and
-    maps that support autograd (compiled with their backward, else the eager maps out of
-    place).  Eager training evaluates ``maps`` in the core's forward and ``grad_maps`` in its
-    backward, so each compiled pair only ever runs in one grad mode: one compilation per
-    shape class, not two."""
-    if fuse and compiled_path_allowed(*tensors, allow_grad=True):
-        return (_compiled_feature_maps(kernel, lam, alpha, eps),
-                _compiled_training_maps(kernel, lam, alpha, eps))
-    if torch.compiler.is_compiling():  # one map pair, traced with or without its autograd
-        maps = (_fused_feature_maps(kernel, lam, alpha, eps)
-                if fuse and not needs_grad(*tensors)
-                else _fast_feature_maps(kernel, lam, alpha, eps, inplace=False))
-        return maps, maps
-    return (_fast_feature_maps(kernel, lam, alpha, eps, inplace=True),
-            _fast_feature_maps(kernel, lam, alpha, eps, inplace=False))
-
-
 def _rope_linear_attention(phq: torch.Tensor, phk: torch.Tensor, v: torch.Tensor,
                            angles: torch.Tensor, eps: float,
                            valid: Optional[torch.Tensor] = None) -> torch.Tensor:
@@ -309,38 +171,10 @@ def _rope_linear_attention(phq: torch.Tensor, phk: torch.Tensor, v: torch.Tensor
     return rotate_pairs(phq, both) @ kv / (den + eps)
 
 
-def nala_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kernel: str = 'cos_sin',
-                   lam: float = 3.0, alpha: float = 20.0, eps: float = 1e-6,
-                   valid: Optional[torch.Tensor] = None,
-                   fuse: bool = True,
-                   rope_angles: Optional[torch.Tensor] = None) -> torch.Tensor:
-    """NaLa attention (Eqs. 8-17), O(N) in the token count.
-
-    Args:
-        q: queries ``(..., N, d)`` (one head per leading index, typically ``(B, h, N, d)``).
-        k: keys ``(..., M, d)``.
-        v: values ``(..., M, d_v)``.
-        kernel: ``'cos_sin'`` (paper, Eq. 16), ``'relu_split'`` (authors' code) or
-            ``'relu_split_rope'`` (authors' code with its numerator-only RoPE; needs
-            ``rope_angles``).
-        lam: the power scale lambda of Eqs. 8-9.
-        alpha: angle scale, ``theta = (pi/4) tanh(alpha d(x))`` (ignored by ``relu_split``).
-        eps: clamp of the norms and additive term of the normaliser.
-        valid: optional (B, M) bool mask of the keys to use (batch padding excluded), for
-            (B, heads, ., .) inputs.
-        fuse: evaluate the feature maps as compiled fused loops (:mod:`mmlinattn.ops.compiled`;
-            under autograd the plain maps compiled with their backward; same values up to
-            float rounding; skipped where no compiler is available or
-            ``MMLINATTN_COMPILE=0``).
-        rope_angles: ``(N, d / 2)`` RoPE angles of the tokens (N = M), for
-            ``kernel='relu_split_rope'`` only (e.g. ``rope_2d_angles(H, W, d)``).
-
-    Returns:
-        ``(..., N, d_v)`` in ``q``'s dtype; computed in float32 (float64 for float64 input)
-        with autocast disabled.  The feature maps are evaluated over chunks of tokens
-        (:func:`~mmlinattn.ops.linear_attention.chunked_linear_attention`), in place when no
-        gradient is needed.
-    """
+def check_attention_args(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kernel: str,
+                         lam: float, alpha: float, eps: float,
+                         rope_angles: Optional[torch.Tensor]) -> None:
+    """The argument checks of :func:`nala_attention` (shared with its fast form)."""
     _check_args(kernel, lam, alpha, eps)
     if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
         raise ValueError(f'nala_attention: q (..., N, d), k (..., M, d), v (..., M, d_v) '
@@ -354,16 +188,43 @@ def nala_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kernel: st
         raise ValueError(f'rope_angles must be (N, d / 2) = ({k.shape[-2]}, '
                          f'{k.shape[-1] // 2}) for N queries = N keys, got '
                          f'{tuple(rope_angles.shape)} for q {tuple(q.shape)}')
-    maps, grad_maps = _feature_maps_for(_feature_kernel(kernel), lam, alpha, eps, fuse,
-                                        q, k, v)
+
+
+def nala_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kernel: str = 'cos_sin',
+                   lam: float = 3.0, alpha: float = 20.0, eps: float = 1e-6,
+                   valid: Optional[torch.Tensor] = None,
+                   rope_angles: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """NaLa attention (Eqs. 8-17), O(N) in the token count: the feature maps of Eq. 16
+    (:func:`nala_feature_maps`) in the normalised linear attention of Eqs. 10-11.
+
+    Args:
+        q: queries ``(..., N, d)`` (one head per leading index, typically ``(B, h, N, d)``).
+        k: keys ``(..., M, d)``.
+        v: values ``(..., M, d_v)``.
+        kernel: ``'cos_sin'`` (paper, Eq. 16), ``'relu_split'`` (authors' code) or
+            ``'relu_split_rope'`` (authors' code with its numerator-only RoPE; needs
+            ``rope_angles``).
+        lam: the power scale lambda of Eqs. 8-9.
+        alpha: angle scale, ``theta = (pi/4) tanh(alpha d(x))`` (ignored by ``relu_split``).
+        eps: clamp of the norms and additive term of the normaliser.
+        valid: optional (B, M) bool mask of the keys to use (batch padding excluded), for
+            (B, heads, ., .) inputs.
+        rope_angles: ``(N, d / 2)`` RoPE angles of the tokens (N = M), for
+            ``kernel='relu_split_rope'`` only (e.g. ``rope_2d_angles(H, W, d)``).
+
+    Returns:
+        ``(..., N, d_v)`` in ``q``'s dtype; computed in float32 (float64 for float64 input)
+        with autocast disabled.  The backbones run the fast form
+        :func:`mmlinattn.kernels.nala_attention` (the same values up to rounding).
+    """
+    check_attention_args(q, k, v, kernel, lam, alpha, eps, rope_angles)
     with Float32Island(q) as island:
         q, k, v = island.cast(q, k, v)
-        if rope:
-            phi_q, phi_k = grad_maps if needs_grad(q, k, v) else maps
-            out = _rope_linear_attention(phi_q(q), phi_k(k), v, rope_angles, eps, valid)
+        phi_q, phi_k = nala_feature_maps(q, k, kernel, lam, alpha, eps)
+        if kernel == 'relu_split_rope':
+            out = _rope_linear_attention(phi_q, phi_k, v, rope_angles, eps, valid)
         else:
-            out = chunked_linear_attention(q, k, v, *maps, eps, valid,
-                                           backward_features=grad_maps)
+            out = normalized_linear_attention(phi_q, phi_k, v, eps, valid)
     return island.back(out)
 
 

@@ -25,14 +25,11 @@ difference tensors, ``torch.linalg.pinv``, the dense n x n matrix): O(n^2), for 
 analysis only.  All kernels, the pseudo-inverse and the normalisation run in a float32
 island (:mod:`mmlinattn.ops.precision`); outputs are cast back to the input dtype.
 """
-import logging
 import math
 from typing import Optional, Union
 
 import torch
 
-from ._grad import eager_inference
-from .compiled import LazyCompiled, compiled_path_allowed
 from .precision import Float32Island
 
 NEWTON_INITS = ('safe', 'paper', 'scaled')
@@ -42,12 +39,6 @@ PINV_SOLVERS = ('newton', 'cholesky')
 CHOLESKY_JITTER = 1e-6
 #: the ridge is multiplied by 100 at most this many times when a factorisation fails
 CHOLESKY_RETRIES = 3
-#: inference holds P = exp(Q - K~) whole up to this many elements (1 GiB in float32) ...
-SOFT_CHUNK_ELEMENTS = 1 << 28
-#: ... and above, computes it in token chunks of about this many elements
-SOFT_CHUNK_TARGET = 1 << 25
-#: above this many landmarks the Newton solver logs its cost once per process
-NEWTON_LOG_LANDMARKS = 256
 
 
 def pairwise_sqdist(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -82,64 +73,14 @@ def gaussian_kernel(a: torch.Tensor, b: torch.Tensor,
             (as the attention module does) use ``denom=2``, which is the same kernel.
 
     Returns:
-        (..., p, q) kernel values in [0, 1].
+        (..., p, q) kernel values in [0, 1].  The backbones run the fast form
+        :func:`mmlinattn.kernels.soft.gaussian_kernel`.
     """
     if denom is None:
         denom = 2.0 * math.sqrt(a.shape[-1])
     if not denom > 0:
         raise ValueError(f'gaussian_kernel: denom must be > 0, got {denom!r}')
-    if eager_inference(a, b) and a.shape[:-2] == b.shape[:-2] and a.shape[-1] == b.shape[-1]:
-        return _gaussian_kernel_inplace(a, b, denom)
     return torch.exp(pairwise_sqdist(a, b) / -denom)
-
-
-def _gaussian_kernel_inplace(a: torch.Tensor, b: torch.Tensor, denom: float) -> torch.Tensor:
-    """:func:`gaussian_kernel` without autograd in two passes over the (p, q) output instead
-    of six: ``-||a_i - b_j||^2 / denom = (2 a_i . b_j - |a_i|^2 - |b_j|^2) / denom``, the
-    products ``(2 / denom) a_i . b_j`` (:func:`_batched_mm`), then one fused loop
-    (:data:`_KERNEL_FROM_PRODUCTS`) that subtracts both squared norms, clamps at 0 (a
-    distance is never negative) and takes ``exp`` in place.  The (p, q) matrix is the largest
-    tensor of SOFT++ at high resolution, so its passes are its cost: at 1024^2 under the
-    paper's landmark rule, 3 x 65 536 x 1024 per stage-1 layer, where the two norms, clamp and
-    exp as separate ops took 0.23 s and the fused loop 0.08 s."""
-    a3, b3 = a.reshape(-1, *a.shape[-2:]), b.reshape(-1, *b.shape[-2:])
-    row = b3.square().sum(-1).mul_(1.0 / denom).unsqueeze(-2)             # (batch, 1, q)
-    col = a3.square().sum(-1, keepdim=True).mul_(1.0 / denom)             # (batch, p, 1)
-    out = _batched_mm(a3 * (2.0 / denom), b3.transpose(-1, -2))
-    finish = _KERNEL_FROM_PRODUCTS if compiled_path_allowed(out) else _kernel_from_products
-    finish(out, row, col)
-    return out.view(*a.shape[:-1], b.shape[-2])
-
-
-def _kernel_from_products(prod: torch.Tensor, row: torch.Tensor, col: torch.Tensor) -> None:
-    """``prod <- exp(min(prod - row - col, 0))`` in place."""
-    prod.sub_(row).sub_(col).clamp_(max=0).exp_()
-
-
-#: :func:`_kernel_from_products` as one compiled loop (:mod:`mmlinattn.ops.compiled`)
-_KERNEL_FROM_PRODUCTS = LazyCompiled(_kernel_from_products, 'the SOFT kernel')
-#: a product whose matrices each take at least this many flops runs as one ``torch.mm`` per
-#: matrix (:func:`_batched_mm`)
-MM_LOOP_FLOPS = 1 << 27
-
-
-def _batched_mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """``torch.bmm(a, b)`` for (batch, p, k) x (batch, k, q), as one ``torch.mm`` per matrix
-    into the output when each is large (:data:`MM_LOOP_FLOPS`) and nothing traces the call.
-
-    ``bmm`` shares the batch out among the threads: SOFT-small's 3 stage-1 heads on 2 cores
-    ran at 60 % of the rate of three ``mm`` calls that each use both (65 536 x 1024 x 32:
-    216 vs 164 ms; writing the kernel, 65 536 x 32 x 1024: 378 vs 127 ms).  From 12 heads on
-    the two are level."""
-    batch, p, k = a.shape
-    q = b.shape[-1]
-    if batch == 1 or 2 * p * k * q < MM_LOOP_FLOPS or not eager_inference(a, b) \
-            or torch.jit.is_tracing():
-        return torch.bmm(a, b)
-    out = a.new_empty(batch, p, q)
-    for i in range(batch):
-        torch.mm(a[i], b[i], out=out[i])
-    return out
 
 
 def gaussian_kernel_reference(a: torch.Tensor, b: torch.Tensor,
@@ -357,42 +298,6 @@ def _ridged_cholesky(a: torch.Tensor, ridge: float, jitter: float) -> torch.Tens
     return factor
 
 
-def _log_newton_cost(m: int) -> None:
-    """Say once per process that Eq. 10 at ``m`` landmarks is the expensive part."""
-    global _NEWTON_COST_LOGGED
-    if _NEWTON_COST_LOGGED or torch.compiler.is_compiling() or m <= NEWTON_LOG_LANDMARKS:
-        return
-    _NEWTON_COST_LOGGED = True
-    msg = (f'SOFT attention with m = {m} landmarks: the Newton-Schulz pseudo-inverse costs '
-           f'about 40 m^3 = {40 * m ** 3 / 1e9:.1f} GFLOP per head and layer (m = tokens / '
-           f"r^2 grows with the image under the paper's landmark rule). Use "
-           f"pinv='cholesky' (A^+ up to a {CHOLESKY_JITTER:g} ridge, m^3 / 3 flops) or "
-           f'max_landmarks=49 (pooled landmarks: linear cost, not the paper\'s rule).')
-    try:
-        from mmengine.logging import MMLogger
-        logger = MMLogger.get_current_instance()
-    except ImportError:
-        logger = logging.getLogger(__name__)
-    logger.warning(msg)
-
-
-_NEWTON_COST_LOGGED = False
-
-
-def _token_chunk(q: torch.Tensor, m: int) -> Optional[int]:
-    """Tokens per chunk when P = exp(Q - K~) (``q.shape[:-1] x m``) is too large to hold at
-    once in inference, else None.  Chunking computes P twice (once for ``P^T V``, once for
-    ``P (.)``), so it is kept for the sizes where P alone would take gigabytes: the paper's
-    landmark rule at 2048^2 makes P 13 GB in SOFT-small's first stage."""
-    if not eager_inference(q) or torch.jit.is_tracing():     # no size test in a graph
-        return None
-    n = q.shape[-2]
-    rows = q.numel() // (q.shape[-1] * n)                    # B * h
-    if rows * n * m <= SOFT_CHUNK_ELEMENTS:
-        return None
-    return max(1, SOFT_CHUNK_TARGET // (rows * m))
-
-
 def symmetric_normalize(a_pinv: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
     """SOFT++'s normalised bottleneck ``D^{-1/2} A^+ D^{-1/2}``, ``D = diag(A 1_m)`` (Eq. 17).
 
@@ -408,10 +313,52 @@ def symmetric_normalize(a_pinv: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
     return dinv[..., :, None] * a_pinv * dinv[..., None, :]
 
 
-def _heads_mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """``a @ b`` for (B, h, p, k) x (B, h, k, q) through :func:`_batched_mm`."""
-    out = _batched_mm(a.reshape(-1, *a.shape[-2:]), b.reshape(-1, *b.shape[-2:]))
-    return out.view(*a.shape[:-1], b.shape[-1])
+def check_attention_args(q: torch.Tensor, landmarks: torch.Tensor, v: torch.Tensor,
+                         ridge: float, pinv: str) -> None:
+    """The argument checks of :func:`soft_attention` (shared with its fast form)."""
+    if q.dim() != 4 or landmarks.dim() != 4 or v.dim() != 4:
+        raise ValueError(f'soft_attention expects 4-D (B, h, n, d) tensors, got q '
+                         f'{tuple(q.shape)}, landmarks {tuple(landmarks.shape)}, v '
+                         f'{tuple(v.shape)}')
+    if v.shape[-2] != q.shape[-2]:
+        raise ValueError(f'soft_attention: q has {q.shape[-2]} tokens but v has '
+                         f'{v.shape[-2]}')
+    if ridge < 0:
+        raise ValueError(f'ridge must be >= 0, got {ridge!r}')
+    if pinv not in PINV_SOLVERS:
+        raise ValueError(f'pinv must be one of {PINV_SOLVERS}, got {pinv!r}')
+
+
+def landmark_kernel_rows(q: torch.Tensor, landmarks: torch.Tensor, keep: Optional[torch.Tensor],
+                         rows: Optional[torch.Tensor], kernel=None) -> torch.Tensor:
+    """``P = exp(Q - K~)`` (B, h, tokens, m), the columns of unused landmarks (``keep``, (B, 1,
+    m) floats) and the rows of padded tokens (``rows``, (B, 1, tokens, 1)) zeroed; ``kernel``:
+    the Gaussian kernel's form (default :func:`gaussian_kernel`)."""
+    p = (kernel or gaussian_kernel)(q, landmarks, denom=2.0)
+    if keep is not None:
+        p = p * keep[..., None, :]
+    if rows is not None:
+        p = p * rows
+    return p
+
+
+def nystrom_middle(landmarks: torch.Tensor, keep: Optional[torch.Tensor], pv: torch.Tensor,
+                   num_iters: int, init: str, sym_norm: bool, ridge: float, pinv: str,
+                   kernel=None) -> torch.Tensor:
+    """``N(A^+) (P^T V)`` (B, h, m, d_v) for ``A = exp(Q~ - K~)`` (Eq. 9; ``N`` Eq. 17 when
+    ``sym_norm``): Eq. 10 (``pinv='newton'``) or a ridged Cholesky solve.  Unused landmarks
+    (``keep`` 0) get an identity block in A, so ``A^+`` on the used ones is that of the
+    smaller problem.  ``kernel``: the Gaussian kernel's form (default :func:`gaussian_kernel`)."""
+    a = (kernel or gaussian_kernel)(landmarks, landmarks, denom=2.0)    # (B, h, m, m)
+    if keep is not None:
+        a = a * (keep[..., :, None] * keep[..., None, :]) + torch.diag_embed(1 - keep)
+    if pinv == 'cholesky':
+        dinv = a.sum(-1, keepdim=True).rsqrt() if sym_norm else 1.0
+        return dinv * cholesky_pinv_solve(a, dinv * pv, ridge)
+    a_pinv = newton_schulz_pinv(a, num_iters, init, ridge)
+    if sym_norm:
+        a_pinv = symmetric_normalize(a_pinv, a)
+    return a_pinv @ pv
 
 
 def soft_attention(q: torch.Tensor, landmarks: torch.Tensor, v: torch.Tensor,
@@ -448,61 +395,18 @@ def soft_attention(q: torch.Tensor, landmarks: torch.Tensor, v: torch.Tensor,
     that of the un-padded image.
 
     Returns:
-        (B, h, n, d_v) in ``q``'s dtype; computed in float32 with autocast disabled.
+        (B, h, n, d_v) in ``q``'s dtype; computed in float32 with autocast disabled.  The
+        backbones run the fast form :func:`mmlinattn.kernels.soft_attention` (the same values
+        up to rounding).
     """
-    if q.dim() != 4 or landmarks.dim() != 4 or v.dim() != 4:
-        raise ValueError(f'soft_attention expects 4-D (B, h, n, d) tensors, got q '
-                         f'{tuple(q.shape)}, landmarks {tuple(landmarks.shape)}, v '
-                         f'{tuple(v.shape)}')
-    if v.shape[-2] != q.shape[-2]:
-        raise ValueError(f'soft_attention: q has {q.shape[-2]} tokens but v has '
-                         f'{v.shape[-2]}')
-    if ridge < 0:
-        raise ValueError(f'ridge must be >= 0, got {ridge!r}')
-    if pinv not in PINV_SOLVERS:
-        raise ValueError(f'pinv must be one of {PINV_SOLVERS}, got {pinv!r}')
+    check_attention_args(q, landmarks, v, ridge, pinv)
     with Float32Island(q) as island:
         q32, lm32, v32 = island.cast(q, landmarks, v)
         keep = None if landmark_valid is None else island.cast(landmark_valid[:, None])
-        # (B, 1, m); the order of what follows is that of the equation: P before A (with A
-        # first, AOTAutograd's replay of one view failed in the backward, torch 2.14)
         rows = None if valid is None else island.cast(valid[:, None, :, None])
-
-        def kernel_rows(part: Optional[slice] = None) -> torch.Tensor:
-            """The rows ``part`` (default all) of P = exp(Q - K~), padded tokens and unused
-            landmarks zeroed: (B, h, tokens, m)."""
-            p = gaussian_kernel(q32 if part is None else q32[..., part, :], lm32, denom=2.0)
-            if keep is not None:
-                p = p * keep[..., None, :]
-            if rows is not None:
-                p = p * (rows if part is None else rows[..., part, :])
-            return p
-
-        chunk = _token_chunk(q32, lm32.shape[-2])
-        if chunk is None:
-            p = kernel_rows()
-            pv = _heads_mm(p.transpose(-1, -2), v32)         # P^T V: (B, h, m, d_v)
-        else:   # P is never whole: P^T V summed over token chunks, P recomputed below
-            parts = [slice(i, i + chunk) for i in range(0, q32.shape[-2], chunk)]
-            pv = sum(_heads_mm(kernel_rows(s).transpose(-1, -2), v32[..., s, :]) for s in parts)
-        a = gaussian_kernel(lm32, lm32, denom=2.0)           # exp(Q~ - K~): (B, h, m, m)
-        if keep is not None:
-            a = a * (keep[..., :, None] * keep[..., None, :]) + torch.diag_embed(1 - keep)
-        if pinv == 'cholesky':
-            dinv = a.sum(-1, keepdim=True).rsqrt() if sym_norm else 1.0
-            middle = dinv * cholesky_pinv_solve(a, dinv * pv, ridge)
-        else:
-            _log_newton_cost(a.shape[-1])
-            a_pinv = newton_schulz_pinv(a, num_iters, init, ridge)
-            if sym_norm:
-                a_pinv = symmetric_normalize(a_pinv, a)
-            middle = a_pinv @ pv
-        if chunk is None:
-            out = _heads_mm(p, middle)
-        else:
-            out = pv.new_empty(*pv.shape[:-2], q32.shape[-2], pv.shape[-1])
-            for s in parts:
-                torch.matmul(kernel_rows(s), middle, out=out[..., s, :])
+        p = landmark_kernel_rows(q32, lm32, keep, rows)                # P: (B, h, n, m)
+        pv = p.transpose(-1, -2) @ v32                                  # P^T V: (B, h, m, d_v)
+        out = p @ nystrom_middle(lm32, keep, pv, num_iters, init, sym_norm, ridge, pinv)
     return island.back(out)
 
 

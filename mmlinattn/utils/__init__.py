@@ -1,5 +1,6 @@
 from .checkpoint import (CheckpointMismatchError, CorruptCheckpointError, UnsafeCheckpointError,
-                         install_safe_checkpoint_loading, safe_load_checkpoint)
+                         safe_load_checkpoint)
+from .checkpoint_schemes import install_safe_checkpoint_loading
 
 __all__ = [
     'CheckpointMismatchError', 'CorruptCheckpointError', 'UnsafeCheckpointError',

@@ -7,18 +7,14 @@ allow-list exactly those types and register loaders for every scheme of mmengine
 ``CheckpointLoader`` (:mod:`.checkpoint_schemes`) that always pass ``weights_only=True`` and
 turn a refusal into an error that says what was refused and why.
 """
-import copyreg
 import os
 import os.path as osp
 import pickle
 import re
 import struct
-from typing import IO, Any, Callable, List, Optional, Union
+from typing import IO, Any, Callable, Optional, Union
 
-import numpy as np
 import torch
-
-_INSTALLED = False
 
 
 class UnsafeCheckpointError(pickle.UnpicklingError):
@@ -38,32 +34,6 @@ NO_WEIGHTS_HINT = ('No ImageNet weights are released for these backbones: train 
                    'scratch with init_cfg=None, or pretrain with timm and convert the result '
                    'into this file with tools/model_converters/convert_checkpoint.py '
                    '(docs/pretraining.md).')
-
-
-def _mmengine_safe_globals() -> List[Any]:
-    """Types mmengine writes into its checkpoints (message hub, metadata)."""
-    from mmengine.logging.history_buffer import HistoryBuffer
-    safe: List[Any] = [HistoryBuffer, np.ndarray, np.dtype]
-    # numpy's array reconstruction helper lives in numpy.core (1.x) or numpy._core (2.x).
-    try:
-        from numpy._core.multiarray import _reconstruct, scalar
-    except ImportError:  # numpy < 2
-        from numpy.core.multiarray import _reconstruct, scalar
-    safe += [_reconstruct, scalar]
-    # numpy scalar/dtype classes pickled as e.g. numpy.dtypes.Float64DType.
-    safe += [type(np.dtype(t)) for t in ('float16', 'float32', 'float64', 'int32', 'int64',
-                                          'uint8', 'bool')]
-    safe += [np.float16, np.float32, np.float64, np.int32, np.int64, np.uint8, np.bool_]
-    return safe
-
-
-def _reduce_history_buffer(buf):
-    """Pickle a ``HistoryBuffer`` as a constructor call with plain lists.
-
-    Its default pickle also stores a dict of bound statistics methods, rebuilt through
-    ``builtins.getattr``, which safe unpickling rightly refuses."""
-    return (type(buf), (buf._log_history.tolist(), buf._count_history.tolist(),
-                        buf.max_length))
 
 
 def safe_load_checkpoint(filename: Union[str, IO[bytes]], map_location: Any = 'cpu',
@@ -118,29 +88,6 @@ def _corrupt(name: Optional[str], err: Exception) -> 'CorruptCheckpointError':
         f'checkpoint {name!r} is not a readable PyTorch checkpoint: it is truncated (an '
         f'interrupted save or download) or not a file written by torch.save '
         f'({type(err).__name__}: {str(err)[:200]}); write or download it again')
-
-
-def install_safe_checkpoint_loading() -> None:
-    """Allow-list mmengine's checkpoint types and route every checkpoint scheme of mmengine
-    through :func:`safe_load_checkpoint` (see :mod:`.checkpoint_schemes`). Idempotent.
-
-    This changes mmengine's process-wide state (it re-registers the loaders of
-    ``mmengine.runner.CheckpointLoader`` with ``force=True`` and adds torch safe globals), so
-    it is never an effect of ``import mmlinattn`` or ``import mmlinattn.models``.  It is
-    switched on explicitly: by importing :mod:`mmlinattn.engine` (the configs list it in
-    ``custom_imports``, so mmdet's and mmseg's own ``tools/train.py`` get it too), by this
-    repository's tools, or by calling this function before building a Runner.
-    """
-    global _INSTALLED
-    if _INSTALLED:
-        return
-    from mmengine.logging.history_buffer import HistoryBuffer
-
-    from .checkpoint_schemes import install_safe_schemes
-    torch.serialization.add_safe_globals(_mmengine_safe_globals())
-    copyreg.pickle(HistoryBuffer, _reduce_history_buffer)
-    install_safe_schemes()
-    _INSTALLED = True
 
 
 # --------------------------------------------------------------------------- backbone loading

@@ -8,13 +8,19 @@ code.  Here each scheme resolves its name the way mmengine does, then loads thro
 else (or a loader replaced with ``force=True``) is refused until it is registered with
 :func:`register_safe_scheme`: unknown loaders fail closed.
 """
+import copyreg
 import io
 import os
 import os.path as osp
 import tempfile
-from typing import Any, Callable, Optional, Sequence, Union
+from typing import Any, Callable, List, Optional, Sequence, Union
+
+import numpy as np
+import torch
 
 from .checkpoint import UnsafeCheckpointError, safe_load_checkpoint
+
+_INSTALLED = False
 
 _SAFE_LOADERS = set()
 _UNCHECKED_GET_LOADER: Optional[Callable] = None  # mmengine's own lookup, once installed
@@ -143,3 +149,51 @@ def install_safe_schemes() -> None:
     if _UNCHECKED_GET_LOADER is None:
         _UNCHECKED_GET_LOADER = CheckpointLoader._get_checkpoint_loader
         CheckpointLoader._get_checkpoint_loader = classmethod(_checked_loader)
+
+
+def _mmengine_safe_globals() -> List[Any]:
+    """Types mmengine writes into its checkpoints (message hub, metadata)."""
+    from mmengine.logging.history_buffer import HistoryBuffer
+    safe: List[Any] = [HistoryBuffer, np.ndarray, np.dtype]
+    # numpy's array reconstruction helper lives in numpy.core (1.x) or numpy._core (2.x).
+    try:
+        from numpy._core.multiarray import _reconstruct, scalar
+    except ImportError:  # numpy < 2
+        from numpy.core.multiarray import _reconstruct, scalar
+    safe += [_reconstruct, scalar]
+    # numpy scalar/dtype classes pickled as e.g. numpy.dtypes.Float64DType.
+    safe += [type(np.dtype(t)) for t in ('float16', 'float32', 'float64', 'int32', 'int64',
+                                          'uint8', 'bool')]
+    safe += [np.float16, np.float32, np.float64, np.int32, np.int64, np.uint8, np.bool_]
+    return safe
+
+
+def _reduce_history_buffer(buf):
+    """Pickle a ``HistoryBuffer`` as a constructor call with plain lists.
+
+    Its default pickle also stores a dict of bound statistics methods, rebuilt through
+    ``builtins.getattr``, which safe unpickling rightly refuses."""
+    return (type(buf), (buf._log_history.tolist(), buf._count_history.tolist(),
+                        buf.max_length))
+
+
+def install_safe_checkpoint_loading() -> None:
+    """Allow-list mmengine's checkpoint types and route every checkpoint scheme of mmengine
+    through :func:`~.checkpoint.safe_load_checkpoint` (this module). Idempotent.
+
+    This changes mmengine's process-wide state (it re-registers the loaders of
+    ``mmengine.runner.CheckpointLoader`` with ``force=True`` and adds torch safe globals), so
+    it is never an effect of ``import mmlinattn`` or ``import mmlinattn.models``.  It is
+    switched on explicitly: by importing :mod:`mmlinattn.engine` (the configs list it in
+    ``custom_imports``, so mmdet's and mmseg's own ``tools/train.py`` get it too), by this
+    repository's tools, or by calling this function before building a Runner.
+    """
+    global _INSTALLED
+    if _INSTALLED:
+        return
+    from mmengine.logging.history_buffer import HistoryBuffer
+
+    torch.serialization.add_safe_globals(_mmengine_safe_globals())
+    copyreg.pickle(HistoryBuffer, _reduce_history_buffer)
+    install_safe_schemes()
+    _INSTALLED = True

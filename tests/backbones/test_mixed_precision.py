@@ -14,11 +14,11 @@ from archs import build
 from mmlinattn.models.layers import (LayerNorm2d, LinearAttention, NaLaAttention, SoftAttention,
                                      TokenGrid)
 from mmlinattn.models.layers.infsa_attention import LinearInfSA, PureInfSA
-from mmlinattn.ops import linear_attention
-from mmlinattn.ops.diffusion import grid_diffusion, stencil_kernel
-from mmlinattn.ops.infsa import linear_infsa_pooled, pure_infsa
-from mmlinattn.ops.nalaformer import nala_attention
-from mmlinattn.ops.soft import newton_schulz_pinv, soft_attention
+from mmlinattn.kernels import (grid_diffusion, linear_attention, nala_attention, pure_infsa,
+                               soft_attention)
+from mmlinattn.ops.diffusion import stencil_kernel
+from mmlinattn.ops.infsa import linear_infsa_pooled
+from mmlinattn.ops.soft import newton_schulz_pinv
 from mmlinattn.registry import MODELS
 
 # The smallest real arch of each family.  SOFT's paper setting has m = (H/32)(W/32) = 1024

@@ -179,7 +179,7 @@ def test_block_runs_on_non_square_grid_and_gamma_none():
 def _plain_block(blk, x, hw):
     """The NaLaFormer block of App. A.2 / Fig. 2a written with standard NCHW convs and one
     op per term (no folded identities, no fused residuals, no split projections)."""
-    from mmlinattn.ops import nala_attention
+    from mmlinattn.kernels import nala_attention
 
     def conv(c, t):
         b, n, ch = t.shape
@@ -245,7 +245,7 @@ def test_block_training_keeps_fewer_activations():
 @pytest.mark.parametrize('gamma', [False, True])
 @pytest.mark.parametrize('bias', [False, True])
 def test_residual_linear_equals_the_two_step_form(gamma, bias):
-    from mmlinattn.models.layers.fused import residual_linear
+    from mmlinattn.kernels.residual import residual_linear
     torch.manual_seed(0)
     lin = torch.nn.Linear(6, 4, bias=bias).double()
     x, y = torch.randn(2, 9, 4, dtype=torch.float64), torch.randn(2, 9, 6, dtype=torch.float64)
@@ -259,7 +259,7 @@ def test_residual_linear_equals_the_two_step_form(gamma, bias):
 
 
 def test_residual_linear_under_autocast_is_the_autocast_two_step_form():
-    from mmlinattn.models.layers.fused import residual_linear
+    from mmlinattn.kernels.residual import residual_linear
     torch.manual_seed(0)
     lin, g = torch.nn.Linear(6, 4), torch.rand(4)
     x, y = torch.randn(2, 9, 4), torch.randn(2, 9, 6).bfloat16()   # y from a bf16 op
@@ -294,8 +294,8 @@ def test_conv_tokens_folds_the_identity_only_without_padding():
 def test_fused_backbone_equals_eager(monkeypatch):
     """The default inference path (compiled NaLa feature maps) against the eager maps of
     the same weights, at two resolutions."""
-    from mmlinattn.ops import compiled
-    monkeypatch.setenv(compiled.ENV_VAR, '1')
+    from mmlinattn.kernels.policy import COMPILE_ENV
+    monkeypatch.setenv(COMPILE_ENV, '1')
     fused = NaLaFormer('tiny').eval()
     eager = NaLaFormer('tiny', fuse_feature_maps=False).eval()
     eager.load_state_dict(fused.state_dict())

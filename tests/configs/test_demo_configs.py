@@ -10,7 +10,7 @@ from mmengine.config import Config
 from mmlinattn.datasets.demo import DEMO_CLASSES
 from mmlinattn.datasets.demo_overrides import demo_config, demo_options
 from mmlinattn.utils.data_check import check_datasets
-from mmlinattn.utils.runner import check_config_datasets
+from mmlinattn.engine.runner import check_config_datasets
 from repo_paths import ROOT
 
 DEMO_DIR = osp.join(ROOT, 'configs', 'demo')

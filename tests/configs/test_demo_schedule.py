@@ -77,7 +77,7 @@ class _Records(logging.Handler):
 
 def test_train_tool_warns_about_a_one_step_warmup():
     from mmengine.logging import MMLogger
-    from mmlinattn.utils.runner import warn_stuck_warmup
+    from mmlinattn.engine.runner import warn_stuck_warmup
     logger = MMLogger.get_instance('test_demo_schedule')  # becomes the current logger
     records = _Records()
     logger.addHandler(records)

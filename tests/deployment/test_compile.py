@@ -86,8 +86,8 @@ def test_compile_fullgraph_dynamic_train_forward_backward(family, monkeypatch):
     its symbolic arithmetic tripled the tracing time.  The eager reference keeps NaLa's
     feature maps eager (its own compiled training maps would add their graphs to the count
     below)."""
-    from mmlinattn.ops import compiled as compiled_ops
-    monkeypatch.setenv(compiled_ops.ENV_VAR, '0')
+    from mmlinattn.kernels.policy import COMPILE_ENV
+    monkeypatch.setenv(COMPILE_ENV, '0')
     torch._dynamo.reset()
     from torch._dynamo.utils import counters
     counters.clear()

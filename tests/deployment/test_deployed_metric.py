@@ -11,7 +11,7 @@ from tool_runs import last_metrics, run
 
 from mmlinattn.benchmark.model_flops import build_config_model
 from mmlinattn.datasets.demo_overrides import cfg_option_words, demo_options
-from mmlinattn.ops.compiled import ENV_VAR as COMPILE_ENV
+from mmlinattn.kernels.policy import COMPILE_ENV
 from repo_paths import ROOT
 
 pytestmark = pytest.mark.slow

@@ -15,7 +15,7 @@ import torch.multiprocessing as mp
 from mmengine.config import Config
 
 from dist_helpers import free_port
-from mmlinattn.utils.runner import rank_zero_logger
+from mmlinattn.engine.runner import rank_zero_logger
 
 WORLD = 2
 VALUES = [float(v) for v in range(8)]
@@ -66,7 +66,7 @@ def _worker(rank, port, work_dir, hook_type, record_dir):
             default_hooks=dict(logger=dict(type=hook_type)))
         runner.test()
         # the runner's DDP wrapper holds the group: gloo's threads must stop before the
-        # interpreter tears down, or exit can abort (as in mmlinattn/utils/runner.py)
+        # interpreter tears down, or exit can abort (as in mmlinattn/engine/runner.py)
         del runner
         gc.collect()
     finally:

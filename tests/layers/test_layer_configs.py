@@ -6,6 +6,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import mmlinattn.models  # noqa: F401
+from mmlinattn.kernels.residual import residual_step
 from mmlinattn.models.backbones import SOFT, InfViTPlain, NaLaFormer
 from mmlinattn.models.layers import (LayerNorm2d, NaLaAttention, PatchConv, TokenGrid,
                                      build_act, build_norm, check_heads, per_stage,
@@ -114,8 +115,8 @@ def test_check_heads_and_per_stage():
 
 @pytest.mark.parametrize('training', [False, True])
 def test_residual_forms_equal_the_two_step_sum(training):
-    """The mixers' and FFN's ``shortcut`` forms (fused into the last linear in inference)
-    equal ``shortcut + gamma * module(x)``."""
+    """The residual seam on a mixer and an FFN (fused into the last linear in inference)
+    equals ``shortcut + gamma * module(x)``."""
     torch.manual_seed(0)
     grid = TokenGrid((4, 6))
     x, shortcut = torch.randn(2, 24, 16), torch.randn(2, 24, 16)
@@ -124,8 +125,8 @@ def test_residual_forms_equal_the_two_step_sum(training):
         module.train(training)
         with torch.no_grad():
             want = shortcut + gamma * module(x, grid)
-            torch.testing.assert_close(module(x, grid, shortcut, gamma), want)
-            torch.testing.assert_close(module(x, grid, shortcut), shortcut + module(x, grid))
+            torch.testing.assert_close(residual_step(x, module, grid, gamma=gamma, shortcut=shortcut), want)
+            torch.testing.assert_close(residual_step(x, module, grid, shortcut=shortcut), shortcut + module(x, grid))
 
 
 # --------------------------------------------------------------------- isotropic tokens

@@ -1,5 +1,5 @@
 """Training forms that keep less for the backward, with the plain gradients: a norm before
-linears and a LayerScale folded into a linear (:mod:`mmlinattn.models.layers.fused`) keep one
+linears and a LayerScale folded into a linear (:mod:`mmlinattn.kernels.residual`) keep one
 token-sized tensor fewer each, NaLaFormer's block four, and a conv stem that recomputes its
 activations one map per unit."""
 import contextlib
@@ -11,7 +11,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from autograd_helpers import MATMULS, CountOps, kept_bytes
 
-import mmlinattn.models.layers.fused as fused
+import mmlinattn.kernels.residual as fused
 from mmlinattn.models.layers import ConvStem, NaLaBlock, TokenGrid
 
 X_SHAPE = (2, 30, 8)
@@ -134,8 +134,7 @@ def _plain_block_forms():
     with contextlib.ExitStack() as stack:
         for target, form in ((f'{layers}.nala_attention.normed_linears', _plain_linears),
                              (f'{layers}.ffn.normed_linears', _plain_linears),
-                             (f'{layers}.ffn.layer_scaled_linear', unfolded),
-                             (f'{layers}.fused.layer_scaled_linear', unfolded)):
+                             ('mmlinattn.kernels.residual.layer_scaled_linear', unfolded)):
             stack.enter_context(mock.patch(target, form))
         yield
 

@@ -8,8 +8,9 @@ per-token loops, Eq. 16-21), share no code with the fast paths; inputs are float
 import pytest
 import torch
 
+from mmlinattn.kernels import pure_infsa
 from mmlinattn.ops.infsa import (infsa_attention_matrix, linear_infsa, linear_infsa_pooled,
-                                 linear_infsa_reference, linear_infsa_weights, pure_infsa,
+                                 linear_infsa_reference, linear_infsa_weights,
                                  pure_infsa_reference)
 
 D64 = dict(dtype=torch.float64)

@@ -7,18 +7,20 @@ The references (``*_reference`` in mmlinattn.ops.diffusion and .linear_attention
 code with the fast paths: dense T x T kernels by explicit loops over grid cells and offsets,
 explicit row-normalised attention, dense inverses.
 """
-import importlib
 
 import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+import mmlinattn.kernels.chunked as la
+from mmlinattn.kernels import grid_diffusion, linear_attention, policy
 from mmlinattn.models.layers import GridDiffusion, LDNBlock, LinearAttention, TokenGrid
-from mmlinattn.ops.diffusion import (grid_diffusion, grid_diffusion_implicit_dct,
+from mmlinattn.ops.diffusion import (grid_diffusion_implicit_dct,
                                      grid_diffusion_implicit_reference, grid_diffusion_reference,
                                      implicit_step_matrix_reference, stencil_kernel,
                                      stencil_offsets)
-from mmlinattn.ops.linear_attention import linear_attention, linear_attention_reference
+from mmlinattn.ops.normalized_attention import (linear_attention_reference,
+                                                normalized_attention_reference)
 
 
 # ------------------------------------------------------------------------- test utilities
@@ -385,7 +387,7 @@ def test_block_flops_scale_linearly_with_tokens():
 def test_no_grad_elu_map_equals_elu_and_autograd_keeps_elu():
     """Inference evaluates ELU + 1 as exp(min(x, 0)) + max(x, 0) (same values, faster);
     with autograd the ELU itself runs, whose gradient is 1 at x = 0."""
-    from mmlinattn.ops.linear_attention import _NO_GRAD_FEATURE_MAPS
+    from mmlinattn.kernels.chunked import _NO_GRAD_FEATURE_MAPS
     x = torch.cat([torch.randn(500, dtype=torch.float64) * 10,
                    torch.tensor([0.0, -0.0, 1e-300, -1e-300, 700.0, -800.0],
                                 dtype=torch.float64)])
@@ -409,7 +411,6 @@ def test_autograd_through_the_plain_core_runs_the_backward_maps():
     autograd op by op, not by the core's closed-form backward: there the forward-only maps
     (here ones that autograd cannot see through) give way to ``backward_features``, and the
     gradients are the explicit form's."""
-    la = importlib.import_module('mmlinattn.ops.linear_attention')
     torch.manual_seed(0)
     q = torch.randn(1, 2, 9, 4, dtype=torch.float64, requires_grad=True)
     k = torch.randn(2, 2, 11, 4, dtype=torch.float64, requires_grad=True)
@@ -425,8 +426,7 @@ def test_autograd_through_the_plain_core_runs_the_backward_maps():
 
 def _assert_matches_dense(out, q, k, v, phi, valid=None):
     """``out`` and its gradients in ``q, k, v`` are those of the dense N x M reference."""
-    la = importlib.import_module('mmlinattn.ops.linear_attention')
-    ref = la.normalized_attention_reference(phi(q) @ phi(k).transpose(-1, -2), v, 1e-6, valid)
+    ref = normalized_attention_reference(phi(q) @ phi(k).transpose(-1, -2), v, 1e-6, valid)
     torch.testing.assert_close(out, ref, rtol=1e-12, atol=1e-13)
     grad_out = torch.randn(ref.shape, dtype=torch.float64)
     got = torch.autograd.grad(out, (q, k, v), grad_out)
@@ -439,7 +439,6 @@ def test_token_sum_in_segments_is_the_plain_product():
     """The segmented sum over tokens (a batched matmul of segments, then their sum, plus the
     remainder) equals ``a^T b`` in float64, with and without a remainder, and is the plain
     product when there are fewer than two segments."""
-    la = importlib.import_module('mmlinattn.ops.linear_attention')
     torch.manual_seed(0)
     for n in (64, 70, 15):
         a = torch.randn(2, 3, n, 5, dtype=torch.float64)
@@ -454,7 +453,6 @@ def test_core_with_segments_matches_the_dense_reference(valid_keys):
     """The core's forward and closed-form backward with segmented token sums (as on a GPU;
     here forced on the CPU: segments of 4 over 9 / 21 tokens, chunks of 16) against the
     dense N x M reference, with and without padded keys."""
-    la = importlib.import_module('mmlinattn.ops.linear_attention')
     torch.manual_seed(1)
     q = torch.randn(2, 2, 9, 4, dtype=torch.float64, requires_grad=True)
     k = torch.randn(2, 2, 21, 4, dtype=torch.float64, requires_grad=True)
@@ -471,14 +469,13 @@ def test_core_with_segments_matches_the_dense_reference(valid_keys):
 def test_default_segments_only_off_the_cpu():
     """By default the sums over tokens are segmented on devices other than the CPU ('meta'
     stands in for a GPU) and a single product on the CPU."""
-    la = importlib.import_module('mmlinattn.ops.linear_attention')
     seen = []
     real = la._token_sum
 
     def spy(a, b, segment):
         seen.append((a.device.type, segment))
         return real(a, b, segment)
-    n = 4 * la.DEVICE_SEGMENT_TOKENS
+    n = 4 * policy.DEVICE_SEGMENT_TOKENS
     phi = la.FEATURE_MAPS['elu']
     for device in ('cpu', 'meta'):
         q, k, v = (torch.randn(1, 1, n, 8, device=device) for _ in range(3))
@@ -486,4 +483,4 @@ def test_default_segments_only_off_the_cpu():
             mp.setattr(la, '_token_sum', spy)
             out = la.chunked_linear_attention(q, k, v, phi, phi)
         assert out.shape == (1, 1, n, 8)
-    assert seen and set(seen) == {('cpu', 0), ('meta', la.DEVICE_SEGMENT_TOKENS)}, seen
+    assert seen and set(seen) == {('cpu', 0), ('meta', policy.DEVICE_SEGMENT_TOKENS)}, seen

@@ -1,5 +1,6 @@
 """NaLa feature maps and attention (NaLaFormer, arXiv 2506.21137, Eqs. 8-17) against the
-explicit references next to them in mmlinattn.ops.nalaformer / .linear_attention."""
+explicit references next to them in mmlinattn.ops.nalaformer / .normalized_attention, and
+their fast forms (mmlinattn.kernels.nala)."""
 import math
 
 import pytest
@@ -8,13 +9,14 @@ import torch.nn.functional as F
 from autograd_helpers import plain_autograd_core
 from scipy.stats import spearmanr
 
-from mmlinattn.ops import compiled
-from mmlinattn.ops.linear_attention import normalized_attention_reference
-from mmlinattn.ops.nalaformer import (_compiled_feature_maps, _fast_feature_maps,
-                                      _fused_feature_maps, _sin_quarter, inhibit_angle,
-                                      nala_attention, nala_attention_matrix,
+import mmlinattn.kernels.chunked as la
+from mmlinattn.kernels import compiled, policy
+from mmlinattn.kernels.nala import (_compiled_feature_maps, _fast_feature_maps,
+                                    _fused_feature_maps, _sin_quarter, nala_attention)
+from mmlinattn.ops.nalaformer import (inhibit_angle, nala_attention_matrix,
                                       nala_attention_reference, nala_feature_maps,
                                       nala_similarity_reference)
+from mmlinattn.ops.normalized_attention import normalized_attention_reference
 
 KERNELS = ['cos_sin', 'relu_split']
 f64 = torch.float64
@@ -73,7 +75,7 @@ def test_fast_feature_maps_equal_the_reference(kernel, inplace):
 @pytest.mark.parametrize('kernel', KERNELS)
 @pytest.mark.parametrize('chunk', [1, 5, 37, 64])
 def test_chunked_attention_equals_dense(kernel, chunk):
-    from mmlinattn.ops.linear_attention import chunked_linear_attention
+    from mmlinattn.kernels.chunked import chunked_linear_attention
     q, k, v = _qkv(m=29)
     valid = torch.ones(2, 29, dtype=torch.bool)
     valid[1, 20:] = False
@@ -291,7 +293,7 @@ def test_training_keeps_little_for_the_backward(compile_env, monkeypatch):
     as plain autograd through the eager maps, which keeps the maps' dozen intermediates per
     chunk."""
     from torch.autograd.graph import saved_tensors_hooks
-    monkeypatch.setenv(compiled.ENV_VAR, compile_env)
+    monkeypatch.setenv(policy.COMPILE_ENV, compile_env)
     torch.manual_seed(0)
     q, k, v = (torch.randn(1, 2, 700, 16, requires_grad=True) for _ in range(3))
     grad_out = torch.randn(1, 2, 700, 16)
@@ -324,7 +326,7 @@ def test_training_runs_each_compiled_map_in_one_grad_mode(monkeypatch):
     and the maps compiled with their backward only in its backward (autograd on): each
     compiled function meets one grad mode, so it is not compiled once more for the other
     (dynamo guards on the grad mode); the gradients are the eager maps'."""
-    monkeypatch.setenv(compiled.ENV_VAR, '1')
+    monkeypatch.setenv(policy.COMPILE_ENV, '1')
     calls = set()
     call = compiled.LazyCompiled.__call__
 
@@ -349,8 +351,7 @@ def test_closed_form_backward_equals_the_dense_reference(masked, chunk):
     """The core's own backward (features recomputed, the normalisation's gradient in closed
     form) against autograd through the explicit N x M attention, float64, over several
     chunks and with padded keys."""
-    from mmlinattn.ops.linear_attention import chunked_linear_attention
-    from mmlinattn.ops.nalaformer import _fast_feature_maps
+    from mmlinattn.kernels.chunked import chunked_linear_attention
     torch.manual_seed(0)
     q, k, v = (t.requires_grad_() for t in _qkv(b=2, h=2, n=17, m=17, d=4, dv=3))
     valid = torch.ones(2, 17, dtype=torch.bool)
@@ -446,16 +447,16 @@ def test_compiled_attention_equals_the_dense_reference(kernel, compile_on):
 def test_compiled_path_only_without_autograd_and_special_modes(monkeypatch):
     from torch.utils.flop_counter import FlopCounterMode
     x = torch.randn(4, 8)
-    monkeypatch.setenv(compiled.ENV_VAR, '1')
-    assert compiled.compiled_path_allowed(x)
-    assert not compiled.compiled_path_allowed(x, torch.randn(3, requires_grad=True))
+    monkeypatch.setenv(policy.COMPILE_ENV, '1')
+    assert policy.compiled_allowed(x)
+    assert not policy.compiled_allowed(x, torch.randn(3, requires_grad=True))
     with torch.no_grad():
-        assert compiled.compiled_path_allowed(x, torch.randn(3, requires_grad=True))
+        assert policy.compiled_allowed(x, torch.randn(3, requires_grad=True))
     with FlopCounterMode(display=False):  # the benchmark counts FLOPs on the eager ops
-        assert not compiled.compiled_path_allowed(x)
-    assert not compiled.compiled_path_allowed(torch.empty(4, 8, device='meta'))
-    monkeypatch.setenv(compiled.ENV_VAR, '0')
-    assert not compiled.compiled_path_allowed(x)
+        assert not policy.compiled_allowed(x)
+    assert not policy.compiled_allowed(torch.empty(4, 8, device='meta'))
+    monkeypatch.setenv(policy.COMPILE_ENV, '0')
+    assert not policy.compiled_allowed(x)
 
 
 def test_compile_failure_falls_back_to_eager_with_one_warning(monkeypatch):
@@ -516,8 +517,6 @@ def test_default_chunks_are_cache_sized_on_cpu_and_large_elsewhere():
     (cache); on other devices (CUDA) one chunk up to 2^26 elements, since every chunk costs
     a kernel launch per op there (LDN-small at 2048^2: 16 193 aten ops a forward with CPU
     chunks, 1 665 with these).  'meta' stands in for a GPU here."""
-    import importlib
-    la = importlib.import_module('mmlinattn.ops.linear_attention')
     calls = []
 
     def phi(x):
@@ -525,7 +524,7 @@ def test_default_chunks_are_cache_sized_on_cpu_and_large_elsewhere():
         return F.elu(x) + 1.0
 
     n, d = 65536, 16                       # 2^20 elements per head: 4 CPU chunks
-    for device, chunks in (('cpu', n * d // la.CHUNK_ELEMENTS), ('meta', 1)):
+    for device, chunks in (('cpu', n * d // policy.CHUNK_ELEMENTS), ('meta', 1)):
         calls.clear()
         q, k, v = (torch.randn(1, 1, n, d, device=device) for _ in range(3))
         with torch.no_grad():

@@ -1,15 +1,17 @@
-"""SOFT / SOFT++ ops (mmlinattn.ops.soft) against the dense float64 references next to them
+"""SOFT / SOFT++ ops (mmlinattn.ops.soft, and the fast forms the backbones run,
+mmlinattn.kernels.soft) against the dense float64 references next to them
 ("Softmax-free Linear Transformers", arXiv 2207.03341: Eq. 5, 9, 10, 12, 17)."""
 import pytest
 import torch
 from torch.autograd import gradcheck
 from torch.overrides import TorchFunctionMode
 
-import mmlinattn.ops.soft as soft_ops
-from mmlinattn.ops.soft import (cholesky_pinv_solve, gaussian_kernel, gaussian_kernel_reference,
+import mmlinattn.kernels.soft as soft_kernels
+from mmlinattn.kernels import policy
+from mmlinattn.kernels.soft import gaussian_kernel, soft_attention
+from mmlinattn.ops.soft import (cholesky_pinv_solve, gaussian_kernel_reference,
                                 newton_init_alpha, newton_schulz_pinv, newton_schulz_reference,
-                                pairwise_sqdist, soft_attention, soft_attention_reference,
-                                symmetric_normalize)
+                                pairwise_sqdist, soft_attention_reference, symmetric_normalize)
 
 
 def spd(m, cond=10.0, batch=(), seed=0):
@@ -235,8 +237,8 @@ def test_soft_attention_in_token_chunks_is_the_same_attention(pinv, monkeypatch)
     valid, keep = torch.rand(b, n) > 0.2, torch.rand(b, m) > 0.3
     with torch.no_grad():
         whole = soft_attention(q, lm, v, valid=valid, landmark_valid=keep, pinv=pinv)
-    monkeypatch.setattr(soft_ops, 'SOFT_CHUNK_ELEMENTS', b * h * m * 10)
-    monkeypatch.setattr(soft_ops, 'SOFT_CHUNK_TARGET', b * h * m * 11)   # 11 tokens a chunk
+    monkeypatch.setattr(policy, 'SOFT_CHUNK_ELEMENTS', b * h * m * 10)
+    monkeypatch.setattr(policy, 'SOFT_CHUNK_TARGET', b * h * m * 11)   # 11 tokens a chunk
     with torch.no_grad(), _RecordShapes() as rec:
         out = soft_attention(q, lm, v, pinv=pinv)
     assert (b, h, 11, m) in rec.shapes and (b, h, n, m) not in rec.shapes
@@ -265,7 +267,7 @@ def test_soft_inference_per_head_products_are_the_same_attention(pinv, compiled,
     q = torch.randn(b, h, n, d, dtype=torch.float64) * 0.6
     lm = torch.randn(b, h, m, d, dtype=torch.float64) * 0.6
     v = torch.randn(b, h, n, 4, dtype=torch.float64)
-    monkeypatch.setattr(soft_ops, 'MM_LOOP_FLOPS', 2 * d * m)   # every product per head
+    monkeypatch.setattr(policy, 'MM_LOOP_FLOPS', 2 * d * m)   # every product per head
     with torch.no_grad(), _RecordShapes() as rec:
         out = soft_attention(q, lm, v, pinv=pinv)
     assert rec.calls.count(torch.mm) >= 3 * b * h and torch.bmm not in rec.calls[:3 * b * h]
@@ -514,8 +516,8 @@ def test_newton_cost_logged_once(monkeypatch):
     """More than NEWTON_LOG_LANDMARKS landmarks with Newton: one warning per process naming the
     two ways out; Cholesky and small m log nothing."""
     messages = []
-    monkeypatch.setattr(soft_ops, '_NEWTON_COST_LOGGED', False)
-    monkeypatch.setattr(soft_ops, 'NEWTON_LOG_LANDMARKS', 4)
+    monkeypatch.setattr(soft_kernels, '_NEWTON_COST_LOGGED', False)
+    monkeypatch.setattr(policy, 'NEWTON_LOG_LANDMARKS', 4)
     from mmengine.logging import MMLogger
     monkeypatch.setattr(MMLogger.get_current_instance(), 'warning', messages.append)
     q, lm, v = torch.randn(1, 1, 10, 4), torch.randn(1, 1, 5, 4), torch.randn(1, 1, 10, 4)

@@ -61,7 +61,7 @@ def test_falls_back_to_path_without_venv(repo):
 def test_launcher_sets_collective_timeout(dist_cfg, expected, monkeypatch):
     import torch.distributed as dist
 
-    from mmlinattn.utils import runner
+    from mmlinattn.engine import runner
     calls = []
     monkeypatch.setattr(torch.cuda, 'is_available', lambda: False)
     monkeypatch.setattr(dist, 'is_initialized', lambda: False)

@@ -1,5 +1,5 @@
 """``tools/test.py`` takes the flags of mmdet's and mmseg's test tools: ``--show``,
-``--wait-time`` and ``--tta`` (their config edits: :mod:`mmlinattn.utils.runner`)."""
+``--wait-time`` and ``--tta`` (their config edits: :mod:`mmlinattn.engine.runner`)."""
 import os.path as osp
 import subprocess
 import sys
@@ -8,7 +8,7 @@ import pytest
 import torch
 from mmengine.config import Config
 
-from mmlinattn.utils.runner import enable_show, enable_tta
+from mmlinattn.engine.runner import enable_show, enable_tta
 from repo_paths import ROOT
 
 DEMO_CONFIG = 'configs/demo/retinanet_soft_pico_demo.py'

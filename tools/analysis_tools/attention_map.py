@@ -19,7 +19,8 @@ from mmlinattn.analysis.query_maps import (CAPTIONS, attention_figure, family_of
                                                query_attention_maps)
 from mmlinattn.analysis.health import normalise_photo
 from mmlinattn.registry import MODELS
-from mmlinattn.utils.checkpoint import install_safe_checkpoint_loading, safe_load_checkpoint
+from mmlinattn.utils.checkpoint import safe_load_checkpoint
+from mmlinattn.utils.checkpoint_schemes import install_safe_checkpoint_loading
 
 FAMILIES = ('SOFT', 'NaLaFormer', 'InfViT', 'LDN')
 

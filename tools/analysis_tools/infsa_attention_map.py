@@ -19,7 +19,7 @@ import mmlinattn.models  # noqa: F401  (registers the backbones)
 from mmlinattn.analysis import (attention_maps, model_eigenvector_alignment,
                                 save_attention_overlay)
 from mmlinattn.registry import MODELS
-from mmlinattn.utils.checkpoint import install_safe_checkpoint_loading
+from mmlinattn.utils.checkpoint_schemes import install_safe_checkpoint_loading
 
 MEAN = np.array([123.675, 116.28, 103.53])
 STD = np.array([58.395, 57.12, 57.375])

@@ -14,8 +14,8 @@ import sys
 
 from mmengine.config import Config
 
-from mmlinattn.utils.checkpoint import install_safe_checkpoint_loading
-from mmlinattn.utils.runner import register_library
+from mmlinattn.utils.checkpoint_schemes import install_safe_checkpoint_loading
+from mmlinattn.engine.runner import register_library
 
 KEYS = ('coco/bbox_mAP', 'coco/bbox_mAP_50', 'coco/segm_mAP', 'mIoU', 'aAcc', 'mAcc')
 

@@ -14,7 +14,6 @@ the largest output difference relative to the largest output value.
 """
 import argparse
 import contextlib
-import importlib
 import json
 import statistics
 import time
@@ -24,12 +23,11 @@ import torch
 from mmlinattn.benchmark.cases import sync
 from mmlinattn.benchmark.specs import build_model, parse_model_spec
 
-_core = importlib.import_module('mmlinattn.ops.linear_attention')
-_maps = importlib.import_module('mmlinattn.models.layers.channels_last')
+from mmlinattn.kernels import policy
 
 #: change -> (module, constant, value when off)
-CHANGES = {'segments': (_core, 'DEVICE_SEGMENT_TOKENS', 0),
-           'slices': (_maps, 'INDEX32_ELEMENTS', 2**62)}
+CHANGES = {'segments': (policy, 'DEVICE_SEGMENT_TOKENS', 0),
+           'slices': (policy, 'INDEX32_ELEMENTS', 2**62)}
 
 
 @contextlib.contextmanager

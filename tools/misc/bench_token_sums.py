@@ -1,6 +1,6 @@
 """Times the linear-attention core's sums over tokens (``phi_k^T V`` and, in the backward,
 ``phi_q^T dL/du``) as one matmul and in segments (a batched matmul of segments, then their
-sum; ``mmlinattn.ops.linear_attention._token_sum``), in float32 like the core under
+sum; ``mmlinattn.kernels.chunked._token_sum``), in float32 like the core under
 autocast, for the four stages of a pyramid at ``--size``.  Meant for a GPU, where the one
 matmul leaves most of the device idle; it runs on the CPU too.
 
@@ -11,7 +11,6 @@ length (0: one matmul), and the fastest; exit status 0 when every result equals 
 matmul's (max |diff| / max |value| below 1e-4).
 """
 import argparse
-import importlib
 import json
 import statistics
 import sys
@@ -21,7 +20,8 @@ import torch
 
 from mmlinattn.benchmark.cases import sync
 
-la = importlib.import_module('mmlinattn.ops.linear_attention')
+import mmlinattn.kernels.chunked as la
+from mmlinattn.kernels import policy
 
 
 def time_ms(fn, device: str, repeats: int) -> float:
@@ -46,7 +46,7 @@ def main(argv=None) -> int:
     p.add_argument('--features', type=int, default=32, help='F: feature-map width per head')
     p.add_argument('--width', type=int, default=32, help='D: value width per head (+1 sum)')
     p.add_argument('--segments', type=int, nargs='+',
-                   default=[0, 1024, 2048, la.DEVICE_SEGMENT_TOKENS, 16384])
+                   default=[0, 1024, 2048, policy.DEVICE_SEGMENT_TOKENS, 16384])
     p.add_argument('--repeats', type=int, default=20)
     p.add_argument('--json', help='write the rows here')
     args = p.parse_args(argv)

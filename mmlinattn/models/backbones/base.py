@@ -30,6 +30,7 @@ import torch.nn as nn
 from mmengine.model import BaseModule
 from torch.nn.modules.batchnorm import _BatchNorm
 
+from ...kernels.policy import traced
 from ...ops.precision import autocast_enabled
 from ...utils.checkpoint import load_pretrained_backbone
 from ..layers import LayerNorm2d, maybe_checkpoint
@@ -234,7 +235,7 @@ class BackboneBase(BaseModule, metaclass=_FreezeAfterInit):
                              f'{tuple(x.shape)}); resize or pad the image')
         # a traced graph (torch.compile, torch.export / ONNX) cannot branch on values
         if (self.check_finite and x.numel() and x.device.type != 'meta'
-                and not torch.compiler.is_compiling() and not torch.isfinite(x).all()):
+                and not traced() and not torch.isfinite(x).all()):
             bad = ~torch.isfinite(x)
             items = bad.flatten(1).any(1).nonzero().flatten().tolist()
             raise ValueError(f'{name}.forward: the input x must be finite, got '

@@ -50,9 +50,8 @@ class InfViT(PyramidBackbone):
             mixing).
         pure_chunk_size: query chunk for Pure InfSA stages (exact; None = dense N x N).
         ffn_recompute: what each FFN recomputes in the backward of eager training instead
-            of keeping: ``'all'`` (its activation and depthwise conv; measured at 2048²:
-            0.67x the training peak of ``'none'``, at 1024² 1.03x its time), ``'last'``
-            (the activation only) or ``'none'``.
+            of keeping: ``'all'`` (its activation and depthwise conv), ``'last'`` (the
+            activation only) or ``'none'`` (``docs/benchmarks.md`` has the memory and time).
         norm_cfg: the norm after each patch embedding (:func:`~mmlinattn.models.layers.
             build_norm`), a channel LayerNorm by default.
         kwargs: ``in_channels``, ``out_indices``, ``drop_path_rate``, ``frozen_stages``,

@@ -60,9 +60,9 @@ class NaLaFormer(PyramidBackbone):
         out_norm: a LayerNorm on every returned map (the project's dense default).
             ``False`` returns the raw stage maps, as the authors' classifier head reads them.
         fuse_feature_maps: evaluate the NaLa feature maps as ``torch.compile``-d fused loops
-            (same values up to float rounding; in inference about 4x faster on CPU; in
-            training compiled with their backward, saving about the input instead of every
-            intermediate; compiles once per process, ~15-20 s on 2 cores).  Skipped, with the
+            (same values up to float rounding; in training compiled with their backward,
+            saving about the input instead of every intermediate; compiles once per
+            process; ``docs/benchmarks.md``).  Skipped, with the
             eager maps used instead, where no compiler is available or
             ``MMLINATTN_COMPILE=0``.
         drop_path_rate: stochastic depth; ``None`` takes the arch's value.

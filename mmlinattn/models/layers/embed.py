@@ -12,7 +12,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ...ops._grad import eager_training, recompute_in_backward
+from ...kernels.policy import eager_training, traced
+from ...kernels.recompute import recompute_in_backward
 from .norm import build_act, build_norm, norm_cancels_bias
 from .token_grid import TokenGrid
 
@@ -26,7 +27,7 @@ def pad_to_multiple(x: torch.Tensor, multiple: int) -> torch.Tensor:
     pw = (w + multiple - 1) // multiple * multiple - w
     # traced (torch.compile / export): pad unconditionally, a zero pad is free and the
     # branch would fix the graph to sizes that are (or are not) multiples
-    if torch.compiler.is_compiling() or ph or pw:
+    if traced() or ph or pw:
         x = F.pad(x, (0, pw, 0, ph))
     return x
 

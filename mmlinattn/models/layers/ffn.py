@@ -3,14 +3,13 @@ from typing import Callable, Optional, Tuple
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 from timm.layers import Mlp as TimmMlp
 
-from ...ops._grad import eager_training, recompute_in_backward
+from ...kernels.onednn import apply_linear, fused_gelu, linear_act
+from ...kernels.policy import eager_training
+from ...kernels.residual import branch_output, normed_linears
 from .channels_last import conv_tokens
-from .fused import add_residual, layer_scaled_linear, normed_linears, residual_branch
 from .norm import build_act
-from .onednn import apply_linear, fused_gelu, linear_act
 from .token_grid import TokenGrid
 
 RECOMPUTE = ('none', 'last', 'all')
@@ -59,14 +58,23 @@ class ConvFFN(nn.Module):
         self.act_before_dw = act_before_dw
         self.recompute = recompute
 
-    def forward(self, x: torch.Tensor, grid: TokenGrid, shortcut: Optional[torch.Tensor] = None,
-                gamma: Optional[torch.Tensor] = None, drop_path: Optional[nn.Module] = None,
-                norm: Optional[nn.Module] = None) -> torch.Tensor:
-        """(B, N, C) tokens on ``grid`` -> (B, N, C).  With a ``shortcut`` it returns the
-        whole residual step ``shortcut + drop_path(gamma * FFN(x))`` (LayerScale ``gamma``
-        optional), fused into ``fc2`` in inference (:func:`.fused.residual_branch`).  A
-        ``norm`` is applied to ``x`` first (FFN(norm(x)); in training without keeping its
-        output, :func:`.fused.normed_linears`)."""
+    @property
+    def out_proj(self) -> nn.Linear:
+        return self.fc2
+
+    @property
+    def out_drop(self) -> nn.Module:
+        return self.drop
+
+    def forward(self, x: torch.Tensor, grid: TokenGrid) -> torch.Tensor:
+        """(B, N, C) tokens on ``grid`` -> (B, N, C)."""
+        return branch_output(self, x, grid)
+
+    def residual_parts(self, x: torch.Tensor, grid: TokenGrid,
+                       norm: Optional[nn.Module] = None):
+        """The residual seam's protocol (:class:`~mmlinattn.kernels.residual.ResidualBranch`):
+        fc2's input from ``norm(x)``, or in eager training with ``recompute`` fc1's output
+        and the stretch to recompute from it."""
         act_in_fc1 = self.act_before_dw and fused_gelu(self.act, x, self.fc1) is not None
         if act_in_fc1:   # fc1 and the activation as one oneDNN primitive (:mod:`.onednn`)
             h = linear_act(x if norm is None else norm(x), self.fc1, self.act)
@@ -75,14 +83,8 @@ class ConvFFN(nn.Module):
         if self.recompute != 'none' and eager_training(h):
             first, last = self._steps(grid)
             if self.recompute == 'last':
-                h, mix = first(h), last
-            else:
-                mix = lambda t: last(first(t))  # noqa: E731
-            weight, bias, gamma = layer_scaled_linear(
-                self.fc2, None if shortcut is None else gamma, h)
-            y = self.drop(recompute_in_backward(
-                lambda t: F.linear(self.drop(mix(t)), weight, bias), h))
-            return y if shortcut is None else add_residual(shortcut, y, gamma, drop_path)
+                return first(h), lambda t: self.drop(last(t))
+            return h, lambda t: self.drop(last(first(t)))
         # rebinding h frees fc1's output before the second op runs: two hidden-size tensors
         if self.act_before_dw:
             h = h if act_in_fc1 else self.act(h)
@@ -92,11 +94,7 @@ class ConvFFN(nn.Module):
         else:
             h = conv_tokens(self.dwconv, h, grid, residual=self.dw_residual)
             hidden = self.act(h)
-        hidden = self.drop(hidden)
-        if shortcut is None:
-            return self.drop(self.fc2(hidden))
-        return residual_branch(shortcut, self.fc2, hidden, gamma, drop_path, self.drop,
-                               self.training)
+        return self.drop(hidden), None
 
     def _steps(self, grid: TokenGrid) -> Tuple[Callable, Callable]:
         """The activation and the depthwise conv (+ residual), in the configured order."""
@@ -125,11 +123,28 @@ class Mlp(TimmMlp):
         _check_recompute(recompute)
         self.recompute = recompute
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    @property
+    def out_proj(self) -> nn.Linear:
+        return self.fc2
+
+    @property
+    def out_drop(self) -> nn.Module:
+        return self.drop2
+
+    def forward(self, x: torch.Tensor, grid: Optional[TokenGrid] = None) -> torch.Tensor:
+        """(B, N, C) -> (B, N, C) (``grid`` unused: a per-token MLP)."""
+        return branch_output(self, x, grid)
+
+    def residual_parts(self, x: torch.Tensor, grid=None, norm: Optional[nn.Module] = None):
+        """The residual seam's protocol (:class:`~mmlinattn.kernels.residual.ResidualBranch`):
+        fc2's input from ``norm(x)``, or in eager training with ``recompute`` fc1's output
+        and the activation to recompute from it."""
+        if norm is not None:
+            x = norm(x)
         h = self.fc1(x) if self._act_apart(x) else None
-        if h is None or self.recompute == 'none' or not eager_training(h):
-            return self.drop2(self.fc2(self.fc2_input(x, h)))
-        return self.drop2(recompute_in_backward(lambda t: self.fc2(self._fc2_input(t)), h))
+        if h is not None and self.recompute != 'none' and eager_training(h):
+            return h, self._fc2_input
+        return self.fc2_input(x, h), None
 
     def fc2_input(self, x: torch.Tensor, h: Optional[torch.Tensor] = None) -> torch.Tensor:
         """What ``fc2`` reads, from the input ``x`` (or from fc1's output ``h``)."""

@@ -11,8 +11,10 @@ import torch
 import torch.nn as nn
 from timm.layers import DropPath
 
+from ...kernels import pure_infsa
 from ...ops.infsa import (infsa_attention_matrix, linear_infsa, linear_infsa_pooled,
-                          linear_infsa_weights, pure_infsa)
+                          linear_infsa_weights)
+from ...kernels.residual import residual_step
 from .ffn import ConvFFN, Mlp
 from .qkv import QKVMixer
 from .token_grid import TokenGrid, valid_tokens_or_none
@@ -232,8 +234,5 @@ class InfSABlock(nn.Module):
         """x: (B, N, C) tokens, the last H*W on ``grid`` (any before are prefix tokens such
         as a class token, always valid); the grid's padding stays out of the mixer's norms
         and pools."""
-        x = x + self.drop_path(self.attn(self.norm1(x), grid))
-        y = self.norm2(x)
-        if self.dwconv:   # the residual inside fc2's GEMM in inference (:class:`.ffn.ConvFFN`)
-            return self.ffn(y, grid, x, drop_path=self.drop_path)
-        return x + self.drop_path(self.ffn(y))
+        x = residual_step(x, self.attn, grid, self.norm1, drop_path=self.drop_path)
+        return residual_step(x, self.ffn, grid, self.norm2, drop_path=self.drop_path)

@@ -13,13 +13,12 @@ import torch
 import torch.nn as nn
 from timm.layers import DropPath, LayerScale
 
-from ...ops import (grid_diffusion, grid_diffusion_implicit_dct, linear_attention,
-                    stencil_kernel, stencil_offsets)
-from ...ops._grad import eager_inference
+from ...kernels import grid_diffusion, linear_attention
+from ...kernels.residual import branch_output, parallel_residual
+from ...ops import grid_diffusion_implicit_dct, stencil_kernel, stencil_offsets
 from ...ops.precision import compute_dtype
 from .channels_last import map_as_tokens, tokens_as_map
 from .ffn import Mlp
-from .fused import accumulate_linears
 from .token_grid import TokenGrid, valid_tokens_or_none
 from .qkv import QKVMixer
 
@@ -148,10 +147,24 @@ class LinearAttention(QKVMixer):
         super().__init__(dim, num_heads, qkv_bias, eps, proj_drop)
         self.feature_map = feature_map
 
+    @property
+    def out_proj(self) -> nn.Linear:
+        return self.proj
+
+    @property
+    def out_drop(self) -> nn.Module:
+        return self.proj_drop
+
     def forward(self, x: torch.Tensor, grid: Optional[TokenGrid] = None) -> torch.Tensor:
         """(B, N, C) -> (B, N, C); every output token depends on every input token (of its
         image's valid region when ``grid`` is a padded grid)."""
-        return self.project(self.attend(x, grid))
+        return branch_output(self, x, grid)
+
+    def residual_parts(self, x: torch.Tensor, grid: Optional[TokenGrid] = None,
+                       norm: Optional[nn.Module] = None):
+        """The residual seam's protocol (:class:`~mmlinattn.kernels.residual.ResidualBranch`):
+        the merged heads of ``norm(x)``, the output projection's input."""
+        return self.merge_heads(self.attend(x if norm is None else norm(x), grid)), None
 
     def attend(self, x: torch.Tensor, grid: Optional[TokenGrid] = None) -> torch.Tensor:
         """(B, N, C) -> (B, H, N, d): the attention output per head, before the projection."""
@@ -215,36 +228,18 @@ class LDNBlock(nn.Module):
 
     def forward(self, x: torch.Tensor, grid: TokenGrid) -> torch.Tensor:
         """(B, H*W, C) tokens of an H x W ``grid`` (row-major) -> same shape."""
-        if not self.training and eager_inference(x, *self.parameters()):
-            return self._forward_fused(x, grid)
-        out = x
-        if self.use_diffusion:
-            out = out + self._diffuse(x, grid)
+        steps = []
         if self.use_local:
-            out = out + self.drop_path(self.ls1(self.local(self.norm1(x))))
+            steps.append((self.local, self.norm1, self._gamma(1)))
         if self.use_attn:
-            out = out + self.drop_path(self.ls2(self.attn(self.norm2(x), grid)))
-        return out
+            steps.append((self.attn, self.norm2, self._gamma(2)))
+        diffusion = self._diffuse(x, grid) if self.use_diffusion else None
+        return parallel_residual(x, steps, grid, diffusion, self.drop_path)
 
     def _diffuse(self, x: torch.Tensor, grid: TokenGrid) -> torch.Tensor:
         """The diffusion increment as (B, N, C) tokens."""
         # channels-last view: the stencil conv reads the tokens in place, no copies
         return map_as_tokens(self.diffusion(tokens_as_map(x, grid.hw), grid))
-
-    def _forward_fused(self, x: torch.Tensor, grid: TokenGrid) -> torch.Tensor:
-        """:meth:`forward` in eager inference: the branches' LayerScales and biases folded into
-        their last linears, which accumulate into the state by their GEMMs
-        (:func:`.fused.accumulate_linears`), instead of a scale and an add pass per branch."""
-        terms = []
-        if self.use_local:
-            terms.append((self.local.fc2, self.local.fc2_input(self.norm1(x)), self._gamma(1)))
-        if self.use_attn:
-            attn = self.attn
-            heads = attn.merge_heads(attn.attend(self.norm2(x), grid))
-            terms.append((attn.proj, heads, self._gamma(2)))
-        out = (self._diffuse(x, grid).add_(x) if self.use_diffusion
-               else x.clone(memory_format=torch.contiguous_format))
-        return accumulate_linears(out.contiguous(), terms)
 
     def _gamma(self, branch: int) -> Optional[torch.Tensor]:
         """The LayerScale vector of a branch (1: local, 2: attention), None without one."""

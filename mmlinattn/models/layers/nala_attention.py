@@ -6,12 +6,14 @@ import torch.nn as nn
 import torch.nn.functional as F
 from timm.layers import DropPath
 
-from ...ops._grad import recompute_in_backward
-from ...ops.nalaformer import KERNELS, nala_attention
+from ...kernels import nala_attention
+from ...kernels.policy import traced
+from ...kernels.recompute import recompute_in_backward
+from ...kernels.residual import branch_output, normed_linears, residual_step
+from ...ops.nalaformer import KERNELS
 from ...ops.precision import compute_dtype
 from .channels_last import conv_tokens
 from .ffn import ConvFFN
-from .fused import normed_linears, residual_branch
 from .rope import apply_rope, rope_2d_angles
 from .token_grid import TokenGrid
 from .utils import check_heads
@@ -76,19 +78,21 @@ class NaLaAttention(nn.Module):
         return rope_2d_angles(hw[0], hw[1], self.head_dim, device=x.device,
                               dtype=compute_dtype(x))
 
-    def forward(self, x: torch.Tensor, grid: TokenGrid, shortcut: Optional[torch.Tensor] = None,
-                gamma: Optional[torch.Tensor] = None, drop_path: Optional[nn.Module] = None,
-                norm: Optional[nn.Module] = None) -> torch.Tensor:
-        """(B, N, C) tokens on an H x W ``grid`` -> (B, N, C).  With a ``shortcut`` it returns
-        the whole residual step ``shortcut + drop_path(gamma * Attn(x))`` (LayerScale
-        ``gamma`` optional), fused into the output projection in inference
-        (:func:`.fused.residual_branch`).  A ``norm`` is applied to ``x`` first
-        (Attn(norm(x)); in training without keeping its output, :func:`.fused.normed_linears`)."""
-        mixed = self._mix(x, grid, norm)
-        if shortcut is None:
-            return self.proj(mixed)
-        return residual_branch(shortcut, self.proj, mixed, gamma, drop_path,
-                               training=self.training)
+    out_drop = None
+
+    @property
+    def out_proj(self) -> nn.Linear:
+        return self.proj
+
+    def forward(self, x: torch.Tensor, grid: TokenGrid) -> torch.Tensor:
+        """(B, N, C) tokens on an H x W ``grid`` -> (B, N, C)."""
+        return branch_output(self, x, grid)
+
+    def residual_parts(self, x: torch.Tensor, grid: TokenGrid,
+                       norm: Optional[nn.Module] = None):
+        """The residual seam's protocol (:class:`~mmlinattn.kernels.residual.ResidualBranch`):
+        the output projection's input from ``norm(x)``."""
+        return self._mix(x, grid, norm), None
 
     def _mix(self, x: torch.Tensor, grid: TokenGrid, norm: Optional[nn.Module] = None
              ) -> torch.Tensor:
@@ -100,7 +104,7 @@ class NaLaAttention(nn.Module):
         o = o.transpose(1, 2).reshape(b, n, c)
         if self.lepe is not None:
             o = o + conv_tokens(self.lepe, v, grid)
-        if torch.compiler.is_compiling():  # the graph's partitioner chooses what to keep
+        if traced():  # the graph's partitioner chooses what to keep
             return self._gate(o, g)
         # eager training keeps o and g and recomputes the norm and the gate in the backward:
         # two fewer token-sized tensors per block held until then
@@ -186,7 +190,7 @@ class NaLaBlock(nn.Module):
         x = x.contiguous()
         if self.cpe1 is not None:
             x = conv_tokens(self.cpe1, x, grid, residual=True)
-        x = self.attn(x, grid, x, self.gamma1, self.drop_path, norm=self.norm1)
+        x = residual_step(x, self.attn, grid, self.norm1, self.gamma1, self.drop_path)
         if self.cpe2 is not None:
             x = conv_tokens(self.cpe2, x, grid, residual=True)
-        return self.ffn(x, grid, x, self.gamma2, self.drop_path, norm=self.norm2)
+        return residual_step(x, self.ffn, grid, self.norm2, self.gamma2, self.drop_path)

@@ -6,6 +6,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from ...kernels.policy import traced
 from .token_grid import TokenGrid
 
 
@@ -81,7 +82,7 @@ def resize_pos_embed(weight: torch.Tensor, size, mode: str = 'bicubic') -> torch
     share it."""
     # (traced: always resize -- the same values, see below -- since the test would fix the
     # graph to one size; at equal size bilinear / bicubic sample the original points)
-    if not torch.compiler.is_compiling() and tuple(weight.shape[-2:]) == tuple(size):
+    if not traced() and tuple(weight.shape[-2:]) == tuple(size):
         return weight
     dtype = torch.float64 if weight.dtype == torch.float64 else torch.float32
     return F.interpolate(weight.to(dtype), size=tuple(size), mode=mode,

@@ -4,7 +4,7 @@ from typing import Tuple
 import torch
 import torch.nn as nn
 
-from .onednn import apply_linear
+from ...kernels.onednn import apply_linear
 from .utils import check_heads
 
 

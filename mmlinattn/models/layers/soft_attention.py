@@ -11,13 +11,14 @@ import torch.nn as nn
 import torch.nn.functional as F
 from timm.layers import DropPath
 
-from ...ops._grad import eager_inference
-from ...ops.soft import NEWTON_INITS, PINV_SOLVERS, soft_attention
+from ...kernels import soft_attention
+from ...kernels.onednn import apply_linear
+from ...kernels.policy import traced
+from ...kernels.residual import branch_output, residual_step
+from ...ops.soft import NEWTON_INITS, PINV_SOLVERS
 from .embed import pad_to_multiple
 from .ffn import Mlp
-from .fused import residual_branch, residual_linear
 from .norm import build_act
-from .onednn import apply_linear
 from .token_grid import TokenGrid
 from .utils import adaptive_window_matrix, check_heads, split_heads
 
@@ -115,7 +116,7 @@ class LandmarkSampler(nn.Module):
         used).  Traced (``torch.compile``, ``torch.export``) with ``max_landmarks`` and no
         padding, the same landmarks sit in ``max_landmarks`` slots, the unused ones masked
         (:func:`capped_grid_slots`): one graph for every size, pooled or not."""
-        if (self.max_landmarks is None or not torch.compiler.is_compiling()
+        if (self.max_landmarks is None or not traced()
                 or grid.padded):
             return self(q, grid.hw), self.valid_landmarks(grid, q.device)
         x = self._conv(q, grid.hw)
@@ -214,16 +215,21 @@ class SoftAttention(nn.Module):
                                  groups=num_heads, bias=False) if v_conv_size else None)
         self.proj = nn.Linear(dim, dim)
 
-    def forward(self, x: torch.Tensor, grid: TokenGrid, shortcut: Optional[torch.Tensor] = None,
-                drop_path: Optional[nn.Module] = None) -> torch.Tensor:
-        """(B, H*W, C) tokens on an H x W ``grid`` -> (B, H*W, C).  With a ``shortcut`` it
-        returns the residual step ``shortcut + drop_path(Attn(x))``, whose sum the output
-        projection's GEMM does in inference (:func:`.fused.residual_branch`)."""
-        mixed = self.mix(x, grid)
-        if shortcut is None:
-            return self.proj(mixed)
-        return residual_branch(shortcut, self.proj, mixed, drop_path=drop_path,
-                               training=self.training)
+    out_drop = None
+
+    @property
+    def out_proj(self) -> nn.Linear:
+        return self.proj
+
+    def forward(self, x: torch.Tensor, grid: TokenGrid) -> torch.Tensor:
+        """(B, H*W, C) tokens on an H x W ``grid`` -> (B, H*W, C)."""
+        return branch_output(self, x, grid)
+
+    def residual_parts(self, x: torch.Tensor, grid: TokenGrid,
+                       norm: Optional[nn.Module] = None):
+        """The residual seam's protocol (:class:`~mmlinattn.kernels.residual.ResidualBranch`):
+        the output projection's input from ``norm(x)``."""
+        return self.mix(x if norm is None else norm(x), grid), None
 
     def mix(self, x: torch.Tensor, grid: TokenGrid) -> torch.Tensor:
         """Everything before the output projection: the merged heads, (B, H*W, C)."""
@@ -294,8 +300,5 @@ class SOFTBlock(nn.Module):
         if self.post_norm:
             x = self.norm1(x + self.drop_path(self.attn(x, grid)))
             return self.norm2(x + self.drop_path(self.mlp(x)))
-        # in inference each residual sum is done by the GEMM of proj / fc2 (biases included)
-        x = self.attn(self.norm1(x), grid, x, self.drop_path)
-        if not self.training and eager_inference(x, *self.mlp.parameters()):
-            return residual_linear(x, self.mlp.fc2, self.mlp.fc2_input(self.norm2(x)))
-        return x + self.drop_path(self.mlp(self.norm2(x)))
+        x = residual_step(x, self.attn, grid, self.norm1, drop_path=self.drop_path)
+        return residual_step(x, self.mlp, grid, self.norm2, drop_path=self.drop_path)

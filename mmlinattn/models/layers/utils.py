@@ -4,6 +4,8 @@ from typing import Any, List, Optional, Sequence
 import torch
 import torch.utils.checkpoint as cp
 
+from ...kernels.policy import traced
+
 
 def check_heads(dim: int, num_heads: int) -> int:
     """Channels per head, ``dim / num_heads``; ``ValueError`` when it is not a whole number."""
@@ -39,7 +41,7 @@ def split_heads(t: torch.Tensor, num_heads: int) -> torch.Tensor:
     """(B, N, heads * d) -> (B, heads, N, d).  In a traced graph by channel slices, not a
     view: a view re-factors N, and the shape solver cannot prove the facts about a conv's
     token count (e.g. N != 1) that this asks, so the graph would be fixed to one size."""
-    if torch.compiler.is_compiling():
+    if traced():
         return torch.stack(t.chunk(num_heads, dim=-1), dim=1)
     b, n, c = t.shape
     return t.view(b, n, num_heads, c // num_heads).transpose(1, 2)

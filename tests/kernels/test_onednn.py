@@ -9,7 +9,9 @@ import torch
 import torch.nn as nn
 from torch.utils.flop_counter import FlopCounterMode
 
-import mmlinattn.models.layers.onednn as onednn
+import mmlinattn.kernels.onednn as onednn
+from mmlinattn.kernels.policy import FUSE_GELU_ENV
+from mmlinattn.kernels.residual import residual_step
 from mmlinattn.models.layers.channels_last import conv_tokens
 from mmlinattn.models.layers.ffn import ConvFFN, Mlp
 from mmlinattn.models.layers.token_grid import TokenGrid
@@ -83,10 +85,10 @@ def test_conv_ffn_inference_equals_the_plain_ops(act_before_dw, with_norm, calls
     grid = TokenGrid((6, 8))
     x = torch.randn(1, 48, 32)
     with torch.no_grad():
-        out = ffn(x, grid, x, gamma, norm=norm)
+        out = residual_step(x, ffn, grid, norm, gamma)
         counts = dict(calls)
         _plain(monkeypatch)
-        expected = ffn(x, grid, x, gamma, norm=norm)
+        expected = residual_step(x, ffn, grid, norm, gamma)
     if X86_LINUX:
         # without the GELU in fc1, fc1 is a plain linear: its bias goes into its epilogue
         assert counts == ({'_linear_gelu': 1} if act_before_dw
@@ -139,7 +141,7 @@ def test_plain_ops_elsewhere(case, calls, monkeypatch):
         assert seen == [(2, 10, 48)]
     else:
         if case == 'switched_off':
-            monkeypatch.setenv(onednn.ENV_VAR, '0')
+            monkeypatch.setenv(FUSE_GELU_ENV, '0')
         with torch.no_grad():
             mlp(x)
     assert sum(calls.values()) == 0
@@ -211,7 +213,7 @@ def test_fused_linear_keeps_f_linear_elsewhere(case, calls, monkeypatch):
     if case == 'strided':
         x = torch.randn(3, 24, 16).transpose(1, 2)
     if case == 'switched_off':
-        monkeypatch.setenv(onednn.ENV_VAR, '0')
+        monkeypatch.setenv(FUSE_GELU_ENV, '0')
     with torch.no_grad(), torch.autocast('cpu', dtype=torch.bfloat16,
                                          enabled=case == 'autocast'):
         out = onednn.fused_linear(x, w, b)

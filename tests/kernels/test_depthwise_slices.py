@@ -5,7 +5,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-import mmlinattn.models.layers.channels_last as cl
+import mmlinattn.kernels.depthwise as dw
+from mmlinattn.kernels import policy
+from mmlinattn.models.layers.channels_last import conv_tokens
 from mmlinattn.models.layers.token_grid import TokenGrid
 
 
@@ -18,7 +20,7 @@ def test_depthwise_in_slices_is_the_whole_conv(with_bias):
         memory_format=torch.channels_last).requires_grad_()
     w = torch.randn(30, 1, 3, 3, dtype=torch.float64, requires_grad=True)
     b = torch.randn(30, dtype=torch.float64, requires_grad=True) if with_bias else None
-    got = cl.depthwise_in_slices(x, w, b, limit=2 * 7 * 5 * 4)
+    got = dw.depthwise_in_slices(x, w, b, limit=2 * 7 * 5 * 4)
     want = F.conv2d(x, w, b, 1, 1, 1, 30)
     torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
     assert got.is_contiguous(memory_format=torch.channels_last)
@@ -40,11 +42,11 @@ def test_depthwise_in_slices_cuts_at_least_min_slices_in_the_conv_dtype(monkeypa
     def counted(inp, *args):
         widths.append(inp.shape[1])
         return real(inp, *args)
-    monkeypatch.setattr(cl.F, 'conv2d', counted)
+    monkeypatch.setattr(dw.F, 'conv2d', counted)
     with torch.autocast('cpu', dtype=torch.bfloat16):
-        got = cl.depthwise_in_slices(x, w, b)
+        got = dw.depthwise_in_slices(x, w, b)
         want = real(x, w, b, 1, 2, 1, 30)
-    assert widths == [4] * 7 + [2] and cl.MIN_SLICES == 8
+    assert widths == [4] * 7 + [2] and policy.MIN_SLICES == 8
     assert got.dtype == want.dtype == torch.bfloat16
     assert got.is_contiguous(memory_format=torch.channels_last)
     torch.testing.assert_close(got, want)  # bf16 tolerances: kernels may block differently
@@ -53,11 +55,11 @@ def test_depthwise_in_slices_cuts_at_least_min_slices_in_the_conv_dtype(monkeypa
 def test_slices_only_off_the_cpu_and_above_the_limit(monkeypatch):
     """Slices are chosen on devices other than the CPU ('meta' stands in for a GPU) for maps
     of more elements than the limit, not at the limit, and never on the CPU."""
-    monkeypatch.setattr(cl, 'INDEX32_ELEMENTS', 6 * 5 * 16)
+    monkeypatch.setattr(policy, 'INDEX32_ELEMENTS', 6 * 5 * 16)
     for device, channels, want in (('meta', 17, True), ('meta', 16, False),
                                    ('cpu', 17, False)):
         m = torch.empty(1, channels, 6, 5, device=device)
-        assert cl._past_index32(m) is want, (device, channels)
+        assert policy.depthwise_slices(m) is want, (device, channels)
 
 
 @pytest.mark.parametrize('padded', [False, True])
@@ -69,15 +71,15 @@ def test_conv_tokens_in_slices_gives_the_same_tokens(residual, padded, monkeypat
     conv = nn.Conv2d(16, 16, 3, 1, 1, groups=16).double()
     grid = TokenGrid((6, 5), valid_hw=[(6, 5), (4, 3)] if padded else None)
     x = torch.randn(2, 30, 16, dtype=torch.float64)
-    want = cl.conv_tokens(conv, x, grid, residual=residual)
-    real = cl.depthwise_in_slices
+    want = conv_tokens(conv, x, grid, residual=residual)
+    real = dw.depthwise_in_slices
     calls = []
 
     def three_channels(m, w, b, limit=None):
         calls.append(m.shape)
         return real(m, w, b, limit=2 * 6 * 5 * 3)
-    monkeypatch.setattr(cl, '_past_index32', lambda m: True)
-    monkeypatch.setattr(cl, 'depthwise_in_slices', three_channels)
-    got = cl.conv_tokens(conv, x, grid, residual=residual)
+    monkeypatch.setattr(policy, 'depthwise_slices', lambda m: True)
+    monkeypatch.setattr(dw, 'depthwise_in_slices', three_channels)
+    got = conv_tokens(conv, x, grid, residual=residual)
     assert calls == [(2, 16, 6, 5)]
     torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)

@@ -1,82 +1,43 @@
-"""Normalised kernel linear attention, shared by LDN and NaLaFormer, next to its dense reference.
+"""The chunked O(N) core of normalised kernel linear attention (LDN, NaLaFormer): the fast
+form of :func:`mmlinattn.ops.normalized_attention.normalized_linear_attention` and the entry
+:func:`linear_attention` that LDN's mixer calls.
 
-Papers: Katharopoulos et al., "Transformers are RNNs: Fast Autoregressive Transformers with
-Linear Attention" (ICML 2020, arXiv 2006.16236; the ELU + 1 feature map); Meng et al.,
-"NaLaFormer: Norm-Aware Linear Attention for Transformer Models" (arXiv 2506.21137),
-Eqs. 4-5 / 10-11; Fein-Ashley, "Linear Diffusion Networks: Harnessing Diffusion Processes
-for Global Interactions", §3.3 (E6-E7, labels defined in :mod:`mmlinattn.models.backbones.ldn`).
-
-LDN defines (§3.3, E6-E7)
-
-    A_lin(H) = φ(Q) (φ(K)^T V) / (φ(Q) (φ(K)^T 1)),     Q, K, V = H W_Q, H W_K, H W_V,
-
-a row-normalised weighted average of all value rows, computed through the (d x d_v) summary
-φ(K)^T V so the cost is linear in the number of tokens N.  This op is the multi-head form on
-already-projected heads; it has no parameters and no LDN-specific piece, so other families can
-reuse it.
-
-Numerics: both reductions over N are taken as *means* (φ(K)^T V / N and mean_n φ(K_n)); the
-ratio is unchanged but the summaries stay O(1) instead of O(N), which matters for ~10^5
-tokens in half precision.  Everything runs in (at least) float32, also under autocast; the
-output dtype follows ``v``.  ``eps`` is added to the (mean) denominator.
-:func:`normalized_attention_reference` is the same normalisation on an explicit N x M
-similarity matrix, for tests.
+* Chunks: the feature maps are applied to chunks of tokens and the key sums accumulated
+  chunk by chunk (:data:`.policy.CHUNK_ELEMENTS` per chunk on the CPU): a feature map is a
+  chain of elementwise ops over a tensor wider than ``q``; over all N tokens each op streams
+  the whole tensor through memory and allocates a fresh buffer, chunks keep the chain in
+  cache and the buffers small enough to be reused (``docs/benchmarks.md``).
+* Segments (off the CPU, :data:`.policy.DEVICE_SEGMENT_TOKENS`): the sums over tokens as one
+  batched matmul of segments instead of one product ~10^5 tokens deep.
+* Eager training: one :class:`_RecomputedCore` whose forward runs without autograd and keeps
+  only ``q, k, v`` and the key summary, and whose backward recomputes the features chunk by
+  chunk and applies the closed-form gradient of the normalisation.
+* Eager inference: each chunk normalised straight into a tokens-major output.
 """
 from typing import Callable, Dict, List, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
 
-from ._grad import eager_inference, eager_training, needs_grad, recompute_in_backward
+from ..ops.normalized_attention import FEATURE_MAPS, check_shapes
+from ..ops.normalized_attention import linear_attention as plain_linear_attention
+from ..ops.precision import Float32Island
+from . import policy
 from .compiled import LazyCompiled
-from .precision import Float32Island
+from .recompute import recompute_in_backward
 
-__all__ = [
-    'linear_attention', 'linear_attention_reference', 'normalized_linear_attention',
-    'chunked_linear_attention', 'normalized_attention_reference', 'FEATURE_MAPS'
-]
-
-#: elements of one (heads x tokens x features) chunk of :func:`chunked_linear_attention` on
-#: the CPU: 2^18 float32 = 1 MiB, small enough to stay in cache between the feature-map ops
-CHUNK_ELEMENTS = 1 << 18
-#: the same on other devices (CUDA): 2^26, 256 MiB of float32.  A GPU gains nothing from
-#: cache-sized chunks (its allocator reuses memory, no fresh pages) and pays a kernel launch
-#: per op and chunk: with 1 MiB chunks LDN-small took 117 ms at 2048^2 on an H100 (float16)
-#: against InfViT-small's 20 ms at about the same FLOPs.  Chunks remain so that the
-#: features of one chunk, not of all tokens, are live at 8192^2 and beyond.
-DEVICE_CHUNK_ELEMENTS = 1 << 26
-#: tokens per segment of the sums over tokens (``phi_k^T V``, and ``phi_q^T dL/du`` in the
-#: backward) on devices other than the CPU: each segment's product is one matrix of a batched
-#: matmul, and the segments are added.  In one product the output per head is only F x D
-#: (LDN-small: 32 x 33) and the sum ~10^5 tokens deep, which leaves a GPU nearly idle:
-#: profiled on an H100 (float16 autocast, 2048^2), that one kernel took 64 % of LDN-small's
-#: GPU time and 32 % of NaLaFormer-small's, under 1 % of the FP32 rate.  With segments
-#: LDN-small's forward took 32 ms instead of 69 at 2048^2 and 349 instead of 949 at 8192^2
-#: on an H200 (docs/benchmarks.md).  The CPU keeps one product per chunk.
-DEVICE_SEGMENT_TOKENS = 4096
-
-
-def _elu_plus_one(x: torch.Tensor) -> torch.Tensor:
-    return F.elu(x) + 1.0
-
-
-#: Positive feature maps φ: ELU+1 (Katharopoulos et al.; LDN authors' code) and ReLU (the
-#: paper's example, which can zero the denominator, hence ``eps``).
-FEATURE_MAPS: Dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
-    'elu': _elu_plus_one,
-    'relu': F.relu,
-}
+__all__ = ['linear_attention', 'chunked_linear_attention']
 
 
 def _elu_plus_one_no_grad(x: torch.Tensor) -> torch.Tensor:
     """``ELU(x) + 1`` as ``exp(min(x, 0)) + max(x, 0)``: the same values (``exp(x)`` below 0,
-    ``x + 1`` above), ~5x faster on CPU, where torch's ELU kernel evaluates ``expm1`` element
-    by element (5.8 vs 1.0 ns per element on 2 cores).  Inference only: at exactly ``x = 0``
-    the clamps' gradients are 0, ELU's is 1."""
+    ``x + 1`` above), faster on CPU, where torch's ELU kernel evaluates ``expm1`` element by
+    element.  Inference only: at exactly ``x = 0`` the clamps' gradients are 0, ELU's is 1."""
     return torch.exp(x.clamp(max=0)).add_(F.relu(x))
 
 
-#: faster forms of :data:`FEATURE_MAPS` for calls without autograd (same values)
+#: faster forms of :data:`~mmlinattn.ops.normalized_attention.FEATURE_MAPS` for calls without
+#: autograd (same values)
 _NO_GRAD_FEATURE_MAPS: Dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     'elu': _elu_plus_one_no_grad,
 }
@@ -84,14 +45,6 @@ _NO_GRAD_FEATURE_MAPS: Dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
 
 def _identity(x: torch.Tensor) -> torch.Tensor:
     return x
-
-
-def normalized_linear_attention(phi_q: torch.Tensor, phi_k: torch.Tensor, v: torch.Tensor,
-                                eps: float = 1e-6,
-                                valid: Optional[torch.Tensor] = None) -> torch.Tensor:
-    """:func:`chunked_linear_attention` on features computed beforehand, in one chunk."""
-    return chunked_linear_attention(phi_q, phi_k, v, _identity, _identity, eps, valid,
-                                    chunk=max(1, phi_q.shape[-2], phi_k.shape[-2]))
 
 
 def _features(feature: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> torch.Tensor:
@@ -103,7 +56,7 @@ def _features(feature: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) 
     ``torch.compile`` graph (whose partitioner chooses what to save) run as they are."""
     # the graph test first: comparing function objects in a traced graph guards on them, and
     # the eager maps are fresh closures per call (a recompile per call)
-    if torch.compiler.is_compiling() or feature is _identity or \
+    if policy.traced() or feature is _identity or \
             feature in FEATURE_MAPS.values() or \
             (isinstance(feature, LazyCompiled) and not feature.failed):
         return feature(x)
@@ -115,9 +68,9 @@ def _token_sum(a: torch.Tensor, b: torch.Tensor, segment: int) -> torch.Tensor:
     ``segment`` > 0 the first ``segment * (n // segment)`` tokens are cut into segments
     whose products run as one batched matmul and are then added (the rest, fewer than
     ``segment`` tokens, as one more product): the same sum, in another order, with
-    ``n / segment`` times the parallel work (:data:`DEVICE_SEGMENT_TOKENS`)."""
+    ``n / segment`` times the parallel work (:data:`.policy.DEVICE_SEGMENT_TOKENS`)."""
     n = a.shape[-2]
-    if segment <= 0 or n < 2 * segment or torch.compiler.is_compiling():
+    if segment <= 0 or n < 2 * segment or policy.traced():
         return a.transpose(-2, -1) @ b
     whole = n - n % segment
     parts = (a[..., :whole, :].unflatten(-2, (-1, segment)).transpose(-2, -1)
@@ -132,7 +85,7 @@ def _chunks(total: int, chunk: int) -> List[slice]:
     """Slices of ``chunk`` tokens over ``total``; one slice of all tokens in a traced graph
     (``torch.compile`` / ``torch.export``), where a loop over a symbolic token count would
     fix that count and recompile for every image size."""
-    if torch.compiler.is_compiling():
+    if policy.traced():
         return [slice(None)]
     return [slice(s, s + chunk) for s in range(0, total, chunk)]
 
@@ -157,14 +110,10 @@ def chunked_linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     image's own key count (batch padding; not in the paper, which never pads).
 
     The feature maps are applied to chunks of ``chunk`` tokens and the key sums accumulated
-    chunk by chunk (``chunk=None``: ~:data:`CHUNK_ELEMENTS` per chunk of ``q`` on the CPU,
-    :data:`DEVICE_CHUNK_ELEMENTS` elsewhere).  Why, on the CPU: a
-    feature map is a chain of elementwise ops over a tensor (2x) wider than ``q``; over all N
-    tokens at 2048² each op streams ~100 MiB through memory and allocates a fresh buffer,
-    which glibc serves with new zero-filled pages.  Chunks keep the chain in cache and the
-    buffers small enough to be reused (NaLa stage 1 at 2048²: 0.88 s -> 0.44 s per block on
-    2 CPU cores, ``docs/benchmarks.md``).  ``segment`` tokens (``None``: 0, no segments, on
-    the CPU; :data:`DEVICE_SEGMENT_TOKENS` elsewhere) split the sums over tokens into a
+    chunk by chunk (``chunk=None``: ~:data:`.policy.CHUNK_ELEMENTS` per chunk of ``q`` on
+    the CPU, :data:`.policy.DEVICE_CHUNK_ELEMENTS` elsewhere; see the module docstring).
+    ``segment`` tokens (``None``: 0, no segments, on the CPU;
+    :data:`.policy.DEVICE_SEGMENT_TOKENS` elsewhere) split the sums over tokens into a
     batched matmul (:func:`_token_sum`).
 
     Under autograd (eager) the core is one :class:`_RecomputedCore`: the forward runs
@@ -176,15 +125,16 @@ def chunked_linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     ``backward_features`` throughout.
     """
     if chunk is None:
-        elements = CHUNK_ELEMENTS if q.device.type == 'cpu' else DEVICE_CHUNK_ELEMENTS
+        elements = (policy.CHUNK_ELEMENTS if q.device.type == 'cpu'
+                    else policy.DEVICE_CHUNK_ELEMENTS)
         chunk = max(256, elements // max(1, q[..., :1, :].numel()))
     if segment is None:
-        segment = 0 if q.device.type == 'cpu' else DEVICE_SEGMENT_TOKENS
+        segment = 0 if q.device.type == 'cpu' else policy.DEVICE_SEGMENT_TOKENS
     grad_q, grad_k = backward_features or (feature_q, feature_k)
-    if eager_training(q, k, v) and q.shape[:-2] == k.shape[:-2] == v.shape[:-2]:
+    if policy.eager_training(q, k, v) and q.shape[:-2] == k.shape[:-2] == v.shape[:-2]:
         return _RecomputedCore.apply(q, k, v, valid, feature_q, feature_k, grad_q, grad_k,
                                      eps, chunk, segment)
-    if needs_grad(q, k, v):  # autograd records the plain form: the maps need a backward
+    if policy.needs_grad(q, k, v):  # autograd records the plain form: the maps need a backward
         feature_q, feature_k = grad_q, grad_k
 
     summary, _ = _key_summary(k, v, feature_k, valid, chunk, segment)
@@ -208,7 +158,7 @@ def _key_summary(k, v, feature_k, valid, chunk, segment):
 def _query_side(q, summary, feature_q, eps, chunk):
     """``u / (z + eps)`` for ``[u | z] = phi_q(q) S``, chunk by chunk."""
     n = q.shape[-2]
-    if not eager_inference(q, summary):
+    if not policy.eager_inference(q, summary):
         outs = []
         for s in _chunks(n, chunk):
             out = _features(feature_q, q[..., s, :]) @ summary
@@ -304,38 +254,11 @@ class _RecomputedCore(torch.autograd.Function):
         return grad_q, grad_k, grad_v, None, None, None, None, None, None, None, None
 
 
-def normalized_attention_reference(sim: torch.Tensor, v: torch.Tensor, eps: float = 0.0,
-                                   valid: Optional[torch.Tensor] = None,
-                                   den_sim: Optional[torch.Tensor] = None) -> torch.Tensor:
-    """The dense counterpart of :func:`chunked_linear_attention` on explicit similarities:
-    ``(sum_j s_ij v_j / M) / (sum_j s'_ij / M + eps)`` over the valid keys ``j``.
-
-    Args:
-        sim: (..., N, M) numerator similarities ``s_ij = phi_q(q_i) . phi_k(k_j)``.
-        v: (..., M, D) values.
-        eps: added to the mean denominator.
-        valid: optional (B, M) bool mask of the keys to use, for (B, heads, N, M) ``sim``;
-            ``M`` is then each image's own valid-key count.
-        den_sim: the denominator's similarities ``s'`` if they differ from ``sim`` (a
-            numerator-only position encoding), default ``sim``.
-
-    Returns:
-        (..., N, D), in the dtype of ``sim``.  O(N M) memory.
-    """
-    den_sim = sim if den_sim is None else den_sim
-    if valid is None:
-        count = sim.shape[-1]
-    else:
-        keep = valid[:, None, None, :].to(sim.dtype)
-        sim, den_sim = sim * keep, den_sim * keep
-        count = keep.sum(-1, keepdim=True)
-    return (sim @ v / count) / (den_sim.sum(-1, keepdim=True) / count + eps)
-
-
 def linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                      feature_map: str = 'elu', eps: float = 1e-6,
                      valid: Optional[torch.Tensor] = None) -> torch.Tensor:
-    """``φ(Q) (φ(K)^T V) / (φ(Q) φ(K)^T 1)`` per head, with means over the N tokens.
+    """:func:`mmlinattn.ops.linear_attention` (LDN §3.3, E6-E7) through the chunked core
+    (its arguments and result; the same values up to rounding).
 
     Args:
         q, k: (B, heads, N, d) queries and keys (before the feature map).
@@ -348,14 +271,9 @@ def linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     Returns:
         (B, heads, N, d_v) in ``v``'s dtype.
     """
-    if feature_map not in FEATURE_MAPS:
-        raise ValueError(f'feature_map must be one of {sorted(FEATURE_MAPS)}, '
-                         f'got {feature_map!r}')
-    if (q.shape[:-2] != k.shape[:-2] or k.shape[:-1] != v.shape[:-1]
-            or q.shape[-1] != k.shape[-1]):
-        raise ValueError(f'incompatible shapes q {tuple(q.shape)}, k {tuple(k.shape)}, '
-                         f'v {tuple(v.shape)}; expected (B, heads, N, d), (B, heads, M, d), '
-                         f'(B, heads, M, d_v)')
+    check_shapes(q, k, v, feature_map)
+    if policy.plain():
+        return plain_linear_attention(q, k, v, feature_map, eps, valid)
     phi = FEATURE_MAPS[feature_map]
     fast = _NO_GRAD_FEATURE_MAPS.get(feature_map, phi)
     with Float32Island(v) as island:
@@ -363,12 +281,3 @@ def linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
         out = chunked_linear_attention(q, k, v, fast, fast, eps, valid,
                                        backward_features=(phi, phi))
     return island.back(out)
-
-
-def linear_attention_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                               feature_map: str = 'elu', eps: float = 0.0,
-                               valid: Optional[torch.Tensor] = None) -> torch.Tensor:
-    """:func:`linear_attention` with the N x M similarity matrix ``φ(Q) φ(K)^T`` formed
-    explicitly and row-normalised (LDN §3.3, E7), in the inputs' dtype.  O(N M) memory."""
-    phi = FEATURE_MAPS[feature_map]
-    return normalized_attention_reference(phi(q) @ phi(k).transpose(-1, -2), v, eps, valid)

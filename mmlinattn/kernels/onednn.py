@@ -6,18 +6,16 @@ detection sizes that tensor lives in memory, not cache; the FFNs' hidden layers 
 largest activations of every family (4x-8x the channels).  oneDNN, which PyTorch's CPU
 build carries, can apply the GELU to each output tile while it is still in cache ("post-op",
 ``torch.ops.mkldnn._linear_pointwise`` / ``_convolution_pointwise``, what inductor emits for
-the same pattern).  Measured on 2 cores of a Xeon with AVX-512: fc1 + GELU of 65536 tokens,
-64 -> 512 channels, 96 -> 52 ms; a 3x3 depthwise conv + GELU of 512 x 256 x 256 channels-last
-92 -> 55 ms; cache-sized cases unchanged.  Likewise a plain linear with a bias: PyTorch's
-``addmm`` first writes the bias into every output row (one more pass over the output), then
-accumulates the product; oneDNN adds it per tile (262144 tokens, 64 -> 64 channels, on a
-Xeon with AMX: 17.7 -> 9.6 ms; from 16384 tokens x 320 channels on, the same time).
+the same pattern).  Likewise a plain linear with a bias: PyTorch's ``addmm`` first writes the
+bias into every output row (one more pass over the output), then accumulates the product;
+oneDNN adds it per tile.  Measurements: ``docs/benchmarks.md``.
 
-Only where autograd does not record them, in eager float32 CPU code: the fused ops have no
-autograd formula, no ONNX symbol and no FLOP formula, so training, autocast, traced or
-compiled graphs, the FLOP counter and other devices keep the plain ops.  (The forward of an
+Only where :func:`.policy.onednn_allowed` says so (eager float32 CPU code that autograd does
+not record): the fused ops have no autograd formula, no ONNX symbol and no FLOP formula, so
+training, autocast, traced or compiled graphs, the FLOP counter and other devices keep the
+plain ops.  (The forward of an
 autograd function with its own backward records nothing: there the projections of
-:func:`~.fused.normed_linears` run fused in training too.)  The first use checks the fused
+:func:`~.residual.normed_linears` run fused in training too.)  The first use checks the fused
 ops against the plain ones on a small input and keeps the plain ops for good if they differ
 or are missing;
 ``MMLINATTN_FUSE_GELU=0`` in the environment keeps them everywhere, the linears' too
@@ -29,13 +27,8 @@ from typing import Optional
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from torch.nn.modules import module as module_hooks
 
-from ...ops._grad import needs_grad
-from ...ops.compiled import in_special_mode, switched_off
-
-#: environment switch: ``MMLINATTN_FUSE_GELU=0`` keeps the plain ops
-ENV_VAR = 'MMLINATTN_FUSE_GELU'
+from .policy import hooked, onednn_allowed
 
 #: how far the fused GELU may differ from ``F.gelu`` in the first-use check (oneDNN's erf
 #: is a different float32 approximation: measured differences up to 1.5e-6)
@@ -88,31 +81,12 @@ def _fused_ops_work() -> bool:
     return True
 
 
-def hooked(*modules: nn.Module) -> bool:
-    """Forward hooks, on ``modules`` or global, that a fused op would bypass."""
-    return bool(module_hooks._global_forward_hooks or module_hooks._global_forward_pre_hooks
-                or any(m._forward_hooks or m._forward_pre_hooks for m in modules))
-
-
-def _epilogue_allowed(x: torch.Tensor, modules=(), tensors=()) -> bool:
-    """Whether oneDNN's fused ops may stand in for the plain ops on ``x`` and ``modules``'
-    parameters (or ``tensors``): eager float32 CPU code that autograd does not record,
-    nothing that needs to see the plain ops (see the module docstring; also no forward hook
-    on ``modules``)."""
-    params = [p for m in modules for p in m.parameters()] + list(tensors)
-    return not (type(x) is not torch.Tensor or x.device.type != 'cpu'
-                or x.dtype != torch.float32 or any(p.dtype != x.dtype for p in params)
-                or torch.is_autocast_enabled('cpu') or needs_grad(x, *params)
-                or not torch.backends.mkldnn.enabled or in_special_mode()
-                or hooked(*modules) or switched_off(ENV_VAR))
-
-
 def fused_gelu(act: nn.Module, x: torch.Tensor, *modules: nn.Module) -> Optional[str]:
     """oneDNN's GELU algorithm (``'none'``, exact erf; ``'tanh'``) when ``act`` may run in
     the epilogue of ``modules`` (the linear or conv that computes its input from ``x``);
     None where the plain ops must run (see the module docstring; also where a forward hook
     on ``act`` or ``modules`` expects them to be called)."""
-    if type(act) is not nn.GELU or not _epilogue_allowed(x, (act, ) + modules):
+    if type(act) is not nn.GELU or not onednn_allowed(x, (act, ) + modules):
         return None
     return act.approximate if _fused_ops_work() else None
 
@@ -124,7 +98,7 @@ def fused_linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Ten
     ``weight``)."""
     tensors = (weight, ) if bias is None else (weight, bias)
     if (x.dim() >= 2 and x.is_contiguous() and weight.is_contiguous()
-            and _epilogue_allowed(x, tensors=tensors) and _fused_ops_work()):
+            and onednn_allowed(x, tensors=tensors) and _fused_ops_work()):
         return _linear_bias(x, weight, bias)
     return F.linear(x, weight, bias)
 

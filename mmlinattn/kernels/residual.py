@@ -1,21 +1,116 @@
-"""Fused forms of common block patterns: one pass fewer over the tokens in inference, one
-token-sized tensor fewer kept for the backward in training."""
-from typing import Optional, Tuple
+"""The residual seam: every block's residual step, and the fused forms behind it.
+
+A block writes each residual step as ``x = residual_step(x, branch, grid, norm, gamma,
+drop_path)``, which is ``x + drop_path(gamma * branch(norm(x), grid))``, and a block of
+parallel branches (LDN) writes ``parallel_residual(x, steps, grid, extra, drop_path)``.
+A branch that ends in a linear (a mixer's output projection, an FFN's fc2) tells the seam
+what the fused forms need through :class:`ResidualBranch`; behind the seam
+
+* in inference the LayerScale and the residual sum go into that linear's GEMM, which
+  accumulates into a copy of ``x`` (:func:`residual_linear`, :func:`accumulate_linears`);
+* in training the LayerScale is folded into the linear's weight (:func:`layer_scaled_linear`)
+  and DropPath, being linear, shares one ``addcmul`` with the sum (:func:`add_residual`);
+  a branch may hand over a tail of ops that is recomputed in the backward together with the
+  linear (activation checkpointing: only the tail's input is kept).
+
+Each fused form equals its two-step form up to rounding, and is that form wherever
+:mod:`.policy` rules it out.  A branch without the protocol, or with a forward hook (which
+expects the module to be called), is called as ``branch(norm(x), grid)``.
+"""
+from typing import Callable, Optional, Protocol, Sequence, Tuple
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ...ops._grad import eager_training, needs_grad
-from ...ops.precision import autocast_enabled
-from .onednn import fused_linear, hooked
+from .onednn import fused_linear
+from .policy import (eager_inference, gemm_accumulates, hooked, layer_scale_folded, needs_grad,
+                     norm_recomputed)
+from .recompute import recompute_in_backward
 
 
-def _plain_precision(x: torch.Tensor, *params: torch.Tensor) -> bool:
-    """No autocast and one dtype: a fused form then rounds like the plain one (an ``out=``
-    GEMM is not autocast, and a LayerScale folded into a half-precision weight underflows)."""
-    return (not autocast_enabled(x.device.type)
-            and all(p.dtype == x.dtype for p in params))
+class ResidualBranch(Protocol):
+    """What a branch ending in a linear exposes to the seam.
+
+    ``residual_parts(x, grid, norm)`` -> ``(h, tail)``: with ``tail`` None, ``h`` is the
+    linear's input computed from ``norm(x)`` (``x`` for no norm; the branch may keep ``x``
+    instead of ``norm(x)`` for its backward, :func:`normed_linears`); otherwise the linear's
+    input is ``tail(h)``, recomputed in the backward.  ``out_proj`` is the linear,
+    ``out_drop`` the dropout after it (or None); ``training`` the module's mode.  The
+    branch's plain ``forward(x, grid)`` is :func:`branch_output`.
+    """
+    out_proj: nn.Linear
+    out_drop: Optional[nn.Module]
+    training: bool
+
+    def residual_parts(self, x: torch.Tensor, grid, norm: Optional[nn.Module]
+                       ) -> Tuple[torch.Tensor, Optional[Callable]]:
+        ...
+
+
+def branch_output(branch: ResidualBranch, x: torch.Tensor, grid) -> torch.Tensor:
+    """``branch(x, grid)`` without a residual: ``out_drop(out_proj(...))``."""
+    h, tail = branch.residual_parts(x, grid, None)
+    if tail is None:
+        y = branch.out_proj(h)
+    else:
+        y = recompute_in_backward(lambda t: branch.out_proj(tail(t)), h)
+    return y if branch.out_drop is None else branch.out_drop(y)
+
+
+def residual_step(x: torch.Tensor, branch: nn.Module, grid, norm: Optional[nn.Module] = None,
+                  gamma: Optional[torch.Tensor] = None, drop_path: Optional[nn.Module] = None,
+                  shortcut: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """``x + drop_path(gamma * branch(norm(x), grid))`` (``norm``, the LayerScale ``gamma``
+    and ``drop_path`` optional), through the fused forms for a :class:`ResidualBranch`;
+    ``shortcut``: the stream the branch is added to when it is not ``x`` itself."""
+    return _residual(x if shortcut is None else shortcut, branch, x, grid, norm, gamma,
+                     drop_path)
+
+
+def parallel_residual(x: torch.Tensor, steps: Sequence[Tuple[nn.Module, Optional[nn.Module],
+                                                             Optional[torch.Tensor]]],
+                      grid, extra: Optional[torch.Tensor] = None,
+                      drop_path: Optional[nn.Module] = None) -> torch.Tensor:
+    """``x + extra + sum_i drop_path(gamma_i * branch_i(norm_i(x), grid))`` for ``steps`` of
+    ``(branch_i, norm_i, gamma_i)`` that all read the same ``x`` (``extra`` optional: a term
+    computed beforehand).  In eager inference, with every branch a :class:`ResidualBranch`,
+    the branches' linears accumulate into one copy of ``x + extra`` by their GEMMs
+    (:func:`accumulate_linears`)."""
+    tensors = [t for branch, norm, gamma in steps
+               for t in (*branch.parameters(), *(norm.parameters() if norm else ()),
+                         *((gamma, ) if gamma is not None else ()))]
+    if extra is not None:
+        tensors.append(extra)
+    if (all(hasattr(b, 'residual_parts') and not b.training and not hooked(b)
+            for b, _, _ in steps) and eager_inference(x, *tensors)):
+        terms = []
+        for branch, norm, gamma in steps:
+            h, _ = branch.residual_parts(x, grid, norm)
+            terms.append((branch.out_proj, h, gamma))
+        out = extra.add_(x) if extra is not None else x.clone(
+            memory_format=torch.contiguous_format)
+        return accumulate_linears(out.contiguous(), terms)
+    out = x if extra is None else x + extra
+    for branch, norm, gamma in steps:
+        out = _residual(out, branch, x, grid, norm, gamma, drop_path)
+    return out
+
+
+def _residual(shortcut: torch.Tensor, branch: nn.Module, x: torch.Tensor, grid,
+              norm: Optional[nn.Module], gamma: Optional[torch.Tensor],
+              drop_path: Optional[nn.Module]) -> torch.Tensor:
+    """``shortcut + drop_path(gamma * branch(norm(x), grid))``."""
+    if not hasattr(branch, 'residual_parts') or hooked(branch):  # a hook expects a call
+        y = branch(x if norm is None else norm(x), grid)
+        return add_residual(shortcut, y, gamma, drop_path)
+    h, tail = branch.residual_parts(x, grid, norm)
+    linear, drop = branch.out_proj, branch.out_drop
+    if tail is None:
+        return residual_branch(shortcut, linear, h, gamma, drop_path, drop, branch.training)
+    weight, bias, rest = layer_scaled_linear(linear, gamma, h)
+    y = recompute_in_backward(lambda t: F.linear(tail(t), weight, bias), h)
+    return add_residual(shortcut, y if drop is None else drop(y), rest, drop_path)
 
 
 def residual_linear(x: torch.Tensor, linear: nn.Linear, y: torch.Tensor,
@@ -28,7 +123,7 @@ def residual_linear(x: torch.Tensor, linear: nn.Linear, y: torch.Tensor,
     autocast, or with mixed dtypes, it is the two-step form (an ``out=`` GEMM is not autocast),
     as it is for a linear with a forward hook (which expects the module to be called).
     """
-    if not _gemm_may_accumulate(x, linear, y):
+    if not gemm_accumulates(x, linear, y):
         z = linear(y)
         return x + z if gamma is None else torch.addcmul(x, gamma, z)
     w, b = _scaled_weights(linear, gamma)
@@ -43,7 +138,7 @@ def accumulate_linears(out: torch.Tensor, terms) -> torch.Tensor:
     GEMM (:func:`residual_linear` for several branches).  No autograd: for inference only;
     under autocast, with mixed dtypes or a hooked linear each term is added as
     ``linear_i(y_i)``."""
-    if not all(_gemm_may_accumulate(out, linear, y) for linear, y, _ in terms):
+    if not all(gemm_accumulates(out, linear, y) for linear, y, _ in terms):
         for linear, y, gamma in terms:
             z = linear(y)
             out = out.add_(z) if gamma is None else out.addcmul_(gamma, z)
@@ -55,11 +150,6 @@ def accumulate_linears(out: torch.Tensor, terms) -> torch.Tensor:
     for (_, y, _), (w, _) in zip(terms, scaled):
         _accumulate_product(out, y, w)
     return out
-
-
-def _gemm_may_accumulate(x: torch.Tensor, linear: nn.Linear, y: torch.Tensor) -> bool:
-    """Plain precision (:func:`_plain_precision`) and no forward hook on ``linear``."""
-    return _plain_precision(x, y, linear.weight) and not hooked(linear)
 
 
 def _scaled_weights(linear: nn.Linear, gamma: Optional[torch.Tensor]):
@@ -107,13 +197,11 @@ def layer_scaled_linear(linear: nn.Linear, gamma: Optional[torch.Tensor], y: tor
     keeps anyway, and ``gamma``'s gradient comes from the weight's (``sum_j dW'_ij W_ij +
     db'_i b_i``).  The folded weight is kept instead (out x in against tokens x out), so
     nothing is folded where ``y`` has no more rows (tokens) than input channels, nor where
-    the precision is not plain (:func:`_plain_precision`): ``(linear.weight, linear.bias,
+    the precision is not plain (:func:`.policy.plain_precision`): ``(linear.weight, linear.bias,
     gamma)``.
     """
-    w, b = linear.weight, linear.bias
-    if (gamma is None or not _plain_precision(y, w, gamma)
-            or y.numel() // y.shape[-1] <= w.shape[1]):
-        return w, b, gamma
+    if not layer_scale_folded(linear, gamma, y):
+        return linear.weight, linear.bias, gamma
     return (*_scaled_weights(linear, gamma), None)
 
 
@@ -129,9 +217,7 @@ def normed_linears(norm: Optional[nn.Module], x: torch.Tensor, linear: nn.Linear
     one token-sized tensor fewer kept per call.
     """
     w, b = linear.weight, linear.bias
-    if (isinstance(norm, nn.LayerNorm) and norm.elementwise_affine and norm.bias is not None
-            and b is not None and len(norm.normalized_shape) == 1 and eager_training(x, w)
-            and _plain_precision(x, w, b, norm.weight, norm.bias)):
+    if norm_recomputed(norm, x, linear):
         return _NormedLinears.apply(x, norm.weight, norm.bias, norm.eps, w, b, parts)
     return _split_linear(x if norm is None else norm(x), w, b, parts)
 

@@ -1,8 +1,8 @@
-"""The fused residual forms of :mod:`mmlinattn.models.layers.fused` against their plain sums."""
+"""The fused residual forms of :mod:`mmlinattn.kernels.residual` against their plain sums."""
 import pytest
 import torch
 
-from mmlinattn.models.layers.fused import accumulate_linears
+from mmlinattn.kernels.residual import accumulate_linears
 
 
 def _terms(bias, gamma, dtype=torch.float64):

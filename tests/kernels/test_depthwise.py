@@ -4,7 +4,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from mmlinattn.models.layers.depthwise import depthwise_conv
+from mmlinattn.kernels.depthwise import depthwise_same
 
 
 @pytest.fixture(autouse=True)
@@ -21,7 +21,7 @@ def test_gradients_equal_pytorch_autograd(kernel, bias):
     x = torch.randn(2, 6, 9, 11, dtype=torch.float64, requires_grad=True)
     grad = torch.randn(2, 6, 9, 11, dtype=torch.float64)
     params = [x, *conv.parameters()]
-    out = depthwise_conv(conv, x)
+    out = depthwise_same(conv, x)
     assert out.grad_fn.name().startswith('_DepthwiseConv')   # the custom backward ran
     got = torch.autograd.grad(out, params, grad)
     expected = torch.autograd.grad(conv(x), params, grad)
@@ -34,7 +34,7 @@ def test_channels_last_float32_and_frozen_input():
     torch.manual_seed(0)
     conv = nn.Conv2d(16, 16, 5, 1, 2, groups=16)
     x = torch.randn(1, 16, 33, 20).contiguous(memory_format=torch.channels_last)
-    out = depthwise_conv(conv, x)                 # only the weights need a gradient
+    out = depthwise_same(conv, x)                 # only the weights need a gradient
     (gw, gb) = torch.autograd.grad(out.square().sum(), (conv.weight, conv.bias))
     (rw, rb) = torch.autograd.grad(conv(x).square().sum(), (conv.weight, conv.bias))
     torch.testing.assert_close(gw, rw, rtol=1e-4, atol=1e-3)
@@ -51,13 +51,13 @@ def test_plain_conv_elsewhere(case, monkeypatch):
         monkeypatch.setenv('MMLINATTN_COMPILE', '0')
     if case == 'no_grad':
         with torch.no_grad():
-            out = depthwise_conv(conv, x)
+            out = depthwise_same(conv, x)
         assert out.grad_fn is None
         return
     if case == 'autocast':
         with torch.autocast('cpu', dtype=torch.bfloat16):
-            out = depthwise_conv(conv, x)
+            out = depthwise_same(conv, x)
         assert out.dtype == torch.bfloat16
     else:
-        out = depthwise_conv(conv, x)
+        out = depthwise_same(conv, x)
     assert not out.grad_fn.name().startswith('_DepthwiseConv')

@@ -1,0 +1,240 @@
+"""The one place that decides which form of an op runs, and the switches that steer it.
+
+Every fast form in :mod:`mmlinattn.kernels` asks this module before it runs, and falls back
+to the plain form of :mod:`mmlinattn.ops` (or of the torch op it stands in for) otherwise.
+A call is in one of four modes (:func:`mode`):
+
+* ``PLAIN``: ``MMLINATTN_KERNELS=plain`` -- every entry runs its :mod:`mmlinattn.ops` form
+  and every layer its plain torch ops (no fast form at all; for debugging and the tests);
+* ``TRACED``: inside ``torch.compile`` / ``torch.export``: no ``out=`` writes into views, no
+  Python loop or branch over a (symbolic) size; the graph's compiler fuses for itself;
+* ``EAGER_TRAINING``: autograd records the call: custom backwards and recomputation that
+  keep fewer tensors for the backward;
+* ``EAGER_INFERENCE``: autograd records nothing: in-place ops, ``out=`` views, buffer reuse.
+
+Orthogonal to the mode: the device (chunk and segment sizes, depthwise slices: the constants
+below) and the toolchain (:func:`compiled_allowed`, :func:`onednn_allowed`).
+
+The environment switches are declared in :data:`SWITCHES`, the sizes that tune the fast
+forms just below it.  Both are read at call time (a test or a user may change them).
+"""
+import enum
+import functools
+import importlib.util
+import os
+import shutil
+
+import torch
+from torch.nn.modules import module as module_hooks
+
+from ..ops.precision import autocast_enabled
+
+__all__ = ['SWITCHES', 'COMPILE_ENV', 'FUSE_GELU_ENV', 'KERNELS_ENV', 'Mode', 'mode',
+           'switched_off', 'plain', 'traced', 'needs_grad', 'eager_inference',
+           'eager_training', 'may_branch_on_sizes', 'special_mode', 'compiled_allowed',
+           'onednn_allowed', 'plain_precision', 'hooked', 'custom_depthwise_backward',
+           'depthwise_slices', 'gemm_accumulates', 'layer_scale_folded', 'norm_recomputed']
+
+#: environment switch: ``MMLINATTN_COMPILE=0`` keeps every op eager (no ``torch.compile``)
+COMPILE_ENV = 'MMLINATTN_COMPILE'
+#: environment switch: ``MMLINATTN_FUSE_GELU=0`` keeps the plain ops instead of oneDNN's
+FUSE_GELU_ENV = 'MMLINATTN_FUSE_GELU'
+#: environment switch: ``MMLINATTN_KERNELS=plain`` runs the plain forms only
+KERNELS_ENV = 'MMLINATTN_KERNELS'
+
+#: every environment switch of the package: name -> (default, what it does)
+SWITCHES = {
+    COMPILE_ENV: ('1', 'compiled loops (torch.compile, inductor) for elementwise chains: '
+                  "NaLa's feature maps, SOFT's kernel, the 5x5+ depthwise weight gradient; "
+                  '0 keeps them eager'),
+    FUSE_GELU_ENV: ('1', "oneDNN epilogues on the CPU: a GELU in its linear's or depthwise "
+                    "conv's epilogue, a linear's bias per output tile; 0 keeps the plain ops"),
+    KERNELS_ENV: ('fast', "'plain': no fast form at all, every op as mmlinattn.ops writes it "
+                  '(and every layer with plain torch ops)'),
+}
+
+# -- the sizes that tune the fast forms (module attributes: read at call time) -----------
+#: elements of one (heads x tokens x features) chunk of the chunked linear-attention core on
+#: the CPU: 2^18 float32 = 1 MiB, small enough to stay in cache between the feature-map ops
+CHUNK_ELEMENTS = 1 << 18
+#: the same on other devices: a GPU gains nothing from cache-sized chunks and pays a launch
+#: per op and chunk; chunks remain so that one chunk's features, not all, are live
+DEVICE_CHUNK_ELEMENTS = 1 << 26
+#: tokens per segment of the sums over tokens off the CPU (a batched matmul of segments:
+#: one F x D product ~10^5 tokens deep leaves a GPU nearly idle); 0 on the CPU
+DEVICE_SEGMENT_TOKENS = 4096
+#: SOFT inference holds P = exp(Q - K~) whole up to this many elements (1 GiB float32) ...
+SOFT_CHUNK_ELEMENTS = 1 << 28
+#: ... and above, computes it in token chunks of about this many elements
+SOFT_CHUNK_TARGET = 1 << 25
+#: below this many flops per matrix a batched matmul runs as one call, above as a loop
+MM_LOOP_FLOPS = 1 << 27
+#: above this many landmarks SOFT's Newton solver logs its cost once per process
+NEWTON_LOG_LANDMARKS = 256
+#: the most elements a conv's input may have for cuDNN's 32-bit indexing; above it,
+#: depthwise convs off the CPU run on channel slices
+INDEX32_ELEMENTS = 2**31 - 1
+#: the fewest slices such a conv runs in (each slice at most an eighth of the map)
+MIN_SLICES = 8
+#: smallest depthwise kernel side that takes the custom CPU backward (3x3: PyTorch's own)
+MIN_KERNEL = 5
+
+_OFF = ('0', 'false', 'no', 'off')
+
+
+class Mode(enum.Enum):
+    """The mode of a call (see the module docstring)."""
+    PLAIN = 'plain'
+    TRACED = 'traced'
+    EAGER_TRAINING = 'eager training'
+    EAGER_INFERENCE = 'eager inference'
+
+
+def switched_off(var: str) -> bool:
+    """Whether the switch ``var`` says off (``0``, ``false``, ``no``, ``off``)."""
+    return os.environ.get(var, '1').strip().lower() in _OFF
+
+
+def plain() -> bool:
+    """``MMLINATTN_KERNELS=plain``: no fast form runs."""
+    return os.environ.get(KERNELS_ENV, '').strip().lower() == 'plain'
+
+
+def traced() -> bool:
+    """Inside a ``torch.compile`` / ``torch.export`` graph."""
+    return torch.compiler.is_compiling()
+
+
+def needs_grad(*tensors: torch.Tensor) -> bool:
+    """Autograd will record an op on ``tensors`` (grad mode on and any requires grad)."""
+    return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
+
+
+def mode(*tensors: torch.Tensor) -> Mode:
+    """The mode of a call on ``tensors``."""
+    if plain():
+        return Mode.PLAIN
+    if traced():
+        return Mode.TRACED
+    return Mode.EAGER_TRAINING if needs_grad(*tensors) else Mode.EAGER_INFERENCE
+
+
+def eager_inference(*tensors: torch.Tensor) -> bool:
+    """A form may write into ``out=`` views and reuse buffers: :attr:`Mode.EAGER_INFERENCE`."""
+    return mode(*tensors) is Mode.EAGER_INFERENCE
+
+
+def eager_training(*tensors: torch.Tensor) -> bool:
+    """A custom backward or a recomputation may save memory: :attr:`Mode.EAGER_TRAINING`
+    (a graph's partitioner decides for itself)."""
+    return mode(*tensors) is Mode.EAGER_TRAINING
+
+
+def may_branch_on_sizes(*tensors: torch.Tensor) -> bool:
+    """Eager inference outside ``torch.jit.trace`` as well: a Python branch on a size (chunk
+    or not, one product or a loop) would be fixed at the traced size in a graph."""
+    return eager_inference(*tensors) and not torch.jit.is_tracing()
+
+
+def special_mode() -> bool:
+    """Tracing, scripting, compiling or a Python dispatch mode (FLOP counter, fake
+    tensors): where an op the tracer or the mode cannot see must not run."""
+    from torch.utils._python_dispatch import _get_current_dispatch_mode
+    return (torch.compiler.is_compiling() or torch.jit.is_tracing() or torch.jit.is_scripting()
+            or _get_current_dispatch_mode() is not None)
+
+
+@functools.lru_cache(maxsize=None)
+def _toolchain_available(device_type: str) -> bool:
+    """Inductor's code generator for ``device_type`` can run on this machine."""
+    if device_type == 'cpu':
+        return any(shutil.which(c) for c in (os.environ.get('CXX', 'g++'), 'g++', 'c++'))
+    if device_type == 'cuda':
+        return importlib.util.find_spec('triton') is not None
+    return False
+
+
+def compiled_allowed(*tensors: torch.Tensor, allow_grad: bool = False) -> bool:
+    """A compiled loop (:class:`~.compiled.LazyCompiled`) may run on ``tensors`` now: no
+    gradient needed (or ``allow_grad``: compiled with its backward), plain ``torch.Tensor``
+    inputs on a device with a toolchain, no special mode, and neither ``MMLINATTN_COMPILE``
+    nor ``MMLINATTN_KERNELS`` saying no."""
+    if special_mode():  # first: inside a traced graph nothing else may be asked
+        return False
+    if plain() or switched_off(COMPILE_ENV):
+        return False
+    if any(type(t) is not torch.Tensor for t in tensors):
+        return False
+    if not allow_grad and needs_grad(*tensors):
+        return False
+    return _toolchain_available(tensors[0].device.type)
+
+
+def hooked(*modules: torch.nn.Module) -> bool:
+    """Forward hooks, on ``modules`` or global, that a fused op would bypass."""
+    return bool(module_hooks._global_forward_hooks or module_hooks._global_forward_pre_hooks
+                or any(m._forward_hooks or m._forward_pre_hooks for m in modules))
+
+
+def onednn_allowed(x: torch.Tensor, modules=(), tensors=()) -> bool:
+    """oneDNN's fused ops may stand in for the plain ones on ``x`` and ``modules``'
+    parameters (or ``tensors``): eager float32 CPU code that autograd does not record, with
+    oneDNN on, no autocast, no special mode, no forward hook on ``modules``, and neither
+    ``MMLINATTN_FUSE_GELU`` nor ``MMLINATTN_KERNELS`` saying no (the fused ops have no
+    autograd formula, no ONNX symbol and no FLOP formula)."""
+    params = [p for m in modules for p in m.parameters()] + list(tensors)
+    return not (type(x) is not torch.Tensor or x.device.type != 'cpu'
+                or x.dtype != torch.float32 or any(p.dtype != x.dtype for p in params)
+                or torch.is_autocast_enabled('cpu') or needs_grad(x, *params)
+                or not torch.backends.mkldnn.enabled or special_mode()
+                or hooked(*modules) or switched_off(FUSE_GELU_ENV) or plain())
+
+
+def custom_depthwise_backward(conv: torch.nn.Conv2d, x: torch.Tensor) -> bool:
+    """A 'same' depthwise ``conv(x)`` takes the custom CPU backward: a kernel of at least
+    :data:`MIN_KERNEL` in eager CPU training in float32 / float64 (no autocast) with a
+    compiler for its weight gradient."""
+    kh, kw = conv.kernel_size
+    return (max(kh, kw) >= MIN_KERNEL and x.device.type == 'cpu'
+            and x.dtype in (torch.float32, torch.float64) and x.dtype == conv.weight.dtype
+            and not torch.is_autocast_enabled('cpu')
+            and needs_grad(x, *conv.parameters())
+            and compiled_allowed(x, allow_grad=True))
+
+
+def depthwise_slices(m: torch.Tensor) -> bool:
+    """A depthwise conv of the map ``m`` runs on channel slices: off the CPU, in eager mode,
+    above :data:`INDEX32_ELEMENTS`."""
+    return (m.device.type != 'cpu' and m.numel() > INDEX32_ELEMENTS
+            and not traced() and not plain())
+
+
+def gemm_accumulates(x: torch.Tensor, linear: torch.nn.Linear, y: torch.Tensor) -> bool:
+    """A residual step's ``linear(y)`` may be accumulated into ``x`` by its GEMM (``out=``):
+    plain precision (:func:`plain_precision`) and no forward hook on ``linear``."""
+    return plain_precision(x, y, linear.weight) and not hooked(linear)
+
+
+def layer_scale_folded(linear: torch.nn.Linear, gamma, y: torch.Tensor) -> bool:
+    """A LayerScale ``gamma`` goes into ``linear``'s weight for the training forward: plain
+    precision, and more rows (tokens) in ``y`` than input channels (the folded weight is kept
+    instead of a token-sized product)."""
+    return (gamma is not None and plain_precision(y, linear.weight, gamma)
+            and y.numel() // y.shape[-1] > linear.weight.shape[1])
+
+
+def norm_recomputed(norm, x: torch.Tensor, linear: torch.nn.Linear) -> bool:
+    """``linear(norm(x))`` keeps ``x`` instead of ``norm(x)`` for the backward: eager training
+    with a plain-precision affine ``nn.LayerNorm`` over the last axis and a biased linear."""
+    w, b = linear.weight, linear.bias
+    return (isinstance(norm, torch.nn.LayerNorm) and norm.elementwise_affine
+            and norm.bias is not None and b is not None and len(norm.normalized_shape) == 1
+            and eager_training(x, w) and plain_precision(x, w, b, norm.weight, norm.bias))
+
+
+def plain_precision(x: torch.Tensor, *params: torch.Tensor) -> bool:
+    """No autocast and one dtype: a fused form then rounds like the plain one (an ``out=``
+    GEMM is not autocast, and a LayerScale folded into a half-precision weight underflows).
+    False under ``MMLINATTN_KERNELS=plain``."""
+    return (not plain() and not autocast_enabled(x.device.type)
+            and all(p.dtype == x.dtype for p in params))

@@ -1,0 +1,16 @@
+"""Activation checkpointing of a call in eager training: a memory form, not a faster one."""
+from typing import Callable
+
+import torch.utils.checkpoint as cp
+
+from . import policy
+
+
+def recompute_in_backward(fn: Callable, *args):
+    """``fn(*args)``; when autograd records it, under activation checkpointing (its
+    intermediates are recomputed in the backward pass instead of stored; a traced graph keeps
+    the checkpoint), so a loop of such calls keeps only its outputs alive.  ``args`` are
+    tensors or None.  Under ``MMLINATTN_KERNELS=plain`` autograd keeps everything."""
+    if not policy.plain() and policy.needs_grad(*(a for a in args if a is not None)):
+        return cp.checkpoint(fn, *args, use_reentrant=False)
+    return fn(*args)

@@ -1,0 +1,193 @@
+"""The fast forms of SOFT / SOFT++ attention (Lu et al., "Softmax-free Linear Transformers",
+IJCV 2024, arXiv 2207.03341, Eqs. 5, 9, 17): the Gaussian kernel in two passes with a
+compiled finish, large per-head products as one ``mm`` each, ``P = exp(Q - K~)`` in token
+chunks when it would take gigabytes, and :func:`soft_attention`, the entry the mixer calls.
+Each equals its :mod:`mmlinattn.ops.soft` form up to rounding.
+"""
+import logging
+import math
+from typing import Optional
+
+import torch
+
+from ..ops import soft as plain
+from ..ops.soft import (CHOLESKY_JITTER, check_attention_args, landmark_kernel_rows,
+                        nystrom_middle)
+from ..ops.soft import soft_attention as plain_soft_attention
+from ..ops.precision import Float32Island
+from . import policy
+from .compiled import LazyCompiled
+
+__all__ = ['gaussian_kernel', 'soft_attention']
+
+
+def gaussian_kernel(a: torch.Tensor, b: torch.Tensor, denom: Optional[float] = None
+                    ) -> torch.Tensor:
+    """:func:`mmlinattn.ops.soft.gaussian_kernel` (Eq. 5); in eager inference in place
+    (:func:`_gaussian_kernel_inplace`)."""
+    if denom is None:
+        denom = 2.0 * math.sqrt(a.shape[-1])
+    if (policy.eager_inference(a, b) and a.shape[:-2] == b.shape[:-2]
+            and a.shape[-1] == b.shape[-1] and denom > 0):
+        return _gaussian_kernel_inplace(a, b, denom)
+    return plain.gaussian_kernel(a, b, denom)
+
+
+def _gaussian_kernel_inplace(a: torch.Tensor, b: torch.Tensor, denom: float) -> torch.Tensor:
+    """:func:`gaussian_kernel` without autograd in two passes over the (p, q) output instead
+    of six: ``-||a_i - b_j||^2 / denom = (2 a_i . b_j - |a_i|^2 - |b_j|^2) / denom``, the
+    products ``(2 / denom) a_i . b_j`` (:func:`_batched_mm`), then one fused loop
+    (:data:`_KERNEL_FROM_PRODUCTS`) that subtracts both squared norms, clamps at 0 (a
+    distance is never negative) and takes ``exp`` in place.  The (p, q) matrix is the largest
+    tensor of SOFT++ at high resolution, so its passes are its cost."""
+    a3, b3 = a.reshape(-1, *a.shape[-2:]), b.reshape(-1, *b.shape[-2:])
+    row = b3.square().sum(-1).mul_(1.0 / denom).unsqueeze(-2)             # (batch, 1, q)
+    col = a3.square().sum(-1, keepdim=True).mul_(1.0 / denom)             # (batch, p, 1)
+    out = _batched_mm(a3 * (2.0 / denom), b3.transpose(-1, -2))
+    finish = _KERNEL_FROM_PRODUCTS if policy.compiled_allowed(out) else _kernel_from_products
+    finish(out, row, col)
+    return out.view(*a.shape[:-1], b.shape[-2])
+
+
+def _kernel_from_products(prod: torch.Tensor, row: torch.Tensor, col: torch.Tensor) -> None:
+    """``prod <- exp(min(prod - row - col, 0))`` in place."""
+    prod.sub_(row).sub_(col).clamp_(max=0).exp_()
+
+
+#: :func:`_kernel_from_products` as one compiled loop (:mod:`.compiled`)
+_KERNEL_FROM_PRODUCTS = LazyCompiled(_kernel_from_products, 'the SOFT kernel')
+
+
+def _batched_mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``torch.bmm(a, b)`` for (batch, p, k) x (batch, k, q), as one ``torch.mm`` per matrix
+    into the output when each is large (:data:`.policy.MM_LOOP_FLOPS`) and nothing traces
+    the call: ``bmm`` shares the batch out among the threads, so a few large heads run at a
+    fraction of the rate of one ``mm`` per head that uses them all (``docs/benchmarks.md``)."""
+    batch, p, k = a.shape
+    q = b.shape[-1]
+    if (batch == 1 or 2 * p * k * q < policy.MM_LOOP_FLOPS
+            or not policy.may_branch_on_sizes(a, b)):
+        return torch.bmm(a, b)
+    out = a.new_empty(batch, p, q)
+    for i in range(batch):
+        torch.mm(a[i], b[i], out=out[i])
+    return out
+
+
+def _heads_mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``a @ b`` for (B, h, p, k) x (B, h, k, q) through :func:`_batched_mm`."""
+    out = _batched_mm(a.reshape(-1, *a.shape[-2:]), b.reshape(-1, *b.shape[-2:]))
+    return out.view(*a.shape[:-1], b.shape[-1])
+
+
+def _log_newton_cost(m: int) -> None:
+    """Say once per process that Eq. 10 at ``m`` landmarks is the expensive part."""
+    global _NEWTON_COST_LOGGED
+    if _NEWTON_COST_LOGGED or policy.traced() or m <= policy.NEWTON_LOG_LANDMARKS:
+        return
+    _NEWTON_COST_LOGGED = True
+    msg = (f'SOFT attention with m = {m} landmarks: the Newton-Schulz pseudo-inverse costs '
+           f'about 40 m^3 = {40 * m ** 3 / 1e9:.1f} GFLOP per head and layer (m = tokens / '
+           f"r^2 grows with the image under the paper's landmark rule). Use "
+           f"pinv='cholesky' (A^+ up to a {CHOLESKY_JITTER:g} ridge, m^3 / 3 flops) or "
+           f'max_landmarks=49 (pooled landmarks: linear cost, not the paper\'s rule).')
+    try:
+        from mmengine.logging import MMLogger
+        logger = MMLogger.get_current_instance()
+    except ImportError:
+        logger = logging.getLogger(__name__)
+    logger.warning(msg)
+
+
+_NEWTON_COST_LOGGED = False
+
+
+def _token_chunk(q: torch.Tensor, m: int) -> Optional[int]:
+    """Tokens per chunk when P = exp(Q - K~) (``q.shape[:-1] x m``) is too large to hold at
+    once in inference, else None.  Chunking computes P twice (once for ``P^T V``, once for
+    ``P (.)``), so it is kept for the sizes where P alone would take gigabytes: the paper's
+    landmark rule at 2048^2 makes P 13 GB in SOFT-small's first stage."""
+    if not policy.may_branch_on_sizes(q):
+        return None
+    n = q.shape[-2]
+    rows = q.numel() // (q.shape[-1] * n)                    # B * h
+    if rows * n * m <= policy.SOFT_CHUNK_ELEMENTS:
+        return None
+    return max(1, policy.SOFT_CHUNK_TARGET // (rows * m))
+
+
+def soft_attention(q: torch.Tensor, landmarks: torch.Tensor, v: torch.Tensor,
+                   num_iters: int = 20, init: str = 'safe', sym_norm: bool = True,
+                   ridge: float = 0.0, valid: Optional[torch.Tensor] = None,
+                   landmark_valid: Optional[torch.Tensor] = None,
+                   pinv: str = 'newton') -> torch.Tensor:
+    """:func:`mmlinattn.ops.soft_attention` (Eq. 9 / Eq. 17) with its fast forms (the same
+    values up to rounding): the in-place kernel, per-head products and, in inference, P in
+    token chunks when it would take gigabytes (:data:`.policy.SOFT_CHUNK_ELEMENTS`).
+
+    ``S^ = exp(Q - K~) N(A^+) exp(Q~ - K)`` (Eq. 9; Eq. 17 when ``sym_norm``) with ``K = Q``,
+    ``K~ = Q~`` = ``landmarks`` and ``A = exp(Q~ - K~)``.  Because ``exp(Q~ - K) =
+    exp(Q - K~)^T =: P^T``, it is evaluated right to left as ``P (N(A^+) (P^T V))``:
+    O(n m d + m^2 d + T m^3) time and O(n m) memory.
+
+    Args:
+        q: (B, h, n, d) tokens in kernel space, i.e. already multiplied by ``d^{-1/4}`` so
+            that ``exp(-||.||^2 / 2)`` is Eq. 5 with ``d_e = d`` (as in the authors' code).
+        landmarks: (B, h, m, d) bottleneck tokens ``Q~`` in the same space.
+        v: (B, h, n, d_v) values.
+        num_iters, init: Newton-Schulz settings (:func:`newton_schulz_pinv`).
+        sym_norm: SOFT++'s normalisation (Eq. 17); ``False`` gives plain SOFT (Eq. 9).
+        ridge: invert ``A + ridge I`` (:func:`newton_schulz_pinv`; 0 = paper, the authors'
+            plain-SOFT code uses 0.01); Eq. 17's D is taken from A.
+        valid: optional (B, n) bool mask of the real tokens of a padded batch: padded
+            tokens leave ``P^T V`` (their rows of P are zero).
+        landmark_valid: optional (B, m) bool mask of the landmarks to use: the others get
+            zero columns in P and an identity block in A, so ``A^+`` (and Eq. 17's row sums)
+            on the used landmarks are exactly those of the smaller problem.
+        pinv: ``'newton'`` (default, Eq. 10 as above) or ``'cholesky'``: ``N(A^+) (P^T V)``
+            as ``D^{-1/2} (A + lambda I)^{-1} D^{-1/2} P^T V`` by :func:`cholesky_pinv_solve`
+            (``num_iters`` and ``init`` unused), O(m^3 / 3) instead of O(40 m^3).
+
+    Batch padding is not in the paper; with both masks the output on the valid tokens equals
+    that of the un-padded image.
+
+    Returns:
+        (B, h, n, d_v) in ``q``'s dtype; computed in float32 with autocast disabled.
+    """
+    check_attention_args(q, landmarks, v, ridge, pinv)
+    if policy.plain():
+        return plain_soft_attention(q, landmarks, v, num_iters, init, sym_norm, ridge, valid,
+                                    landmark_valid, pinv)
+    with Float32Island(q) as island:
+        q32, lm32, v32 = island.cast(q, landmarks, v)
+        keep = None if landmark_valid is None else island.cast(landmark_valid[:, None])
+        # (B, 1, m); the order of what follows is that of the equation: P before A (with A
+        # first, AOTAutograd's replay of one view failed in the backward, torch 2.14)
+        rows = None if valid is None else island.cast(valid[:, None, :, None])
+
+        def kernel_rows(part: Optional[slice] = None) -> torch.Tensor:
+            """The rows ``part`` (default all) of P (:func:`landmark_kernel_rows`)."""
+            if part is None:
+                return landmark_kernel_rows(q32, lm32, keep, rows, gaussian_kernel)
+            return landmark_kernel_rows(q32[..., part, :], lm32, keep,
+                                        None if rows is None else rows[..., part, :],
+                                        gaussian_kernel)
+
+        chunk = _token_chunk(q32, lm32.shape[-2])
+        if chunk is None:
+            p = kernel_rows()
+            pv = _heads_mm(p.transpose(-1, -2), v32)         # P^T V: (B, h, m, d_v)
+        else:   # P is never whole: P^T V summed over token chunks, P recomputed below
+            parts = [slice(i, i + chunk) for i in range(0, q32.shape[-2], chunk)]
+            pv = sum(_heads_mm(kernel_rows(s).transpose(-1, -2), v32[..., s, :]) for s in parts)
+        if pinv == 'newton':
+            _log_newton_cost(lm32.shape[-2])
+        middle = nystrom_middle(lm32, keep, pv, num_iters, init, sym_norm, ridge, pinv,
+                                gaussian_kernel)
+        if chunk is None:
+            out = _heads_mm(p, middle)
+        else:
+            out = pv.new_empty(*pv.shape[:-2], q32.shape[-2], pv.shape[-1])
+            for s in parts:
+                torch.matmul(kernel_rows(s), middle, out=out[..., s, :])
+    return island.back(out)
