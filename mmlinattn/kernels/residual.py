@@ -70,28 +70,28 @@ def residual_step(x: torch.Tensor, branch: nn.Module, grid, norm: Optional[nn.Mo
 
 def parallel_residual(x: torch.Tensor, steps: Sequence[Tuple[nn.Module, Optional[nn.Module],
                                                              Optional[torch.Tensor]]],
-                      grid, extra: Optional[torch.Tensor] = None,
+                      grid, extra: Optional[Callable[[], torch.Tensor]] = None,
+                      extra_params: Sequence[torch.Tensor] = (),
                       drop_path: Optional[nn.Module] = None) -> torch.Tensor:
-    """``x + extra + sum_i drop_path(gamma_i * branch_i(norm_i(x), grid))`` for ``steps`` of
-    ``(branch_i, norm_i, gamma_i)`` that all read the same ``x`` (``extra`` optional: a term
-    computed beforehand).  In eager inference, with every branch a :class:`ResidualBranch`,
-    the branches' linears accumulate into one copy of ``x + extra`` by their GEMMs
-    (:func:`accumulate_linears`)."""
+    """``x + extra() + sum_i drop_path(gamma_i * branch_i(norm_i(x), grid))`` for ``steps``
+    of ``(branch_i, norm_i, gamma_i)`` that all read the same ``x``; ``extra`` optional: a
+    term of its own (with the parameters ``extra_params``).  In eager inference, with every
+    branch a :class:`ResidualBranch`, the branches' linears accumulate into one copy of
+    ``x + extra()`` by their GEMMs (:func:`accumulate_linears`); ``extra`` then runs after
+    the branches (none of its output is held while they run), in training first."""
     tensors = [t for branch, norm, gamma in steps
                for t in (*branch.parameters(), *(norm.parameters() if norm else ()),
                          *((gamma, ) if gamma is not None else ()))]
-    if extra is not None:
-        tensors.append(extra)
     if (all(hasattr(b, 'residual_parts') and not b.training and not hooked(b)
-            for b, _, _ in steps) and eager_inference(x, *tensors)):
+            for b, _, _ in steps) and eager_inference(x, *tensors, *extra_params)):
         terms = []
         for branch, norm, gamma in steps:
             h, _ = branch.residual_parts(x, grid, norm)
             terms.append((branch.out_proj, h, gamma))
-        out = extra.add_(x) if extra is not None else x.clone(
+        out = extra().add_(x) if extra is not None else x.clone(
             memory_format=torch.contiguous_format)
         return accumulate_linears(out.contiguous(), terms)
-    out = x if extra is None else x + extra
+    out = x if extra is None else x + extra()
     for branch, norm, gamma in steps:
         out = _residual(out, branch, x, grid, norm, gamma, drop_path)
     return out

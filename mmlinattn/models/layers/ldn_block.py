@@ -233,8 +233,10 @@ class LDNBlock(nn.Module):
             steps.append((self.local, self.norm1, self._gamma(1)))
         if self.use_attn:
             steps.append((self.attn, self.norm2, self._gamma(2)))
-        diffusion = self._diffuse(x, grid) if self.use_diffusion else None
-        return parallel_residual(x, steps, grid, diffusion, self.drop_path)
+        if not self.use_diffusion:
+            return parallel_residual(x, steps, grid, drop_path=self.drop_path)
+        return parallel_residual(x, steps, grid, lambda: self._diffuse(x, grid),
+                                 list(self.diffusion.parameters()), self.drop_path)
 
     def _diffuse(self, x: torch.Tensor, grid: TokenGrid) -> torch.Tensor:
         """The diffusion increment as (B, N, C) tokens."""
