@@ -257,20 +257,8 @@ class _RecomputedCore(torch.autograd.Function):
 def linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                      feature_map: str = 'elu', eps: float = 1e-6,
                      valid: Optional[torch.Tensor] = None) -> torch.Tensor:
-    """:func:`mmlinattn.ops.linear_attention` (LDN §3.3, E6-E7) through the chunked core
-    (its arguments and result; the same values up to rounding).
-
-    Args:
-        q, k: (B, heads, N, d) queries and keys (before the feature map).
-        v: (B, heads, N, d_v) values.
-        feature_map: a key of :data:`FEATURE_MAPS`.
-        eps: added to the mean denominator ``φ(q_i) · mean_n φ(k_n)``.
-        valid: optional (B, N) bool mask of the keys to use (batch padding excluded); the
-            means are then over each image's valid tokens.
-
-    Returns:
-        (B, heads, N, d_v) in ``v``'s dtype.
-    """
+    """:func:`mmlinattn.ops.linear_attention` (LDN §3.3, E6-E7; its arguments and result)
+    through the chunked core, the same values up to rounding."""
     check_shapes(q, k, v, feature_map)
     if policy.plain():
         return plain_linear_attention(q, k, v, feature_map, eps, valid)

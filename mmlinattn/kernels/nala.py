@@ -161,35 +161,13 @@ def nala_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kernel: st
                    valid: Optional[torch.Tensor] = None,
                    fuse: bool = True,
                    rope_angles: Optional[torch.Tensor] = None) -> torch.Tensor:
-    """:func:`mmlinattn.ops.nala_attention` (Eqs. 8-17) with its fast forms: the feature maps
-    as compiled fused loops (``fuse``), in place without autograd, and the chunked core
-    (:func:`.chunked.chunked_linear_attention`).  The same values up to rounding.
+    """:func:`mmlinattn.ops.nala_attention` (Eqs. 8-17; its arguments and result) with its
+    fast forms, the same values up to rounding: the feature maps in place without autograd and
+    the chunked core (:func:`.chunked.chunked_linear_attention`).
 
-    Args:
-        q: queries ``(..., N, d)`` (one head per leading index, typically ``(B, h, N, d)``).
-        k: keys ``(..., M, d)``.
-        v: values ``(..., M, d_v)``.
-        kernel: ``'cos_sin'`` (paper, Eq. 16), ``'relu_split'`` (authors' code) or
-            ``'relu_split_rope'`` (authors' code with its numerator-only RoPE; needs
-            ``rope_angles``).
-        lam: the power scale lambda of Eqs. 8-9.
-        alpha: angle scale, ``theta = (pi/4) tanh(alpha d(x))`` (ignored by ``relu_split``).
-        eps: clamp of the norms and additive term of the normaliser.
-        valid: optional (B, M) bool mask of the keys to use (batch padding excluded), for
-            (B, heads, ., .) inputs.
-        fuse: evaluate the feature maps as compiled fused loops (:mod:`.compiled`;
-            under autograd the plain maps compiled with their backward; same values up to
-            float rounding; skipped where no compiler is available or
-            ``MMLINATTN_COMPILE=0``).
-        rope_angles: ``(N, d / 2)`` RoPE angles of the tokens (N = M), for
-            ``kernel='relu_split_rope'`` only (e.g. ``rope_2d_angles(H, W, d)``).
-
-    Returns:
-        ``(..., N, d_v)`` in ``q``'s dtype; computed in float32 (float64 for float64 input)
-        with autocast disabled.  The feature maps are evaluated over chunks of tokens
-        (:func:`.chunked.chunked_linear_attention`), in place when no
-        gradient is needed.
-    """
+    ``fuse``: evaluate the feature maps as compiled fused loops (:mod:`.compiled`; under
+    autograd the plain maps compiled with their backward), where a compiler is available and
+    ``MMLINATTN_COMPILE`` is not ``0``."""
     check_attention_args(q, k, v, kernel, lam, alpha, eps, rope_angles)
     if policy.plain():
         return plain_nala_attention(q, k, v, kernel, lam, alpha, eps, valid, rope_angles)

@@ -121,39 +121,10 @@ def soft_attention(q: torch.Tensor, landmarks: torch.Tensor, v: torch.Tensor,
                    ridge: float = 0.0, valid: Optional[torch.Tensor] = None,
                    landmark_valid: Optional[torch.Tensor] = None,
                    pinv: str = 'newton') -> torch.Tensor:
-    """:func:`mmlinattn.ops.soft_attention` (Eq. 9 / Eq. 17) with its fast forms (the same
-    values up to rounding): the in-place kernel, per-head products and, in inference, P in
-    token chunks when it would take gigabytes (:data:`.policy.SOFT_CHUNK_ELEMENTS`).
-
-    ``S^ = exp(Q - K~) N(A^+) exp(Q~ - K)`` (Eq. 9; Eq. 17 when ``sym_norm``) with ``K = Q``,
-    ``K~ = Q~`` = ``landmarks`` and ``A = exp(Q~ - K~)``.  Because ``exp(Q~ - K) =
-    exp(Q - K~)^T =: P^T``, it is evaluated right to left as ``P (N(A^+) (P^T V))``:
-    O(n m d + m^2 d + T m^3) time and O(n m) memory.
-
-    Args:
-        q: (B, h, n, d) tokens in kernel space, i.e. already multiplied by ``d^{-1/4}`` so
-            that ``exp(-||.||^2 / 2)`` is Eq. 5 with ``d_e = d`` (as in the authors' code).
-        landmarks: (B, h, m, d) bottleneck tokens ``Q~`` in the same space.
-        v: (B, h, n, d_v) values.
-        num_iters, init: Newton-Schulz settings (:func:`newton_schulz_pinv`).
-        sym_norm: SOFT++'s normalisation (Eq. 17); ``False`` gives plain SOFT (Eq. 9).
-        ridge: invert ``A + ridge I`` (:func:`newton_schulz_pinv`; 0 = paper, the authors'
-            plain-SOFT code uses 0.01); Eq. 17's D is taken from A.
-        valid: optional (B, n) bool mask of the real tokens of a padded batch: padded
-            tokens leave ``P^T V`` (their rows of P are zero).
-        landmark_valid: optional (B, m) bool mask of the landmarks to use: the others get
-            zero columns in P and an identity block in A, so ``A^+`` (and Eq. 17's row sums)
-            on the used landmarks are exactly those of the smaller problem.
-        pinv: ``'newton'`` (default, Eq. 10 as above) or ``'cholesky'``: ``N(A^+) (P^T V)``
-            as ``D^{-1/2} (A + lambda I)^{-1} D^{-1/2} P^T V`` by :func:`cholesky_pinv_solve`
-            (``num_iters`` and ``init`` unused), O(m^3 / 3) instead of O(40 m^3).
-
-    Batch padding is not in the paper; with both masks the output on the valid tokens equals
-    that of the un-padded image.
-
-    Returns:
-        (B, h, n, d_v) in ``q``'s dtype; computed in float32 with autocast disabled.
-    """
+    """:func:`mmlinattn.ops.soft_attention` (Eq. 9 / Eq. 17; its arguments and result) with
+    its fast forms, the same values up to rounding: the in-place kernel, per-head products
+    and, in inference, P in token chunks when it would take gigabytes
+    (:data:`.policy.SOFT_CHUNK_ELEMENTS`)."""
     check_attention_args(q, landmarks, v, ridge, pinv)
     if policy.plain():
         return plain_soft_attention(q, landmarks, v, num_iters, init, sym_norm, ridge, valid,
