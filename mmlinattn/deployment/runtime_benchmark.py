@@ -99,7 +99,16 @@ def benchmark(models: Dict[str, torch.nn.Module], sizes: Sequence[int],
     """Median latency (ms) of one batch-1 forward per (model, runtime, size); with
     ``peer``, group by group; the models in ``static_compile`` compiled per size (module
     docstring)."""
+    previous = torch.get_num_threads()
     torch.set_num_threads(threads)
+    try:
+        return _benchmark(models, sizes, runtimes, rounds, threads, seed, log, peer,
+                          static_compile)
+    finally:  # the caller's thread count back (2 threads left set slowed a test process)
+        torch.set_num_threads(previous)
+
+
+def _benchmark(models, sizes, runtimes, rounds, threads, seed, log, peer, static_compile):
     rng = random.Random(seed)
     records = []
     with tempfile.TemporaryDirectory() as workdir, torch.no_grad():

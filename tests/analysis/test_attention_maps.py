@@ -1,6 +1,5 @@
 """Per-family query attention maps (mmlinattn.analysis.query_maps), the figure and the
 tools/analysis_tools/attention_map.py CLI, on tiny models."""
-import subprocess
 import sys
 
 import numpy as np
@@ -12,7 +11,7 @@ from mmlinattn.analysis.query_maps import (CAPTIONS, attention_figure, family_of
 from mmlinattn.models.backbones import LDN, SOFT, InfViT, NaLaFormer
 from mmlinattn.ops.nalaformer import nala_attention_matrix
 from mmlinattn.ops.soft import gaussian_kernel
-from repo_paths import ROOT
+from tool_runs import tool as tool_process
 
 
 DEPTHS = dict(depths=(1, 2, 1, 1))
@@ -156,10 +155,10 @@ def test_cli_writes_png_grid(tmp_path, family):
     grey = tmp_path / 'grey.png'
     Image.fromarray(np.full((64, 64, 3), 128, np.uint8)).save(grey)
     out = tmp_path / 'map.png'
-    proc = subprocess.run(
+    proc = tool_process(
         [sys.executable, 'tools/analysis_tools/attention_map.py', family, '--arch', 'tiny',
          '--size', '64', '--image', str(grey), '--query', '10', '50', '--dpi', '60', '--out',
-         str(out)], cwd=ROOT, capture_output=True, text=True)
+         str(out)])
     assert proc.returncode == 0, proc.stderr[-2000:]
     blocks = int(proc.stdout.split('(')[-1].split()[0])
     pixels = read_rgb(out)

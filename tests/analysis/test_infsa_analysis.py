@@ -1,6 +1,5 @@
 """InfSA diagnostics: Neumann / Katz identities (§3.1-3.3), eigenvector alignment (§4.5),
 attention maps and the PNG overlay, and the attention-map command-line tool."""
-import subprocess
 import sys
 
 import numpy as np
@@ -13,7 +12,7 @@ from mmlinattn.analysis import (attention_maps, eigenvector_alignment, katz_cent
 from mmlinattn.models.backbones.infvit import InfViT, InfViTPlain
 from mmlinattn.models.layers.infsa_attention import LinearInfSA
 from mmlinattn.ops import infsa_attention_matrix
-from repo_paths import ROOT
+from tool_runs import tool as tool_process
 
 D64 = dict(dtype=torch.float64)
 
@@ -176,9 +175,8 @@ def test_attention_map_tool(tmp_path):
     constant, far from the plain image where the map is high."""
     from png_checks import heat_under_overlay, panels, read_rgb
     out = tmp_path / 'demo.png'
-    proc = subprocess.run([sys.executable, 'tools/analysis_tools/infsa_attention_map.py',
-                           '--demo', '--size', '64', '--out', str(out), '--alignment'],
-                          cwd=ROOT, capture_output=True, text=True)
+    proc = tool_process([sys.executable, 'tools/analysis_tools/infsa_attention_map.py',
+                         '--demo', '--size', '64', '--out', str(out), '--alignment'])
     assert proc.returncode == 0, proc.stderr[-2000:]
     text = proc.stdout
     assert 'cos(1,v)' in text and 'cos(alpha,v)' in text and '\nall ' in text

@@ -1,19 +1,19 @@
 """The deployment command lines and the model kinds they accept: wrong requests stop
 with a message that names the fix."""
-import subprocess
 import sys
 
 import pytest
 import torch
 from archs import build
 from repo_paths import ROOT
+from tool_runs import tool as tool_process
 
 from mmlinattn.benchmark.model_flops import build_config_model
 from mmlinattn.deployment import DeployedModel, TensorGraph
 
 
 def tool(*argv):
-    return subprocess.run([sys.executable, *argv], cwd=ROOT, capture_output=True, text=True)
+    return tool_process([sys.executable, *argv])
 
 
 def test_verify_at_another_size_needs_dynamic(tmp_path):
@@ -135,8 +135,10 @@ def test_runtime_benchmark_compiles_peers_per_size(monkeypatch):
     monkeypatch.setattr(torch, 'compile', record_compile)
     spec = "LDN:{'embed_dims':[16,32,64,64],'depths':[1,1,1,1],'num_heads':[1,2,2,2]}"
     models = {label: build_model(parse_model_spec(spec)).eval() for label in ('ours', 'peer')}
+    torch.set_num_threads(1)
     records = benchmark(models, [64], ['eager', 'compile'], rounds=1, log=lambda m: None,
                         static_compile=['peer'])
+    assert torch.get_num_threads() == 1  # the caller's count back (it times with 2)
     assert sorted(calls, key=str) == [False, True]
     modes = {(r['model'], r['runtime']): r['export'] for r in records}
     assert modes == {('ours', 'eager'): None, ('ours', 'compile'): 'dynamic',

@@ -9,7 +9,6 @@ import csv
 import json
 import math
 import os
-import subprocess
 import sys
 from dataclasses import asdict
 
@@ -19,6 +18,7 @@ import torch
 import mmlinattn.benchmark as B
 from mmlinattn.benchmark.specs import INTERLEAVE_ROUNDS
 from repo_paths import ROOT
+from tool_runs import tool as tool_process
 
 
 TINY = {
@@ -37,8 +37,8 @@ TINY = {
 def bench(tmp_path, *args) -> dict:
     """Run the benchmark tool; the JSON it writes (meta, records, summary)."""
     out = tmp_path / f'bench{len(list(tmp_path.glob("bench*.json")))}.json'
-    proc = subprocess.run([sys.executable, 'tools/analysis_tools/benchmark.py', *args,
-                           '--json', str(out)], cwd=ROOT, capture_output=True, text=True)
+    proc = tool_process([sys.executable, 'tools/analysis_tools/benchmark.py', *args,
+                         '--json', str(out)])
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(out.read_text())
 
@@ -363,8 +363,8 @@ def test_replot_shows_sizes_and_marks_peers(tmp_path):
     from PIL import Image
     src = os.path.join(ROOT, 'docs', 'benchmark_cpu.json')
     png = tmp_path / 'replot.png'
-    proc = subprocess.run([sys.executable, 'tools/analysis_tools/benchmark.py', '--replot', src,
-                           '--plot', str(png)], cwd=ROOT, capture_output=True, text=True)
+    proc = tool_process([sys.executable, 'tools/analysis_tools/benchmark.py', '--replot', src,
+                         '--plot', str(png)])
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert Image.open(png).size == (1650, 770)  # figsize (15, 7) at 110 dpi
     captured = {}

@@ -1,7 +1,6 @@
 """A neck / head whose ``in_channels`` does not match the mmlinattn backbone is reported
 from the config, before any data is loaded, with the right list."""
 import os.path as osp
-import subprocess
 import sys
 
 import pytest
@@ -11,6 +10,7 @@ import mmlinattn.models  # noqa: F401  (registers the backbones)
 from mmlinattn.registry import MODELS
 from mmlinattn.utils.channel_check import backbone_out_channels, check_channels
 from repo_paths import ROOT
+from tool_runs import tool as tool_process
 
 CONFIGS = ['retinanet_soft_tiny_1x.py', 'maskrcnn_nalaformer_tiny_1x.py',
            'retinanet_infvitplain_l4_1x.py', 'upernet_infvit_tiny_ade20k_160k.py',
@@ -55,11 +55,10 @@ def test_wrong_decode_and_auxiliary_heads():
 
 
 def test_train_py_stops_before_loading_data(tmp_path):
-    proc = subprocess.run(
+    proc = tool_process(
         [sys.executable, 'tools/train.py', 'configs/retinanet_soft_tiny_1x.py', '--work-dir',
          str(tmp_path), '--cfg-options', 'model.neck.in_channels=[64,128,256]',
-         f'train_dataloader.dataset.data_root={tmp_path}/none/'],
-        cwd=ROOT, capture_output=True, text=True)
+         f'train_dataloader.dataset.data_root={tmp_path}/none/'])
     assert proc.returncode != 0
     assert 'set model.neck.in_channels=[128, 320, 512]' in proc.stderr
     assert 'Traceback' not in proc.stderr

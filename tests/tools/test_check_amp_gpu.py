@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from repo_paths import ROOT
+from tool_runs import tool as tool_process
 
 SCRIPT = osp.join(ROOT, 'tools', 'misc', 'check_amp_gpu.py')
 
@@ -75,8 +76,7 @@ def test_autocast_check_on_the_cpu():
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason='about machines without a GPU')
 def test_without_a_gpu_it_says_so():
-    proc = subprocess.run([sys.executable, SCRIPT, '--no-parity'], cwd=ROOT,
-                          capture_output=True, text=True)
+    proc = tool_process([sys.executable, SCRIPT, '--no-parity'])
     assert proc.returncode == 2 and 'needs a CUDA GPU' in proc.stdout, proc.stdout
 
 

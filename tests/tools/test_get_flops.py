@@ -3,7 +3,6 @@ fake-tensor count equals a real forward's count, the parts add up, the standard 
 follow the dataset, and failures are messages, not crashes."""
 import json
 import os.path as osp
-import subprocess
 import sys
 
 import pytest
@@ -14,6 +13,7 @@ from dense_helpers import small_input_env
 
 from mmlinattn.benchmark import model_flops
 from repo_paths import ROOT
+from tool_runs import tool as tool_process
 
 
 
@@ -79,8 +79,7 @@ def test_standard_shapes_follow_the_dataset():
 
 
 def _get_flops(*args):
-    return subprocess.run([sys.executable, 'tools/analysis_tools/get_flops.py', *args],
-                          cwd=ROOT, capture_output=True, text=True)
+    return tool_process([sys.executable, 'tools/analysis_tools/get_flops.py', *args])
 
 
 def test_cli_prints_and_writes_json(tmp_path):

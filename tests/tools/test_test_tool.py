@@ -1,7 +1,6 @@
 """``tools/test.py`` takes the flags of mmdet's and mmseg's test tools: ``--show``,
 ``--wait-time`` and ``--tta`` (their config edits: :mod:`mmlinattn.engine.runner`)."""
 import os.path as osp
-import subprocess
 import sys
 
 import pytest
@@ -10,6 +9,7 @@ from mmengine.config import Config
 
 from mmlinattn.engine.runner import enable_show, enable_tta
 from repo_paths import ROOT
+from tool_runs import tool as tool_process
 
 DEMO_CONFIG = 'configs/demo/retinanet_soft_pico_demo.py'
 
@@ -17,9 +17,8 @@ DEMO_CONFIG = 'configs/demo/retinanet_soft_pico_demo.py'
 def test_show_is_a_flag_not_a_prefix_of_show_dir(tmp_path):
     # parsed: the run gets as far as looking for the config (argparse would stop with exit
     # status 2 and its usage line if --show were taken for --show-dir, which needs a value)
-    proc = subprocess.run([sys.executable, 'tools/test.py', str(tmp_path / 'c.py'), 'w.pth',
-                           '--show', '--wait-time', '0.5', '--tta'],
-                          cwd=ROOT, capture_output=True, text=True)
+    proc = tool_process([sys.executable, 'tools/test.py', str(tmp_path / 'c.py'), 'w.pth',
+                         '--show', '--wait-time', '0.5', '--tta'])
     assert proc.returncode == 1 and 'c.py' in proc.stderr and 'does not exist' in proc.stderr
     cfg = Config.fromfile(osp.join(ROOT, DEMO_CONFIG))
     enable_show(cfg, 'mmdet', None, True, 0.5)
@@ -62,12 +61,11 @@ def test_test_py_with_tta_and_show_dir_on_the_demo_data(tmp_path):
     ckpt = tmp_path / 'random.pth'
     torch.save({'state_dict': MODELS.build(cfg.model).state_dict(), 'meta': {}}, ckpt)
     root = f'{tmp_path}/demo/coco/'
-    proc = subprocess.run(
+    proc = tool_process(
         [sys.executable, 'tools/test.py', DEMO_CONFIG, str(ckpt), '--tta', '--show-dir', 'vis',
          '--work-dir', str(tmp_path / 'work'), '--cfg-options',
          f'test_dataloader.dataset.data_root={root}',
-         f'test_evaluator.ann_file={root}annotations/instances_val2017.json'],
-        cwd=ROOT, capture_output=True, text=True)
+         f'test_evaluator.ann_file={root}annotations/instances_val2017.json'])
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert 'coco/bbox_mAP' in proc.stdout + proc.stderr
     assert len(list((tmp_path / 'work').glob('*/vis/*.jpg'))) == 2

@@ -17,7 +17,7 @@ import torch
 from mmengine.config import Config
 
 from dist_helpers import free_port
-from tool_runs import last_metrics, run
+from tool_runs import last_metrics, run, tool as tool_process
 
 from mmlinattn.datasets.demo_overrides import cfg_option_words, demo_options
 from repo_paths import ROOT
@@ -220,7 +220,7 @@ def test_test_py_refuses_checkpoint_that_does_not_fit(case, demo_root, tmp_path)
     args = [sys.executable, 'tools/test.py', config, str(ckpt), '--work-dir',
             str(tmp_path / 'test')]
     opts = ['--cfg-options', *cfg_options(config, demo_root)]
-    proc = subprocess.run(args + opts, cwd=ROOT, capture_output=True, text=True)
+    proc = tool_process(args + opts)
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert 'CheckpointMismatchError' in proc.stderr and 'filled only' in proc.stderr
     assert '--allow-partial' in proc.stderr and 'Traceback' not in proc.stderr
@@ -232,11 +232,10 @@ def test_test_py_refuses_checkpoint_that_does_not_fit(case, demo_root, tmp_path)
 
 
 def test_missing_dataset_message(tmp_path):
-    proc = subprocess.run([sys.executable, 'tools/train.py', 'configs/retinanet_soft_tiny_1x.py',
-                           '--work-dir', str(tmp_path), '--cfg-options',
-                           f'train_dataloader.dataset.data_root={tmp_path}/nope/',
-                           f'val_dataloader.dataset.data_root={tmp_path}/nope/'],
-                          cwd=ROOT, capture_output=True, text=True)
+    proc = tool_process([sys.executable, 'tools/train.py', 'configs/retinanet_soft_tiny_1x.py',
+                         '--work-dir', str(tmp_path), '--cfg-options',
+                         f'train_dataloader.dataset.data_root={tmp_path}/nope/',
+                         f'val_dataloader.dataset.data_root={tmp_path}/nope/'])
     assert proc.returncode != 0
     assert 'annotations/instances_train2017.json' in proc.stderr
     assert 'make_demo_data.py' in proc.stderr
