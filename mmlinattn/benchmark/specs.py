@@ -5,7 +5,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Tuple
 
-__all__ = ['PEERS', 'DEFAULT_MODELS', 'CPU_SIZES', 'QUICK_SIZES', 'GPU_SIZES',
+__all__ = ['PEERS', 'FIXED_SIZE_EXPORT', 'DEFAULT_MODELS',
+           'CPU_SIZES', 'QUICK_SIZES', 'GPU_SIZES',
            'GPU_EXTRA_SIZES', 'INTERLEAVE_ROUNDS', 'ModelSpec', 'parse_model_spec',
            'parse_size', 'build_model']
 
@@ -18,6 +19,10 @@ PEERS: Dict[str, Tuple[str, dict, str]] = {
                  'b2'),
     'ResNet-50': ('ResNet', dict(depth=50), '50'),
 }
+#: peers whose mmdet forward takes Python ints from H and W (Swin's window padding): a
+#: dynamic ONNX export of them fails only after a whole trace, so they are exported per
+#: size straight away
+FIXED_SIZE_EXPORT = frozenset({'Swin-T'})
 _PEER_ALIASES = {k.lower().replace('-', '').replace('_', ''): k for k in PEERS}
 _PEER_ALIASES.update({'swin': 'Swin-T', 'swintiny': 'Swin-T', 'r50': 'ResNet-50',
                       'resnet50': 'ResNet-50'})
@@ -124,8 +129,6 @@ def build_model(spec: ModelSpec):
     import mmlinattn.models  # noqa: F401  (registers the backbones)
     from mmlinattn.registry import MODELS
     return MODELS.build(dict(type=spec.model, arch=spec.arch, **spec.kwargs))
-
-
 
 
 def parse_size(text: str) -> Tuple[int, int]:

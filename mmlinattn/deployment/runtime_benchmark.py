@@ -40,12 +40,12 @@ class _Model:
     """A built backbone and its runners, made lazily per size."""
 
     def __init__(self, label: str, module: torch.nn.Module, workdir: str, threads: int,
-                 compile_dynamic: bool = True):
+                 compile_dynamic: bool = True, export_dynamic: bool = True):
         self.label, self.graph = label, TensorGraph(module).eval()
         self.workdir, self.threads = workdir, threads
         self.compile_dynamic = compile_dynamic
         self.dynamic_path = None
-        self.export_mode = None
+        self.export_mode = None if export_dynamic else 'fixed'
         self.compiled = None
 
     def mode(self, runtime: str) -> Optional[str]:
@@ -95,25 +95,28 @@ def groups_of(labels: Sequence[str], peer: Optional[str]) -> List[List[str]]:
 def benchmark(models: Dict[str, torch.nn.Module], sizes: Sequence[int],
               runtimes: Sequence[str], rounds: int = 3, threads: int = 2, seed: int = 0,
               log: Callable[[str], None] = print, peer: Optional[str] = None,
-              static_compile: Sequence[str] = ()) -> List[dict]:
+              static_compile: Sequence[str] = (), static_export: Sequence[str] = ()
+              ) -> List[dict]:
     """Median latency (ms) of one batch-1 forward per (model, runtime, size); with
-    ``peer``, group by group; the models in ``static_compile`` compiled per size (module
-    docstring)."""
+    ``peer``, group by group; the models in ``static_compile`` compiled per size, those in
+    ``static_export`` exported per size without a dynamic attempt (module docstring)."""
     previous = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
         return _benchmark(models, sizes, runtimes, rounds, threads, seed, log, peer,
-                          static_compile)
+                          static_compile, static_export)
     finally:  # the caller's thread count back (2 threads left set slowed a test process)
         torch.set_num_threads(previous)
 
 
-def _benchmark(models, sizes, runtimes, rounds, threads, seed, log, peer, static_compile):
+def _benchmark(models, sizes, runtimes, rounds, threads, seed, log, peer, static_compile,
+               static_export):
     rng = random.Random(seed)
     records = []
     with tempfile.TemporaryDirectory() as workdir, torch.no_grad():
         built = {label: _Model(label, m, workdir, threads,
-                               compile_dynamic=label not in static_compile)
+                               compile_dynamic=label not in static_compile,
+                               export_dynamic=label not in static_export)
                  for label, m in models.items()}
         for size in sizes:
             for group in groups_of(list(built), peer):

@@ -112,6 +112,9 @@ def test_runtime_benchmark_times_ours_and_an_mmdet_peer(tmp_path, paired):
         if r['runtime'] == 'eager':
             assert r['speedup'] == 1.0
         assert r.get('paired_with') == (ldn if paired and r['model'] == swin else None)
+        # Swin (whose forward fixes H, W) exported per size without a dynamic attempt
+        if r['runtime'] == 'onnxruntime':
+            assert r['export'] == ('fixed' if r['model'] == swin else 'dynamic'), r
     if paired:
         assert 'onnxruntime / peer' in proc.stdout
         assert f'| {swin} (with {ldn}) | 64² |' in proc.stdout
@@ -144,6 +147,24 @@ def test_runtime_benchmark_compiles_peers_per_size(monkeypatch):
     assert modes == {('ours', 'eager'): None, ('ours', 'compile'): 'dynamic',
                      ('peer', 'eager'): None, ('peer', 'compile'): 'fixed'}
     assert all(r['status'] == 'ok' and r['latency_ms'] > 0 for r in records)
+
+
+def test_runtime_benchmark_exports_a_size_pinning_model_per_size(tmp_path):
+    """A model whose dynamic export fails (its forward fixes H, W, as mmdet's Swin's does)
+    falls back to one export per size; one in ``static_export`` skips the dynamic attempt."""
+    from mmlinattn.deployment.runtime_benchmark import _Model
+
+    class PinsHeight(torch.nn.Module):
+        def forward(self, x):
+            return (x * 2 if x.shape[2] == 64 else x, )
+
+    from archs import build
+    tried, skipped = (_Model(label, build('LDN'), str(tmp_path), 1, export_dynamic=dynamic)
+                      for label, dynamic in (('pins', True), ('skip', False)))
+    tried.graph = skipped.graph = PinsHeight()   # in place of the backbone's tensor graph
+    assert tried.onnx_path(64, 64).endswith('pins_64x64.onnx') and tried.export_mode == 'fixed'
+    assert skipped.mode('onnxruntime') == 'fixed'
+    assert skipped.onnx_path(64, 64).endswith('skip_64x64.onnx') and skipped.dynamic_path is None
 
 
 def test_runtime_benchmark_groups_each_model_with_the_peer():

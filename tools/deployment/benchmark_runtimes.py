@@ -9,8 +9,9 @@ process on one machine (batch 1, float32, CPU).
 
 Models as in tools/analysis_tools/benchmark.py (``NAME:ARCH[:key=value]`` for ours, peer
 names such as ``Swin-T``).  Each is exported to ONNX once with dynamic H, W (per size when
-that fails), and compiled with ``dynamic=True`` (peers: per size); the timed forwards of
-a size are interleaved across models and runtimes
+that fails, and straight away for Swin, whose forward fixes them), and compiled with
+``dynamic=True`` (peers: per size); the timed forwards of a size are interleaved across
+models and runtimes
 (:mod:`mmlinattn.deployment.runtime_benchmark`).  ``speedup`` = eager / runtime latency.
 ``--pair-with PEER`` times each model in a group with PEER only, one group after the other
 (the runtimes' working memory of every model at 2048² does not fit 24 GiB at once); the
@@ -25,7 +26,7 @@ import json
 import sys
 
 from mmlinattn.benchmark.memory import apply_cpu_malloc
-from mmlinattn.benchmark.specs import build_model, parse_model_spec
+from mmlinattn.benchmark.specs import FIXED_SIZE_EXPORT, build_model, parse_model_spec
 from mmlinattn.deployment.runtime_benchmark import RUNTIME_CHOICES, benchmark, speedups
 
 DEFAULT_MODELS = ['SOFT:small:max_landmarks=49', 'NaLaFormer:small', 'InfViT:small',
@@ -123,7 +124,9 @@ def main(argv=None) -> int:
     records = speedups(benchmark(models, args.sizes, args.runtimes, args.rounds,
                                  args.threads, log=lambda m: print(m, flush=True),
                                  peer=args.pair_with,
-                                 static_compile=[s.label for s in specs if s.peer]))
+                                 static_compile=[s.label for s in specs if s.peer],
+                                 static_export=[s.label for s in specs
+                                                if s.peer and s.model in FIXED_SIZE_EXPORT]))
     table = markdown(records)
     print(table)
     if args.json:
