@@ -67,6 +67,7 @@ def serve(sock, parent):
 
 def run_child(request, fds):
     """Become the requested process: stdio, directory, environment, threads, argv."""
+    import functools
     import runpy
     import types
 
@@ -90,12 +91,12 @@ def run_child(request, fds):
         main = types.ModuleType('__main__')
         sys.modules['__main__'] = main
         code = compile(argv[1], '<string>', 'exec')
-        start = lambda: exec(code, main.__dict__)  # noqa: E731
+        start = functools.partial(exec, code, main.__dict__)
     else:
         script = os.path.abspath(argv[0])
         sys.argv = list(argv)
         sys.path[0] = os.path.dirname(script)
-        start = lambda: runpy.run_path(script, run_name='__main__')  # noqa: E731
+        start = functools.partial(runpy.run_path, script, run_name='__main__')
     os._exit(_exit_status(start))
 
 
