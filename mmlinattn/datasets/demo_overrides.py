@@ -9,13 +9,15 @@ begin/end/milestones rescaled).  The model and optimizer stay as configured.  Ev
 is a leaf edit, so the printed ``--cfg-options`` reproduce exactly what the tests run.
 """
 import copy
+import json
 import math
+import os.path as osp
 from typing import Any, Dict, List, Tuple
 
 from mmengine.config import Config
 
 __all__ = ['DEMO_ROOT', 'NUM_TRAIN', 'demo_config', 'demo_options', 'rescale_schedule',
-           'cfg_option_words']
+           'cfg_option_words', 'photo_train_images', 'reads_photo_set']
 
 DEMO_ROOT = 'data/demo'
 DET_SCALE = (320, 320)
@@ -95,14 +97,63 @@ def rescale_schedule(schedulers, old_len: int, new_len: int, by_epoch_loop: bool
             s['T_max'] = new_len
 
 
+#: A config whose training set lives under this folder reads a shipped photo set
+#: (``data/photos/``): it keeps its data and only its schedule is fitted to the demo length.
+PHOTO_DIR = 'data/photos/'
+
+
+def reads_photo_set(cfg: Config) -> bool:
+    """Whether the config trains on a shipped photo set (``data/photos/``)."""
+    root = cfg.train_dataloader.dataset.get('data_root') or ''
+    return PHOTO_DIR in root.replace('\\', '/') + '/'
+
+
+def photo_train_images(cfg: Config):
+    """The number of training images of a detection config that reads a shipped photo
+    set, or None (segmentation sets are iteration-based: the count is not needed)."""
+    ds = cfg.train_dataloader.dataset
+    if ds.get('type') == 'CocoDataset':
+        ann = osp.join(ds.data_root, ds.ann_file)
+        if not osp.isfile(ann):
+            raise FileNotFoundError(f'{ann} is missing: the photo sets ship in data/photos/ '
+                                    '(tools/dataset_converters/make_photo_data.py re-creates '
+                                    'them)')
+        with open(ann) as f:
+            return len(json.load(f)['images'])
+    return None
+
+
+def _fit_photo_schedule(cfg: Config, iters: int, num_train) -> Config:
+    """Only the schedule of a photo-set config changes: about ``iters`` iterations."""
+    if 'max_epochs' in cfg.train_cfg:
+        epochs = max(1, math.ceil(iters * cfg.train_dataloader.batch_size / num_train))
+        old = cfg.train_cfg.max_epochs
+        if epochs != old:
+            cfg.train_cfg['max_epochs'] = epochs
+            cfg.train_cfg['val_interval'] = epochs
+            rescale_schedule(cfg.param_scheduler, old, epochs, True)
+            cfg.default_hooks.checkpoint['interval'] = epochs
+    else:
+        old = cfg.train_cfg.max_iters
+        if iters != old:
+            cfg.train_cfg['max_iters'] = iters
+            cfg.train_cfg['val_interval'] = iters
+            rescale_schedule(cfg.param_scheduler, old, iters, False)
+            cfg.default_hooks.checkpoint['interval'] = iters
+    return cfg
+
+
 def demo_config(cfg: Config, iters: int = 300, data_root: str = DEMO_ROOT,
                 num_train: int = NUM_TRAIN, det_scale: Tuple[int, int] = DET_SCALE) -> Config:
     """A copy of ``cfg`` pointed at the demo data under ``data_root`` (written by
     tools/dataset_converters/make_demo_data.py with ``--num-train num_train``), with a
     schedule of about ``iters`` iterations (whole epochs for epoch-based detection
     configs); detection images are resized to ``det_scale`` (the demo's 320 x 320 images
-    keep their size by default)."""
+    keep their size by default).  A config that trains on a shipped photo set
+    (``data/photos/``) keeps its data: only its schedule is fitted to ``iters``."""
     cfg = copy.deepcopy(cfg)
+    if reads_photo_set(cfg):
+        return _fit_photo_schedule(cfg, iters, photo_train_images(cfg))
     scope = cfg.get('default_scope')
     ds_type = cfg.train_dataloader.dataset.get('type')
     loaders = [k for k in ('train_dataloader', 'val_dataloader', 'test_dataloader') if k in cfg]

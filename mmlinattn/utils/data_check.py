@@ -13,6 +13,7 @@ import os.path as osp
 from typing import Iterable, List, Optional
 
 DEMO_ROOT = 'data/demo/'
+PHOTO_ROOT = 'data/photos/'
 DEMO_HINT = ('No download is needed to try things out: '
              '`python tools/dataset_converters/make_demo_data.py` writes '
              f'small demo datasets in these layouts under {DEMO_ROOT}, and the configs in '
@@ -71,9 +72,9 @@ def _check_json_ann(ann: str, img_dir: str) -> Optional[str]:
                           f'images listed in {ann!r}')
 
 
-def _check_seg_dirs(kind: str, img_dir: str, seg_dir: str) -> Optional[str]:
+def _check_seg_dirs(suffixes, img_dir: str, seg_dir: str) -> Optional[str]:
     """The image folder holds images, and the sampled ones have their label maps."""
-    img_suffix, seg_suffix = SEG_SUFFIXES[kind]
+    img_suffix, seg_suffix = suffixes
     images = sorted(osp.relpath(osp.join(d, f), img_dir) for d, _, files in os.walk(img_dir)
                     for f in files if f.endswith(img_suffix))
     if not images:
@@ -87,9 +88,11 @@ def _check_contents(ds: dict, root: str) -> Optional[str]:
     prefix = {k: _join(root, v) for k, v in (ds.get('data_prefix') or {}).items() if v}
     if ann.endswith('.json') and osp.isfile(ann):
         return _check_json_ann(ann, prefix.get('img', root))
-    kind = ds.get('type')
-    if kind in SEG_SUFFIXES and 'img_path' in prefix and 'seg_map_path' in prefix:
-        return _check_seg_dirs(kind, prefix['img_path'], prefix['seg_map_path'])
+    suffixes = SEG_SUFFIXES.get(ds.get('type'))
+    if ds.get('img_suffix') and ds.get('seg_map_suffix'):  # stated in the config
+        suffixes = (ds['img_suffix'], ds['seg_map_suffix'])
+    if suffixes and 'img_path' in prefix and 'seg_map_path' in prefix:
+        return _check_seg_dirs(suffixes, prefix['img_path'], prefix['seg_map_path'])
     return None
 
 
@@ -111,6 +114,11 @@ def _join(root: str, path: str) -> str:
 
 
 def _demo_hint(root: str, demo_command: Optional[str]) -> str:
+    if PHOTO_ROOT in root.replace('\\', '/').rstrip('/') + '/':
+        return (f'This config reads a photo set that ships with the repository in '
+                f'{PHOTO_ROOT}: run it from the repository root (or point data_root at that '
+                'folder); `python tools/dataset_converters/make_photo_data.py` re-creates it '
+                'from its source.')
     if (root.rstrip('/') + '/').startswith(DEMO_ROOT):
         return ('This config runs on the demo data: make it with '
                 '`python tools/dataset_converters/make_demo_data.py`.')
