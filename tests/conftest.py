@@ -37,9 +37,10 @@ def compile_on(monkeypatch):
 # 20-60 s (the later ones); test_training_path_equals_inference_path pays for the module's
 # 40-step training fixture.
 LONGEST = (
-    'test_mask_rcnn_demo_learns_boxes_and_masks',
+    'test_mask_rcnn_learns_nut_masks',
+    'test_retinanet_learns_blood_cells',
     'test_training_path_equals_inference_path',
-    'test_train_then_test',
+    'test_semantic_fpn_learns_nuts',
     'test_deployed_metric_equals_eager',
     'test_compile_fullgraph_dynamic_train',
     'test_resume_matches_uninterrupted_run',

@@ -5,6 +5,9 @@ _base_ = ['../demo/maskrcnn_ldn_pico_demo.py', './_base_/nuts_instance.py']
 # (configs/photos/_base_/nuts_instance.py):
 #   bash tools/demo.sh configs/photos/maskrcnn_ldn_pico_nuts.py
 model = dict(
+    # the early-convolution stem and 3x3 down-samplers, with which LDN learns from scratch
+    # in a short schedule (docs/photos.md)
+    backbone=dict(stem='conv', overlap_downsample=True),
     roi_head=dict(bbox_head=dict(num_classes=_base_.nuts_instance.num_classes),
                   mask_head=dict(num_classes=_base_.nuts_instance.num_classes)))
 train_dataloader = _base_.nuts_instance.train_dataloader

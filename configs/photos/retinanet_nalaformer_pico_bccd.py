@@ -1,8 +1,8 @@
 _base_ = ['../demo/retinanet_nalaformer_pico_demo.py', './_base_/bccd.py']
 
 # The pico RetinaNet of configs/demo/retinanet_nalaformer_pico_demo.py (same backbone, FPN, head
-# and from-scratch learning rate) on the playing-card photos (configs/photos/_base_/bccd.py):
-#   bash tools/demo.sh configs/photos/retinanet_soft_pico_bccd.py
+# and from-scratch learning rate) on the blood-smear photos (configs/photos/_base_/bccd.py):
+#   bash tools/demo.sh configs/photos/retinanet_nalaformer_pico_bccd.py
 model = dict(bbox_head=dict(num_classes=_base_.bccd.num_classes))
 train_dataloader = _base_.bccd.train_dataloader
 val_dataloader = _base_.bccd.test_dataloader

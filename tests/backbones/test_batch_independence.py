@@ -21,7 +21,8 @@ from mmlinattn.models.layers.token_grid import IMAGE_SIZES_ATTR
 SMALL, BIG = (72, 88), (128, 160)
 
 # every family with its default options, plus the options that add other global or
-# spatial operators (softmax stages, class tokens, V convolutions, wider stencils, Pure InfSA)
+# spatial operators (softmax stages, class tokens, V convolutions, wider stencils, Pure InfSA,
+# convolutional stems)
 CASES = [(f, {}) for f in FAMILIES] + [
     ('SOFT', dict(arch=dict(SOFT.arch_settings['tiny-norm'], embed_dims=(32, 64, 96, 128),
                             num_heads=(2, 4, 6, 8), depths=(1, 1, 1, 1)))),
@@ -29,6 +30,8 @@ CASES = [(f, {}) for f in FAMILIES] + [
     ('LDN', dict(taps='k3', n_steps=2)),
     ('InfViT', dict(stage_mixers=('linear', 'linear', 'pure', 'pure'))),
     ('InfViTPlain', dict(mixer='pure')),
+    ('LDN', dict(stem='conv', overlap_downsample=True)),   # the early-convolution stems
+    ('InfViT', dict(stem='conv')),
 ]
 IDS = [f'{f}-{"-".join(k) or "default"}' for f, k in CASES]
 

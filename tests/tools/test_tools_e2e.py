@@ -18,6 +18,7 @@ from mmengine.config import Config
 
 from dist_helpers import free_port
 from tool_runs import last_metrics, run, tool as tool_process
+from train_runs import check_image_demo
 
 from mmlinattn.datasets.demo_overrides import cfg_option_words, demo_options
 from repo_paths import ROOT
@@ -51,8 +52,9 @@ def train(config, work_dir, opts, *extra):
 
 
 # The segmentation head layouts after two iterations (no learning expected); the detection
-# ones (RetinaNet, Mask R-CNN) train until they detect in test_train_then_test and
-# test_mask_rcnn_demo_learns_boxes_and_masks, which draw their checkpoints the same way.
+# ones (RetinaNet, Mask R-CNN), and Semantic FPN, train until they detect and segment held-out
+# photographs in tests/tools/test_learns_on_photos.py, which draws their checkpoints the
+# same way.
 CASES = [
     ('configs/upernet_infvit_tiny_ade20k_160k.py', 'mIoU', {}),
     ('configs/semfpn_ldn_tiny_ade20k_40k.py', 'mIoU', {}),
@@ -74,48 +76,8 @@ def test_tools_run_every_head_layout(config, metric, extra, demo_root, tmp_path)
     metrics = last_metrics(tmp_path / 'test')
     assert metric in metrics, metrics
     assert 0.0 <= metrics[metric] <= 100.0
-    check_image_demo(tmp_path / 'train' / osp.basename(config), ckpt, demo_root,
-                     tmp_path / 'inference', snippet='upernet' in config)
-
-
-def check_image_demo(dumped_config, ckpt, demo_root, out_dir, snippet=True):
-    """demo/image_demo.py (the end of tools/demo.sh) draws the checkpoint's predictions with
-    the class names stored in it, and (``snippet``) the inferencer lines it prints run as
-    they are: one run per inferencer (DetInferencer, MMSegInferencer) is enough for the
-    printed lines, the drawing is checked for every head layout."""
-    import cv2
-    import numpy as np
-    proc = run([sys.executable, 'demo/image_demo.py', str(dumped_config), ckpt,
-                '--out-dir', str(out_dir), '--score-thr', '0'])
-    classes = _trained_classes(Config.fromfile(str(dumped_config)))
-    assert 'classes from the checkpoint: ' + ', '.join(classes) + '\n' in proc.stdout
-    picture = re.search(r'predictions on (\S+): (\S+)', proc.stdout)
-    assert picture, proc.stdout
-    image, drawn = picture.groups()
-    src, vis = cv2.imread(image), cv2.imread(drawn)
-    assert vis is not None and vis.shape == src.shape
-    assert not np.array_equal(vis, src), 'nothing drawn on the picture'
-    # the two notices every mmdet / mmseg inferencer prints and a user cannot act on
-    for notice in ('Failed to search registry', 'LocalVisBackend'):
-        assert notice not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
-    lines = proc.stdout.split('Use the trained model from Python:')[1]
-    if not snippet:
-        assert 'Inferencer(' in lines, lines
-        return
-    lines = lines.replace('your_image.jpg', image).replace(str(out_dir), str(out_dir) + '2')
-    run([sys.executable, '-c', lines])
-    assert glob.glob(osp.join(str(out_dir) + '2', 'vis', '*'))
-
-
-def _trained_classes(cfg):
-    """Detection demo runs train on the shape classes; segmentation ones keep the dataset's."""
-    if cfg.default_scope == 'mmdet':
-        from mmlinattn.datasets.demo import DEMO_CLASSES
-        return DEMO_CLASSES
-    from mmseg.registry import DATASETS
-    from mmseg.utils import register_all_modules
-    register_all_modules(init_default_scope=False)
-    return DATASETS.get(cfg.train_dataloader.dataset.type).METAINFO['classes']
+    check_image_demo(tmp_path / 'train' / osp.basename(config), ckpt, tmp_path / 'inference',
+                     snippet='upernet' in config)
 
 
 def _gloo_threads_at_exit(stderr):
@@ -242,79 +204,3 @@ def test_missing_dataset_message(tmp_path):
     assert 'annotations/instances_train2017.json' in proc.stderr
     assert 'make_demo_data.py' in proc.stderr
     assert 'Traceback' not in proc.stderr
-
-
-def on_training_images(demo_root):
-    """``--cfg-options`` words that make tools/test.py evaluate on the training split."""
-    ann = 'annotations/instances_train2017.json'
-    return ['test_dataloader.dataset.ann_file=' + ann,
-            'test_dataloader.dataset.data_prefix.img=train2017/',
-            f'test_evaluator.ann_file={demo_root}/coco/{ann}']
-
-
-def untrained_checkpoint(config, path, seed=0):
-    """The detector of ``config`` at its initialisation (what training starts from)."""
-    from mmdet.registry import MODELS
-    from mmdet.utils import register_all_modules
-    from mmengine.registry import DefaultScope
-    register_all_modules(init_default_scope=False)
-    torch.manual_seed(seed)
-    with DefaultScope.overwrite_default_scope('mmdet'):
-        model = MODELS.build(Config.fromfile(osp.join(ROOT, config)).model)
-    model.init_weights()
-    torch.save({'state_dict': model.state_dict(), 'meta': {}}, path)
-    return str(path)
-
-
-def train_and_test(config, demo_root, tmp_path, iters, extra, snippet=True):
-    """tools/test.py on the training images, at the detector's initialisation and after
-    ``iters`` iterations of tools/train.py (seed 0), and demo/image_demo.py with the
-    trained checkpoint: the two metric dicts."""
-    args = cfg_options(config, demo_root, iters=iters, extra={'randomness.seed': 0, **extra})
-    test_args = args + on_training_images(demo_root)
-    untrained = untrained_checkpoint(config, tmp_path / 'untrained.pth')
-    run([sys.executable, 'tools/test.py', config, untrained, '--work-dir',
-         str(tmp_path / 'test_untrained'), '--cfg-options', *test_args])
-    train(config, tmp_path / 'train', args)
-    with open(tmp_path / 'train' / 'last_checkpoint') as f:
-        ckpt = f.read().strip()
-    run([sys.executable, 'tools/test.py', config, ckpt, '--work-dir', str(tmp_path / 'test'),
-         '--cfg-options', *test_args])
-    check_image_demo(tmp_path / 'train' / osp.basename(config), ckpt, demo_root,
-                     tmp_path / 'inference', snippet)
-    return last_metrics(tmp_path / 'test_untrained'), last_metrics(tmp_path / 'test')
-
-
-def test_train_then_test(demo_root, tmp_path):
-    """Training through tools/train.py makes the README demo's SOFT++ pico detector find
-    the objects of the images it trained on: tools/test.py's bbox mAP on the 8 training
-    images rises by at least 0.15 from the initialisation after 100 iterations (50 epochs)
-    at 160 x 160.  Measured: 0.000 -> 0.333 (one thread, AMX Xeon; 160 iterations gave
-    0.576 on the AVX-512 EPYC).  Learning that
-    generalises to held-out photographs is tests/analysis/test_backbone_learns.py (every
-    family, the backbone alone)."""
-    before, after = train_and_test('configs/demo/retinanet_soft_pico_demo.py', demo_root,
-                                   tmp_path, 100, {'model.test_cfg.score_thr': 0.0})
-    assert after['coco/bbox_mAP'] >= before['coco/bbox_mAP'] + 0.15, (before, after)
-
-
-MASK_ITERS = 80
-
-
-def test_mask_rcnn_demo_learns_boxes_and_masks(demo_root, tmp_path):
-    """``configs/demo/maskrcnn_ldn_pico_demo.py`` through tools/train.py and tools/test.py
-    learns boxes and masks of the 8 images it trained on (80 iterations at 160 x 160, seed
-    0, 64 sampled RoIs per image instead of the config's 128: mmcv's RoIAlign backward was
-    a third of a step): bbox and segm mAP at least 0.1 above the initialisation's.
-    Measured: 0.229 / 0.190 trained, 0 / 0 untrained (AMX Xeon; 120 iterations gave
-    0.351 / 0.245).  The RoI heads pool the backbone's maps through mmcv's RoIAlign, which
-    reads its input as contiguous NCHW; with the channels-last maps the backbones returned
-    before 2026-11-25 this detector learned nothing
-    (tests/backbones/test_mmcv_ops_on_outputs.py checks the layout itself)."""
-    before, after = train_and_test('configs/demo/maskrcnn_ldn_pico_demo.py', demo_root,
-                                   tmp_path, MASK_ITERS,
-                                   {'model.test_cfg.rcnn.score_thr': 0.0,
-                                    'model.train_cfg.rcnn.sampler.num': 64},
-                                   snippet=False)  # DetInferencer's lines: test_train_then_test
-    for metric in ('coco/bbox_mAP', 'coco/segm_mAP'):
-        assert after[metric] >= before[metric] + 0.1, (before, after)

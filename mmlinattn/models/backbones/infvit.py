@@ -14,8 +14,8 @@ import torch
 import torch.nn as nn
 
 from ...registry import MODELS
-from ..layers import (BlockStage, InfSABlock, PatchConv, PlainEmbed, check_heads, per_stage,
-                      resize_pos_embed)
+from ..layers import (STEMS, BlockStage, InfSABlock, PatchConv, PlainEmbed, check_heads,
+                      early_conv_stem, per_stage, resize_pos_embed)
 from ..layers.infsa_attention import MIXERS
 from .base import IsotropicBackbone, PyramidBackbone
 
@@ -52,6 +52,10 @@ class InfViT(PyramidBackbone):
         ffn_recompute: what each FFN recomputes in the backward of eager training instead
             of keeping: ``'all'`` (its activation and depthwise conv), ``'last'`` (the
             activation only) or ``'none'`` (``docs/benchmarks.md`` has the memory and time).
+        stem: ``'patch'`` (the 7x7/4 overlapping patch conv with LN, default) or ``'conv'``
+            (the early-convolution stem, :func:`~mmlinattn.models.layers.early_conv_stem`),
+            with which the pyramid learns a detector from scratch as fast as SOFT++ and
+            NaLaFormer do (docs/photos.md).
         norm_cfg: the norm after each patch embedding (:func:`~mmlinattn.models.layers.
             build_norm`), a channel LayerNorm by default.
         kwargs: ``in_channels``, ``out_indices``, ``drop_path_rate``, ``frozen_stages``,
@@ -82,9 +86,12 @@ class InfViT(PyramidBackbone):
                  use_dwconv: bool = True,
                  pure_chunk_size: Optional[int] = None,
                  ffn_recompute: str = 'all',
+                 stem: str = 'patch',
                  norm_cfg: dict = LN2D,
                  **kwargs):
         super().__init__(arch, **kwargs)
+        if stem not in STEMS:
+            raise ValueError(f'stem must be one of {STEMS}, got {stem!r}')
         self.stage_mixers = tuple(
             per_stage(stage_mixers, self.num_stages, 'stage_mixers', MIXERS))
         bad = [c for c in self.embed_dims if c % head_dim]
@@ -100,7 +107,10 @@ class InfViT(PyramidBackbone):
         c_in, first = self.in_channels, 1
         for i, (dim, depth) in enumerate(zip(self.embed_dims, self.depths)):
             kernel, stride = (7, 4) if i == 0 else (3, 2)
-            self.patch_embeds.append(PatchConv(c_in, dim, kernel, stride, norm_cfg))
+            if i == 0 and stem == 'conv':
+                self.patch_embeds.append(early_conv_stem(c_in, dim))
+            else:
+                self.patch_embeds.append(PatchConv(c_in, dim, kernel, stride, norm_cfg))
             blocks = [
                 InfSABlock(dim, self.num_heads[i], mixer=self.stage_mixers[i],
                            mlp_ratio=mlp_ratios[i], dwconv=use_dwconv, drop_path=dpr[i][j],

@@ -17,7 +17,8 @@ from typing import List, Optional, Sequence, Union
 import torch.nn as nn
 
 from ...registry import MODELS
-from ..layers import BlockStage, LDNBlock, PatchConv, SinCosPosEmbed2d
+from ..layers import (STEMS, BlockStage, LDNBlock, PatchConv, SinCosPosEmbed2d,
+                      early_conv_stem)
 from .base import PyramidBackbone
 
 
@@ -73,6 +74,12 @@ class LDN(PyramidBackbone):
         step_init: (lo, hi) range of the initial steps ``a`` of each stage's layers.
         step_max: cap of the explicit step ``a`` (< 1).
         pos_enc: ``'sincos'`` (2-D sin-cos at the stem) or ``None``.
+        stem: ``'patch'`` (the 4x4/4 patch conv with LN, default) or ``'conv'`` (the
+            early-convolution stem, :func:`~mmlinattn.models.layers.early_conv_stem`).
+        overlap_downsample: 3x3/2 down-samplers (overlapping, as PVTv2's) in place of
+            2x2/2.  With ``stem='conv'`` this is the pyramid that learns from scratch as
+            fast as SOFT++ and NaLaFormer do; the patchify default barely learns a detector
+            in a short schedule (docs/photos.md).
         norm_cfg: the norm after each patch embedding (:func:`~mmlinattn.models.layers.
             build_norm`), a channel LayerNorm by default.
         drop_path_rate: stochastic depth (see :class:`~mmlinattn.models.backbones.base.
@@ -112,6 +119,8 @@ class LDN(PyramidBackbone):
                  step_init: Sequence[float] = (0.2, 0.8),
                  step_max: float = 0.99,
                  pos_enc: Optional[str] = 'sincos',
+                 stem: str = 'patch',
+                 overlap_downsample: bool = False,
                  norm_cfg: dict = dict(type='LN2d', eps=1e-6),
                  drop_path_rate: float = 0.1,
                  **kwargs):
@@ -126,9 +135,15 @@ class LDN(PyramidBackbone):
         dpr = self.stage_drop_path_rates()
         self.patch_embeds = nn.ModuleList()
         self.stages = nn.ModuleList()
+        if stem not in STEMS:
+            raise ValueError(f'stem must be one of {STEMS}, got {stem!r}')
         for i in range(self.num_stages):
             c_in, patch = (self.in_channels, 4) if i == 0 else (dims[i - 1], 2)
-            self.patch_embeds.append(PatchConv(c_in, dims[i], patch, patch, norm_cfg))
+            if i == 0 and stem == 'conv':
+                self.patch_embeds.append(early_conv_stem(c_in, dims[0]))
+            else:
+                kernel = patch + 1 if i > 0 and overlap_downsample else patch
+                self.patch_embeds.append(PatchConv(c_in, dims[i], kernel, patch, norm_cfg))
             blocks = [
                 LDNBlock(dims[i], self.num_heads[i], mlp_ratio=mlp_ratio, qkv_bias=qkv_bias,
                          feature_map=feature_map, drop_path=dpr[i][j],

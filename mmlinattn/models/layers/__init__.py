@@ -1,4 +1,4 @@
-from .embed import ConvStem, PatchConv, pad_to_multiple
+from .embed import STEMS, ConvStem, PatchConv, early_conv_stem, pad_to_multiple
 from .ffn import ConvFFN
 from .token_grid import TokenGrid
 from .norm import LayerNorm2d, build_act, build_norm
@@ -15,7 +15,7 @@ from .vit import PlainEmbed, SoftmaxBlock
 from .stage import BlockStage
 
 __all__ = [
-    'ConvStem', 'PatchConv', 'pad_to_multiple', 'ConvFFN', 'LayerNorm2d', 'build_act',
+    'STEMS', 'ConvStem', 'PatchConv', 'early_conv_stem', 'pad_to_multiple', 'ConvFFN', 'LayerNorm2d', 'build_act',
     'build_norm', 'BilinearPosEmbed', 'InterpolatedPosEmbed', 'resize_pos_embed', 'sincos_2d',
     'map_as_tokens', 'tokens_as_map', 'check_heads', 'maybe_checkpoint', 'per_stage',
     'apply_rope', 'rope_2d_angles', 'NaLaAttention', 'NaLaBlock', 'LandmarkSampler',

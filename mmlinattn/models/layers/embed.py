@@ -115,3 +115,19 @@ class ConvStem(nn.Sequential):
             act = unit.act
             grid = grid.downsample(unit.stride, hw=x.shape[-2:])
         return act(x), grid
+
+
+#: the backbones' ``stem`` argument: their own patch embedding, or :func:`early_conv_stem`
+STEMS = ('patch', 'conv')
+
+
+def early_conv_stem(in_channels: int, out_channels: int) -> ConvStem:
+    """A stride-4 convolutional stem in place of a patchify one, after T. Xiao et al.,
+    "Early Convolutions Help Transformers See Better" (NeurIPS 2021, arXiv:2106.14881),
+    who show that 3x3 convs with BN and ReLU make a transformer optimise faster and less
+    sensitively to the learning rate.  The form is SOFT++'s stem: strides 2, 1, 2, half the
+    output width inside (at least 16 channels), the last conv with BN only."""
+    hid = max(out_channels // 2, 16)
+    relu = dict(type='ReLU')
+    return ConvStem(in_channels, (hid, hid, out_channels), (2, 1, 2), (relu, relu, None),
+                    norm_cfg=dict(type='BN'))
