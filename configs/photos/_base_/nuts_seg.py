@@ -26,7 +26,7 @@ nuts_seg.update(
             metainfo=dict(classes=nuts_seg['classes'], palette=nuts_seg['palette']),
             pipeline=[
                 dict(type='LoadImageFromFile'),
-                dict(type='LoadAnnotations', reduce_zero_label=False),
+                dict(type='LoadAnnotations'),
                 dict(type='RandomResize', scale=(512, 384), ratio_range=(0.5, 1.5),
                      keep_ratio=True),
                 dict(type='RandomCrop', crop_size=nuts_seg['crop_size'], cat_max_ratio=0.75),
@@ -49,7 +49,7 @@ nuts_seg.update(
             pipeline=[
                 dict(type='LoadImageFromFile'),
                 dict(type='Resize', scale=(512, 384), keep_ratio=True),
-                dict(type='LoadAnnotations', reduce_zero_label=False),
+                dict(type='LoadAnnotations'),
                 dict(type='PackSegInputs'),
             ])),
     evaluator=dict(type='IoUMetric', iou_metrics=['mIoU']),
