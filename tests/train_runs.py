@@ -17,21 +17,9 @@ from repo_paths import ROOT
 def untrained_checkpoint(config, path, seed=0, cfg_options=None):
     """The detector / segmentor of ``config`` (with ``cfg_options``, a dict) at its
     initialisation, saved as a checkpoint tools/test.py reads."""
-    from mmengine.registry import DefaultScope
-    cfg = Config.fromfile(osp.join(ROOT, config))
-    if cfg_options:
-        cfg.merge_from_dict(cfg_options)
-    scope = cfg.default_scope
-    if scope == 'mmdet':
-        from mmdet.registry import MODELS
-        from mmdet.utils import register_all_modules
-    else:
-        from mmseg.registry import MODELS
-        from mmseg.utils import register_all_modules
-    register_all_modules(init_default_scope=False)
+    from mmlinattn.benchmark.model_flops import build_config_model
     torch.manual_seed(seed)
-    with DefaultScope.overwrite_default_scope(scope):
-        model = MODELS.build(cfg.model)
+    model, _ = build_config_model(osp.join(ROOT, config), cfg_options)
     model.init_weights()
     torch.save({'state_dict': model.state_dict(), 'meta': {}}, path)
     return str(path)

@@ -16,6 +16,8 @@ from typing import Any, Dict, List, Tuple
 
 from mmengine.config import Config
 
+from .photos import is_photo_root
+
 __all__ = ['DEMO_ROOT', 'NUM_TRAIN', 'demo_config', 'demo_options', 'rescale_schedule',
            'cfg_option_words', 'photo_train_images', 'reads_photo_set']
 
@@ -97,15 +99,10 @@ def rescale_schedule(schedulers, old_len: int, new_len: int, by_epoch_loop: bool
             s['T_max'] = new_len
 
 
-#: A config whose training set lives under this folder reads a shipped photo set
-#: (``data/photos/``): it keeps its data and only its schedule is fitted to the demo length.
-PHOTO_DIR = 'data/photos/'
-
-
 def reads_photo_set(cfg: Config) -> bool:
-    """Whether the config trains on a shipped photo set (``data/photos/``)."""
-    root = cfg.train_dataloader.dataset.get('data_root') or ''
-    return PHOTO_DIR in root.replace('\\', '/') + '/'
+    """Whether the config trains on a shipped photo set (``data/photos/``): it keeps its
+    data and only its schedule is fitted to the demo length."""
+    return is_photo_root(cfg.train_dataloader.dataset.get('data_root') or '')
 
 
 def photo_train_images(cfg: Config):
@@ -123,23 +120,26 @@ def photo_train_images(cfg: Config):
     return None
 
 
+def _set_length(cfg: Config, length: int, old: int, by_epoch: bool) -> None:
+    """Train for ``length`` epochs (``by_epoch``) or iterations instead of ``old``: the loop,
+    its validation and checkpoint intervals and the LR schedulers (:func:`rescale_schedule`)."""
+    cfg.train_cfg['max_epochs' if by_epoch else 'max_iters'] = length
+    cfg.train_cfg['val_interval'] = length
+    rescale_schedule(cfg.param_scheduler, old, length, by_epoch)
+    cfg.default_hooks.checkpoint['interval'] = length
+
+
 def _fit_photo_schedule(cfg: Config, iters: int, num_train) -> Config:
-    """Only the schedule of a photo-set config changes: about ``iters`` iterations."""
-    if 'max_epochs' in cfg.train_cfg:
-        epochs = max(1, math.ceil(iters * cfg.train_dataloader.batch_size / num_train))
+    """Only the schedule of a photo-set config changes, and only when about ``iters``
+    iterations is another length than its own."""
+    by_epoch = 'max_epochs' in cfg.train_cfg
+    if by_epoch:
+        length = max(1, math.ceil(iters * cfg.train_dataloader.batch_size / num_train))
         old = cfg.train_cfg.max_epochs
-        if epochs != old:
-            cfg.train_cfg['max_epochs'] = epochs
-            cfg.train_cfg['val_interval'] = epochs
-            rescale_schedule(cfg.param_scheduler, old, epochs, True)
-            cfg.default_hooks.checkpoint['interval'] = epochs
     else:
-        old = cfg.train_cfg.max_iters
-        if iters != old:
-            cfg.train_cfg['max_iters'] = iters
-            cfg.train_cfg['val_interval'] = iters
-            rescale_schedule(cfg.param_scheduler, old, iters, False)
-            cfg.default_hooks.checkpoint['interval'] = iters
+        length, old = iters, cfg.train_cfg.max_iters
+    if length != old:
+        _set_length(cfg, length, old, by_epoch)
     return cfg
 
 
@@ -177,12 +177,8 @@ def demo_config(cfg: Config, iters: int = 300, data_root: str = DEMO_ROOT,
             if key in cfg and 'ann_file' in cfg[key]:
                 cfg[key]['ann_file'] = root + 'annotations/instances_val2017.json'
         _set_num_classes(cfg.model, len(classes))
-        epochs = max(1, math.ceil(iters * BATCH / num_train))
-        old = cfg.train_cfg.get('max_epochs', 12)
-        cfg.train_cfg['max_epochs'] = epochs
-        cfg.train_cfg['val_interval'] = epochs
-        rescale_schedule(cfg.param_scheduler, old, epochs, True)
-        cfg.default_hooks.checkpoint['interval'] = epochs
+        _set_length(cfg, max(1, math.ceil(iters * BATCH / num_train)),
+                    cfg.train_cfg.get('max_epochs', 12), True)
     elif scope == 'mmseg':
         # Demo labels are a subset of the stock ADE20K / Cityscapes label ids, so the
         # configs' own classes and heads stay as they are.
@@ -201,11 +197,7 @@ def demo_config(cfg: Config, iters: int = 300, data_root: str = DEMO_ROOT,
         if cfg.model.get('test_cfg', {}).get('mode') == 'slide':
             cfg.model.test_cfg['crop_size'] = SEG_CROP
             cfg.model.test_cfg['stride'] = (96, 96)
-        old = cfg.train_cfg.get('max_iters', 160000)
-        cfg.train_cfg['max_iters'] = iters
-        cfg.train_cfg['val_interval'] = iters
-        rescale_schedule(cfg.param_scheduler, old, iters, False)
-        cfg.default_hooks.checkpoint['interval'] = iters
+        _set_length(cfg, iters, cfg.train_cfg.get('max_iters', 160000), False)
     else:
         raise ValueError(f'unsupported default_scope {scope!r}')
     cfg.default_hooks.logger['interval'] = 10

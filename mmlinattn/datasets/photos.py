@@ -36,7 +36,8 @@ from typing import Dict, List, Sequence, Tuple
 import cv2
 import numpy as np
 
-__all__ = ['PHOTO_SETS', 'PHOTO_ROOT', 'convert_photo_set', 'read_voc', 'resize_photo']
+__all__ = ['PHOTO_SETS', 'PHOTO_ROOT', 'convert_photo_set', 'is_photo_root', 'read_voc',
+           'resize_photo']
 
 PHOTO_ROOT = 'data/photos'
 JPEG_QUALITY = 80
@@ -59,6 +60,11 @@ PHOTO_SETS: Dict[str, dict] = {
 }
 #: nuts has one annotation file for all 18 photos: every fourth (id % 4 == 3) is held out.
 NUTS_VAL_EVERY = 4
+
+
+def is_photo_root(root: str) -> bool:
+    """Whether a dataset root lies in the photo sets that ship with the repository."""
+    return f'{PHOTO_ROOT}/' in root.replace('\\', '/').rstrip('/') + '/'
 
 
 def read_voc(path: str) -> Tuple[str, List[Tuple[str, float, float, float, float]]]:

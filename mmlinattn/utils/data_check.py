@@ -12,8 +12,9 @@ import os
 import os.path as osp
 from typing import Iterable, List, Optional
 
+from ..datasets.photos import PHOTO_ROOT, is_photo_root
+
 DEMO_ROOT = 'data/demo/'
-PHOTO_ROOT = 'data/photos/'
 DEMO_HINT = ('No download is needed to try things out: '
              '`python tools/dataset_converters/make_demo_data.py` writes '
              f'small demo datasets in these layouts under {DEMO_ROOT}, and the configs in '
@@ -114,9 +115,9 @@ def _join(root: str, path: str) -> str:
 
 
 def _demo_hint(root: str, demo_command: Optional[str]) -> str:
-    if PHOTO_ROOT in root.replace('\\', '/').rstrip('/') + '/':
+    if is_photo_root(root):
         return (f'This config reads a photo set that ships with the repository in '
-                f'{PHOTO_ROOT}: run it from the repository root (or point data_root at that '
+                f'{PHOTO_ROOT}/: run it from the repository root (or point data_root at that '
                 'folder); `python tools/dataset_converters/make_photo_data.py` re-creates it '
                 'from its source.')
     if (root.rstrip('/') + '/').startswith(DEMO_ROOT):

@@ -23,20 +23,18 @@ import pytest
 from tool_runs import last_metrics, run
 from train_runs import check_image_demo, final_val_metrics, untrained_checkpoint
 
+from mmlinattn.datasets.demo_overrides import cfg_option_words
+
 FAMILIES = ('soft', 'nalaformer', 'infvit', 'ldn')
 
 pytestmark = pytest.mark.slow
-
-
-def _words(options):
-    return [f'{k}={v}' for k, v in options.items()]
 
 
 def train_and_compare(config, tmp_path, options, snippet=None):
     """tools/train.py on ``config`` with ``options`` (its final validation is on the
     held-out split), and tools/test.py at the initialisation with the same options: the
     (untrained, trained) metrics; with ``snippet`` not None, also the demo picture."""
-    words = _words(dict(options, **{'randomness.seed': 0}))
+    words = cfg_option_words(dict(options, **{'randomness.seed': 0}))
     run([sys.executable, 'tools/train.py', config, '--work-dir', str(tmp_path / 'train'),
          '--cfg-options', *words])
     trained = final_val_metrics(tmp_path / 'train')
