@@ -29,8 +29,9 @@ CASES = [
     ('configs/demo/maskrcnn_ldn_pico_demo.py', ('coco/bbox_mAP', 'coco/segm_mAP'), 0.001,
      {'model.test_cfg.rcnn.score_thr': 0.0, 'model.data_preprocessor.pad_size_divisor': 1},
      'onnxruntime'),
-    # OpenVINO with the image graph compiled per input size (--static-shapes)
-    ('configs/upernet_ldn_tiny_ade20k_160k.py', ('mIoU', ), 0.1, {}, 'openvino'),
+    # OpenVINO with the image graph compiled per input size (--static-shapes); UperNet's
+    # pyramid pooling and auxiliary head at the photo config's width, on the nut photos
+    ('configs/photos/upernet_ldn_pico_nuts.py', ('mIoU', ), 0.1, {}, 'openvino'),
 ]
 
 
