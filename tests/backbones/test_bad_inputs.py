@@ -17,7 +17,8 @@ H or W < 32 (incl. a 1x2048 strip) ValueError (``H and W >= 32``; H x W printed)
 32 x 512 strip                     works, output shapes per the README
 non-multiples of 32 (33x75, ...)   work, ceil sizes
 batch 1                            works
-batch 0                            works: empty maps of the right shapes, no compute
+batch 0                            works: empty maps of the right shapes, no compute; in
+                                   training they backpropagate zero parameter grads
 channels-last memory format        works, same values as contiguous
 NaN / Inf in the input             ValueError naming the counts and batch items (a data bug
                                    never trains silently); ``backbone.check_finite = False``
@@ -125,6 +126,23 @@ def test_batch_zero_gives_empty_maps_of_the_right_shape(family):
     model = build(family)
     outs = model(torch.randn(0, 3, 70, 90))
     assert [tuple(o.shape) for o in outs] == expected_shapes(model, 0, 70, 90)
+
+
+@pytest.mark.parametrize('family', FAMILIES)
+def test_batch_zero_in_training_backpropagates_zero_grads(family, monkeypatch):
+    model = build(family).train()
+    # the shortcut runs no stage, in training and in eval
+    monkeypatch.setattr(model, 'forward_pyramid', None)
+    outs = model(torch.zeros(0, 3, 64, 64))
+    assert [tuple(o.shape) for o in outs] == expected_shapes(model, 0, 64, 64)
+    assert all(o.dtype == torch.float32 for o in outs)
+    sum(o.sum() for o in outs).backward()  # as a loss over an empty batch does
+    params = [p for p in model.parameters() if p.requires_grad]
+    assert all(p.grad is not None and not p.grad.any() for p in params)
+    with torch.no_grad():
+        outs = model.eval()(torch.zeros(0, 3, 64, 64))
+    assert not any(o.requires_grad for o in outs)
+    assert [tuple(o.shape) for o in outs] == expected_shapes(model, 0, 64, 64)
 
 
 @pytest.mark.parametrize('family', FAMILIES)

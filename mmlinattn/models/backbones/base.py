@@ -269,8 +269,20 @@ class BackboneBase(BaseModule, metaclass=_FreezeAfterInit):
         """
         self.check_input(x)
         if x.shape[0] == 0:
-            return tuple(x.new_zeros(0, *s) for s in self.output_shapes(*x.shape[-2:]))
+            return self._empty_outputs(x)
         return tuple(o.contiguous() for o in self.forward_pyramid(x, self.input_grid(x, valid_hw)))
+
+    def _empty_outputs(self, x: torch.Tensor) -> Tuple[torch.Tensor, ...]:
+        """Empty maps for a batch of zero images, without running the stages.  With grad
+        enabled they depend on the parameters (through a zero multiple of their sums), so a
+        loss over an empty batch backpropagates zero gradients instead of failing with
+        'element 0 of tensors does not require grad' (and DDP sees every parameter used)."""
+        outs = tuple(x.new_zeros(0, *s) for s in self.output_shapes(*x.shape[-2:]))
+        params = [p for p in self.parameters() if p.requires_grad]
+        if not torch.is_grad_enabled() or not params:
+            return outs
+        tie = sum(p.sum() for p in params) * 0
+        return tuple(o + tie.to(o.dtype) for o in outs)
 
     def input_grid(self, x: torch.Tensor,
                    valid_hw: Optional[Sequence[Tuple[int, int]]] = None) -> TokenGrid:
