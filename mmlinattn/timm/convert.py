@@ -5,38 +5,23 @@ A :class:`~mmlinattn.timm.classifier.LinAttnClassifier` stores its backbone unde
 uses the same names without the prefix.  The conversion is therefore a prefix strip plus
 dropping the head; nothing is renamed or reshaped.
 """
-import argparse
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 
 from ..utils.checkpoint import extract_state_dict, safe_load_checkpoint
 
-# Where the EMA weights live: timm train.py (``state_dict_ema``), DeiT-style (``model_ema``).
-EMA_KEYS = ('state_dict_ema', 'model_ema')
-
 
 def load_timm_checkpoint(path: str) -> Any:
-    """``safe_load_checkpoint`` that also admits the ``argparse.Namespace`` timm's
-    ``train.py`` stores under ``args`` (plain attributes; nothing else is allowed)."""
-    with torch.serialization.safe_globals([argparse.Namespace]):
-        return safe_load_checkpoint(path)
+    """What timm's ``train.py`` wrote (``args`` included), through ``safe_load_checkpoint``."""
+    return safe_load_checkpoint(path)
 
 
-def select_state_dict(checkpoint: Any, ema: bool = False) -> Dict[str, torch.Tensor]:
-    """The model weights in a timm checkpoint: a plain state dict, or timm train.py's
-    ``{'state_dict', 'state_dict_ema', ...}``; ``ema=True`` takes the EMA weights and raises
-    ``ValueError`` when there are none."""
-    if ema:
-        found = [k for k in EMA_KEYS if isinstance(checkpoint, dict) and
-                 isinstance(checkpoint.get(k), dict)]
-        if not found:
-            keys = sorted(checkpoint) if isinstance(checkpoint, dict) else type(checkpoint)
-            raise ValueError(f'ema=True but the checkpoint has no EMA weights (looked for '
-                             f'{list(EMA_KEYS)}; it has {keys}); train with --model-ema or '
-                             f'convert without --ema')
-        checkpoint = checkpoint[found[0]]
-    return extract_state_dict(checkpoint)
+def select_state_dict(checkpoint: Any, ema: Optional[bool] = None) -> Dict[str, torch.Tensor]:
+    """The model weights in a timm checkpoint by the package's one rule (the EMA weights
+    where present; ``ema=True`` requires them, ``ema=False`` takes the raw ones):
+    :func:`~mmlinattn.utils.checkpoint.select_weights`."""
+    return extract_state_dict(checkpoint, ema=ema)
 
 
 def classifier_to_backbone(

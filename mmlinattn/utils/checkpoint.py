@@ -1,18 +1,21 @@
 """Safe checkpoint loading under torch >= 2.6 (``weights_only=True`` kept on).
 
-mmengine 0.10.x pickles a few of its own objects into checkpoints (``HistoryBuffer`` in the
-message hub, numpy scalars and arrays, ``ConfigDict``-free plain metadata).  torch >= 2.6
-refuses those under ``weights_only=True``.  Instead of switching safe loading off, we
-allow-list exactly those types and register loaders for every scheme of mmengine's
-``CheckpointLoader`` (:mod:`.checkpoint_schemes`) that always pass ``weights_only=True`` and
-turn a refusal into an error that says what was refused and why.
+Training checkpoints hold a few objects besides tensors: mmengine's runner state (the message
+hub's ``HistoryBuffer``, numpy scalars and arrays) and the ``argparse.Namespace`` that timm's
+and the papers' authors' training scripts store under ``args``.  torch refuses those under
+``weights_only=True``.  Instead of switching safe loading off, :func:`safe_load_checkpoint`
+allows exactly those types, in every process, whatever was imported, and turns a refusal into
+an error that names the refused object.  :mod:`.checkpoint_schemes` routes every scheme of
+mmengine's ``CheckpointLoader`` through it.
 """
+import argparse
+import functools
 import os
 import os.path as osp
 import pickle
 import re
 import struct
-from typing import IO, Any, Callable, Optional, Union
+from typing import IO, Any, Callable, List, Optional, Tuple, Union
 
 import torch
 
@@ -36,9 +39,29 @@ NO_WEIGHTS_HINT = ('No ImageNet weights are released for these backbones: train 
                    '(docs/pretraining.md).')
 
 
+@functools.lru_cache(maxsize=None)
+def trusted_globals() -> Tuple[Any, ...]:
+    """The non-tensor types of training checkpoints that unpickle without running code:
+    mmengine's runner state and the ``args`` namespace of timm / the authors' scripts."""
+    import numpy as np
+    from mmengine.logging.history_buffer import HistoryBuffer
+    safe: List[Any] = [HistoryBuffer, argparse.Namespace, np.ndarray, np.dtype]
+    # numpy's array reconstruction helper lives in numpy.core (1.x) or numpy._core (2.x).
+    try:
+        from numpy._core.multiarray import _reconstruct, scalar
+    except ImportError:  # numpy < 2
+        from numpy.core.multiarray import _reconstruct, scalar
+    safe += [_reconstruct, scalar]
+    # numpy scalar/dtype classes pickled as e.g. numpy.dtypes.Float64DType.
+    names = ('float16', 'float32', 'float64', 'int32', 'int64', 'uint8', 'bool')
+    safe += [type(np.dtype(t)) for t in names]
+    safe += [np.float16, np.float32, np.float64, np.int32, np.int64, np.uint8, np.bool_]
+    return tuple(safe)
+
+
 def safe_load_checkpoint(filename: Union[str, IO[bytes]], map_location: Any = 'cpu',
                          name: Optional[str] = None, mmap: bool = False) -> Any:
-    """``torch.load(filename, weights_only=True)`` with mmengine's types allowed.
+    """``torch.load(filename, weights_only=True)`` with :func:`trusted_globals` allowed.
 
     ``filename`` may also be an open binary file; ``name`` then names it in errors.
     ``mmap=True`` maps tensors instead of reading them (cheap when only metadata is needed).
@@ -58,29 +81,36 @@ def safe_load_checkpoint(filename: Union[str, IO[bytes]], map_location: Any = 'c
                 f'checkpoint {filename!r} is empty (0 bytes): the save or download that wrote '
                 f'it was cut short; write or download it again')
     try:
-        return torch.load(filename, map_location=map_location, weights_only=True, mmap=mmap)
+        with torch.serialization.safe_globals(list(trusted_globals())):
+            return torch.load(filename, map_location=map_location, weights_only=True,
+                              mmap=mmap)
     except pickle.UnpicklingError as err:
         if 'Unsupported operand' in str(err):  # not a pickle at all
             raise _corrupt(name, err) from err
-        hint = ''
-        if 'getattr' in str(err):
-            hint = ('(Checkpoints that mmengine wrote without mmlinattn imported pickle '
-                    'HistoryBuffer through builtins.getattr; resave the weights with '
-                    "torch.save({'state_dict': ...}) and load them with load_from instead of "
-                    '--resume.) ')
-        raise UnsafeCheckpointError(
-            f'refused to load checkpoint {name!r}: it contains objects that safe '
-            f'unpickling (torch.load(weights_only=True)) does not allow, so loading it could '
-            f'run arbitrary code. If you created this file yourself from trusted code, '
-            f're-save only tensors / plain containers (e.g. '
-            f"torch.save({{'state_dict': model.state_dict()}}, path)). {hint}Details: {err}"
-        ) from err
+        raise _unsafe(name, err) from err
     except (EOFError, IndexError, KeyError, ValueError, struct.error) as err:
         raise _corrupt(name, err) from err
     except RuntimeError as err:
         if 'PytorchStreamReader' not in str(err):
             raise
         raise _corrupt(name, err) from err
+
+
+def _unsafe(name: Optional[str], err: Exception) -> 'UnsafeCheckpointError':
+    found = re.search(r'GLOBAL ([\w.]+)', str(err))
+    what = f'`{found.group(1)}`' if found else 'an object'
+    hint = ''
+    if found and found.group(1) == 'builtins.getattr':
+        hint = ('(Checkpoints that mmengine wrote without mmlinattn imported pickle '
+                'HistoryBuffer through builtins.getattr; resave the weights with '
+                "torch.save({'state_dict': ...}) and load them with load_from instead of "
+                '--resume.) ')
+    return UnsafeCheckpointError(
+        f'refused to load checkpoint {name!r}: it needs {what} to unpickle, which safe '
+        f'unpickling (torch.load(weights_only=True)) does not allow, so loading it could '
+        f'run arbitrary code. If you created this file yourself from trusted code, re-save '
+        f"only tensors / plain containers (e.g. torch.save({{'state_dict': "
+        f'model.state_dict()}}, path)). {hint}Details: {str(err)[-300:]}')
 
 
 def _corrupt(name: Optional[str], err: Exception) -> 'CorruptCheckpointError':
@@ -91,27 +121,48 @@ def _corrupt(name: Optional[str], err: Exception) -> 'CorruptCheckpointError':
 
 
 # --------------------------------------------------------------------------- backbone loading
-_STATE_DICT_KEYS = ('state_dict', 'model', 'model_ema', 'state_dict_ema', 'module')
+#: where training scripts keep the EMA weights: timm's train.py, DeiT and the SOFT authors'
+#: code.  (mmengine's EMAHook swaps its EMA weights into ``state_dict`` itself.)
+EMA_KEYS = ('state_dict_ema', 'model_ema')
+_RAW_KEYS = ('state_dict', 'model', 'module')
 _PREFIXES = ('module.', 'backbone.', 'encoder.')
 
 
-def extract_state_dict(checkpoint: Any, prefix: str = None) -> dict:
-    """The tensor dict inside a checkpoint (mmengine, timm or plain), prefixes stripped.
+def select_weights(checkpoint: Any, ema: Optional[bool] = None) -> Tuple[Any, Optional[str]]:
+    """The one rule every loader of this package follows (a backbone's ``init_cfg``, the
+    converters, timm's own loader): the EMA weights where the file has them, else the raw
+    ones.  ``ema=True`` requires the EMA weights, ``ema=False`` takes the raw ones.  Returns
+    (what is under the chosen key, the key); the key is None for a plain state dict."""
+    if not isinstance(checkpoint, dict):
+        return checkpoint, None
+    found = [k for k in EMA_KEYS if isinstance(checkpoint.get(k), dict)]
+    if ema and not found:
+        raise ValueError(f'ema=True but the checkpoint has no EMA weights (looked for '
+                         f'{list(EMA_KEYS)}; it has {sorted(map(str, checkpoint))[:12]}); '
+                         f'train with --model-ema, or load the raw weights (ema=False)')
+    if found and ema is not False:
+        return checkpoint[found[0]], found[0]
+    for key in _RAW_KEYS:
+        if isinstance(checkpoint.get(key), dict):
+            return checkpoint[key], key
+    return checkpoint, None
+
+
+def extract_weights(checkpoint: Any, prefix: str = None,
+                    ema: Optional[bool] = None) -> Tuple[dict, Optional[str]]:
+    """The tensor dict inside a checkpoint (mmengine, timm, the authors' or plain), chosen
+    by :func:`select_weights`, prefixes stripped, and the key it was under.
 
     Args:
         checkpoint: what ``torch.load`` returned.
         prefix: keep only keys under this prefix (mmengine's ``init_cfg.prefix``), e.g.
             ``'backbone.'`` to take the backbone out of a whole detector.
+        ema: see :func:`select_weights`.
     """
-    sd = checkpoint
-    if isinstance(sd, dict):
-        for key in _STATE_DICT_KEYS:
-            if key in sd and isinstance(sd[key], dict):
-                sd = sd[key]
-                break
+    sd, key = select_weights(checkpoint, ema)
     if not isinstance(sd, dict) or not all(isinstance(k, str) for k in sd):
         raise ValueError('checkpoint holds no state dict (expected a dict of tensors, or one '
-                         f'under one of {list(_STATE_DICT_KEYS)})')
+                         f'under one of {list(EMA_KEYS + _RAW_KEYS)})')
     sd = {k: v for k, v in sd.items() if torch.is_tensor(v)}
     if prefix:
         prefix = prefix if prefix.endswith('.') else prefix + '.'
@@ -121,7 +172,13 @@ def extract_state_dict(checkpoint: Any, prefix: str = None) -> dict:
     for p in _PREFIXES:
         if sd and all(k.startswith(p) for k in sd):
             sd = {k[len(p):]: v for k, v in sd.items()}
-    return sd
+    return sd, key
+
+
+def extract_state_dict(checkpoint: Any, prefix: str = None,
+                       ema: Optional[bool] = None) -> dict:
+    """:func:`extract_weights` without the key."""
+    return extract_weights(checkpoint, prefix, ema)[0]
 
 
 def match_report(model: torch.nn.Module, state_dict: dict) -> dict:
@@ -233,6 +290,8 @@ def report_match(model: torch.nn.Module, state_dict: dict, path: str, min_match:
 def load_pretrained_backbone(model: torch.nn.Module, init_cfg: dict) -> dict:
     """Load ``init_cfg['checkpoint']`` into a :class:`PyramidBackbone`, loudly.
 
+    Takes the EMA weights where the file has them (``init_cfg['ema']``: True requires
+    them, False takes the raw ones; :func:`select_weights`) and says which it took.
     Applies the family's ``convert_checkpoint`` (when ``model.convert_weights``) and
     ``adapt_state_dict`` (resolution-shaped tensors), logs how many parameters were loaded,
     missing and unexpected, and raises :class:`CheckpointMismatchError` when less than
@@ -241,7 +300,8 @@ def load_pretrained_backbone(model: torch.nn.Module, init_cfg: dict) -> dict:
     match report.
     """
     from mmengine.logging import MMLogger, print_log
-    from mmengine.runner.checkpoint import CheckpointLoader
+
+    from .checkpoint_schemes import load_checkpoint_safely
     logger = MMLogger.get_current_instance()
     path = init_cfg.get('checkpoint')
     if not path:
@@ -249,12 +309,17 @@ def load_pretrained_backbone(model: torch.nn.Module, init_cfg: dict) -> dict:
     if '://' not in path and not osp.isfile(path):
         raise MissingCheckpointError(f'{type(model).__name__}: init_cfg checkpoint {path!r} '
                                      f'does not exist. {NO_WEIGHTS_HINT}')
-    ckpt = CheckpointLoader.load_checkpoint(path, map_location=init_cfg.get('map_location',
-                                                                             'cpu'))
-    sd = extract_state_dict(ckpt, init_cfg.get('prefix'))
+    ckpt = load_checkpoint_safely(path, map_location=init_cfg.get('map_location', 'cpu'))
+    sd, key = extract_weights(ckpt, init_cfg.get('prefix'), init_cfg.get('ema'))
+    name = type(model).__name__
+    if key is not None:
+        kind = 'EMA' if key in EMA_KEYS else 'raw'
+        other = ('init_cfg ema=False takes the raw ones' if kind == 'EMA' else
+                 'the file has no EMA weights' if init_cfg.get('ema') is None else
+                 'as init_cfg ema=False asks')
+        print_log(f'{name}: {path}: the {kind} weights ({key!r}; {other})', logger=logger)
     if getattr(model, 'convert_weights', False):
         sd = model.convert_checkpoint(sd)
-    name = type(model).__name__
     stored = {k: tuple(v.shape) for k, v in sd.items()}
     sd = model.adapt_state_dict(sd)
     for k, v in sd.items():

@@ -13,16 +13,16 @@ import io
 import os
 import os.path as osp
 import tempfile
-from typing import Any, Callable, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, Optional, Sequence, Union
 
-import numpy as np
 import torch
 
-from .checkpoint import UnsafeCheckpointError, safe_load_checkpoint
+from .checkpoint import UnsafeCheckpointError, safe_load_checkpoint, trusted_globals
 
 _INSTALLED = False
 
 _SAFE_LOADERS = set()
+_SAFE_PREFIXES: Dict[str, Callable] = {}  # prefix -> loader, as mmengine keeps them
 _UNCHECKED_GET_LOADER: Optional[Callable] = None  # mmengine's own lookup, once installed
 
 
@@ -31,6 +31,8 @@ def register_safe_scheme(prefixes: Union[str, Sequence[str]], loader: Callable) 
     ``weights_only=True`` (so the fail-closed check lets it through)."""
     from mmengine.runner.checkpoint import CheckpointLoader
     _SAFE_LOADERS.add(loader)
+    for prefix in ([prefixes] if isinstance(prefixes, str) else prefixes):
+        _SAFE_PREFIXES[prefix] = loader
     CheckpointLoader.register_scheme(prefixes=prefixes, loader=loader, force=True)
 
 
@@ -112,6 +114,27 @@ def load_from_ceph_safe(filename: str, map_location: Any = None) -> Any:
                                 name=filename)
 
 
+def load_checkpoint_safely(filename: str, map_location: Any = None) -> Any:
+    """Load ``filename`` through the safe loader of its scheme (local path, ``http(s)://``,
+    ``torchvision://``, ...), whether or not :func:`install_safe_checkpoint_loading` ran:
+    the loads mmlinattn performs itself (a backbone's ``init_cfg``) never depend on which
+    modules a config imported.  The longest matching prefix wins, as in mmengine."""
+    import re
+    if not _SAFE_PREFIXES:
+        for prefixes, loader in SCHEMES.items():
+            for prefix in ([prefixes] if isinstance(prefixes, str) else prefixes):
+                _SAFE_PREFIXES.setdefault(prefix, loader)
+    for prefix in sorted(_SAFE_PREFIXES, key=len, reverse=True):
+        if prefix and re.match(prefix, filename) is not None:
+            return _SAFE_PREFIXES[prefix](filename, map_location)
+    if re.match(r'[a-z][\w+.-]*://', filename):
+        raise UnsafeCheckpointError(
+            f'refused to load checkpoint {filename!r}: mmlinattn has no safe loader for its '
+            f'scheme (known: {sorted(p for p in _SAFE_PREFIXES if p)}); download the file and '
+            f'give its local path, or register a loader with register_safe_scheme')
+    return load_from_local_safe(filename, map_location)
+
+
 def _refusing_loader(loader: Callable) -> Callable:
     def load_from_unchecked_scheme(filename, map_location=None, *args, **kwargs):
         raise UnsafeCheckpointError(
@@ -151,23 +174,6 @@ def install_safe_schemes() -> None:
         CheckpointLoader._get_checkpoint_loader = classmethod(_checked_loader)
 
 
-def _mmengine_safe_globals() -> List[Any]:
-    """Types mmengine writes into its checkpoints (message hub, metadata)."""
-    from mmengine.logging.history_buffer import HistoryBuffer
-    safe: List[Any] = [HistoryBuffer, np.ndarray, np.dtype]
-    # numpy's array reconstruction helper lives in numpy.core (1.x) or numpy._core (2.x).
-    try:
-        from numpy._core.multiarray import _reconstruct, scalar
-    except ImportError:  # numpy < 2
-        from numpy.core.multiarray import _reconstruct, scalar
-    safe += [_reconstruct, scalar]
-    # numpy scalar/dtype classes pickled as e.g. numpy.dtypes.Float64DType.
-    safe += [type(np.dtype(t)) for t in ('float16', 'float32', 'float64', 'int32', 'int64',
-                                          'uint8', 'bool')]
-    safe += [np.float16, np.float32, np.float64, np.int32, np.int64, np.uint8, np.bool_]
-    return safe
-
-
 def _reduce_history_buffer(buf):
     """Pickle a ``HistoryBuffer`` as a constructor call with plain lists.
 
@@ -193,7 +199,7 @@ def install_safe_checkpoint_loading() -> None:
         return
     from mmengine.logging.history_buffer import HistoryBuffer
 
-    torch.serialization.add_safe_globals(_mmengine_safe_globals())
+    torch.serialization.add_safe_globals(list(trusted_globals()))
     copyreg.pickle(HistoryBuffer, _reduce_history_buffer)
     install_safe_schemes()
     _INSTALLED = True

@@ -19,10 +19,12 @@ Two kinds of SRC:
 * otherwise, a timm checkpoint of an ``mmlinattn.timm`` classifier:
 
     python tools/model_converters/convert_checkpoint.py output/train/<run>/model_best.pth.tar \\
-        work_dirs/nalaformer_tiny_in1k.pth --ema
+        work_dirs/nalaformer_tiny_in1k.pth
 
 SRC is what timm's ``train.py`` writes (``{'state_dict', 'state_dict_ema', 'args', ...}``) or
-a plain state dict of a ``mmlinattn.timm`` classifier.  DST gets ``{'state_dict': backbone
+a plain state dict of a ``mmlinattn.timm`` classifier.  The EMA weights are taken where SRC
+has them (``--no-ema``: the raw ones), the rule of every loader of this package and of timm.
+DST gets ``{'state_dict': backbone
 weights, 'meta': {...}}``: the ``backbone.`` prefix stripped, the classification head
 dropped, every other tensor unchanged, so the file loads into ``type='mmlinattn.<Family>'``
 through ``init_cfg=dict(type='Pretrained', checkpoint=DST)``.
@@ -49,8 +51,11 @@ def parse_args(argv=None) -> argparse.Namespace:
         description='timm classifier checkpoint -> mmlinattn backbone checkpoint')
     parser.add_argument('src', help='timm checkpoint (train.py output or a state dict)')
     parser.add_argument('dst', help='output backbone checkpoint')
-    parser.add_argument('--ema', action='store_true',
-                        help="take the EMA weights ('state_dict_ema' of timm train.py)")
+    parser.add_argument('--ema', action=argparse.BooleanOptionalAction, default=None,
+                        help="the EMA weights ('state_dict_ema' of timm train.py, 'model_ema' "
+                        "of the authors' scripts) are taken where SRC has them, as every "
+                        'loader of mmlinattn and timm does; --ema requires them, --no-ema '
+                        'takes the raw weights')
     parser.add_argument('--model', default=None,
                         help='timm model name to check against (default: the arch stored in '
                         'SRC)')
@@ -120,9 +125,17 @@ def _stored_model(ckpt) -> tuple:
 def convert(args: argparse.Namespace) -> int:
     from mmlinattn.timm.convert import (classifier_to_backbone, load_timm_checkpoint,
                                         select_state_dict)
-    from mmlinattn.utils.checkpoint import match_report
+    from mmlinattn.utils.checkpoint import EMA_KEYS, match_report, select_weights
 
     ckpt = load_timm_checkpoint(args.src)
+    try:
+        key = select_weights(ckpt, args.ema)[1]
+    except ValueError as err:
+        print(f'ERROR: {err}')
+        return 1
+    took = (f'the EMA weights ({key!r})' if key in EMA_KEYS else
+            f'the raw weights ({key!r})' if key else 'a plain state dict')
+    print(f'{args.src}: {took}')
     model = cfg = None
     stored, stored_kwargs = _stored_model(ckpt)
     if args.preset and not args.official:
@@ -146,7 +159,7 @@ def convert(args: argparse.Namespace) -> int:
               f'backbone tensors ({type(model).__name__}.convert_checkpoint)')
     else:
         state_dict, dropped = classifier_to_backbone(select_state_dict(ckpt, ema=args.ema))
-        print(f'{args.src}: {"EMA" if args.ema else "model"} weights, {len(state_dict)} '
+        print(f'{args.src}: {len(state_dict)} '
               f'backbone tensors kept, {len(dropped)} dropped ({", ".join(dropped[:6])}'
               f'{", ..." if len(dropped) > 6 else ""})')
     if model is None and args.arch_check:
@@ -174,7 +187,8 @@ def convert(args: argparse.Namespace) -> int:
         print(f'ERROR: the converted weights do not fill the backbone exactly (see above); '
               f'{args.dst} not written (check --model / --arch-check, or pass --force)')
         return 1
-    meta = dict(source=osp.abspath(args.src), ema=bool(args.ema), official=bool(args.official),
+    meta = dict(source=osp.abspath(args.src), ema=key in EMA_KEYS, weights_key=key,
+                official=bool(args.official),
                 converter='mmlinattn tools/model_converters/convert_checkpoint.py')
     if cfg is not None:
         meta['backbone_cfg'] = repr(cfg)
