@@ -98,8 +98,13 @@ def _matrix_one_norm(a: torch.Tensor) -> torch.Tensor:
     return a.abs().sum(-2).amax(-1)
 
 
-def newton_init_alpha(a: torch.Tensor, init: str = 'safe') -> torch.Tensor:
-    """Per-matrix step ``alpha`` of ``A_0 = alpha A`` (Eq. 10), shape (...).
+def newton_init_alpha(a: torch.Tensor, init: str = 'safe', ridge: float = 0.0) -> torch.Tensor:
+    """Per-matrix step ``alpha`` of ``A_0 = alpha P`` (Eq. 10) for the iteration on
+    ``P = A + ridge I`` (``P = A`` without a ridge), shape (...).
+
+    The step must suit P, the matrix iterated on: one taken from A alone can exceed
+    ``2 / sigma_max(P)^2`` and the iteration then diverges (``'paper'`` for A close to I at
+    any ridge).  In ``'safe'`` and ``'paper'`` below, A stands for P.
 
     * ``'safe'`` (default): ``alpha = 1 / ||A||_1^2``.  Since ``||A||_2^2 <= ||A||_1 ||A||_inf
       = ||A||_1^2`` for symmetric A, ``alpha * sigma^2 <= 1`` for every singular value, so
@@ -111,20 +116,25 @@ def newton_init_alpha(a: torch.Tensor, init: str = 'safe') -> torch.Tensor:
       synchronisation).  It can fail: A = I passes at alpha = 2 and the iteration returns 0.
       The authors' SOFT-Norm code uses this rule with one alpha for the whole batch.
     * ``'scaled'``: the authors' plain-SOFT code rule, ``alpha = 0.9 * 2 / ||A||_inf^2`` (max
-      row sum) per matrix, no search: Alg. 2's step shrunk by 0.9.
+      row sum of the unridged A, as in their code) per matrix, no search: Alg. 2's step
+      shrunk by 0.9; capped at ``1.9 / ||P||_inf^2`` (abs row sums), so
+      ``alpha sigma_max(P)^2 <= 1.9``.  The cap never binds for their ridge 0.01 on a
+      Gaussian kernel (``||A||_inf >= 1``), so their iteration is reproduced exactly.
     """
     if init not in NEWTON_INITS:
         raise ValueError(f'newton init must be one of {NEWTON_INITS}, got {init!r}')
+    eye = torch.eye(a.shape[-1], device=a.device, dtype=a.dtype)
+    p = a + ridge * eye if ridge else a
     if init == 'scaled':
-        return 1.8 / a.sum(-1).amax(-1).square()
-    n1 = _matrix_one_norm(a)
+        theirs = 1.8 / a.sum(-1).amax(-1).square()
+        return torch.minimum(theirs, 1.9 / p.abs().sum(-1).amax(-1).square())
+    n1 = _matrix_one_norm(p)
     if init == 'safe':
         return 1.0 / n1.square()
     alpha = 2.0 / n1.square()
-    eye = torch.eye(a.shape[-1], device=a.device, dtype=a.dtype)
-    aa = a @ a
+    pp = p @ p
     for _ in range(10):  # fixed count: a halving is a no-op once a matrix passes
-        bad = _matrix_one_norm(eye - alpha[..., None, None] * aa) > 1.01
+        bad = _matrix_one_norm(eye - alpha[..., None, None] * pp) > 1.01
         alpha = torch.where(bad, alpha * 0.5, alpha)
     return alpha
 
@@ -139,10 +149,11 @@ class NewtonSchulzPinv(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, a: torch.Tensor, num_iters: int, init: str, ridge: float) -> torch.Tensor:
-        alpha = newton_init_alpha(a, init)
+        # the step is that of P = A + ridge I, the matrix iterated on: one from A alone can
+        # overshoot 2 / sigma_max(P)^2 and diverge
+        alpha = newton_init_alpha(a, init, ridge)
         m = a.shape[-1]
         eye = torch.eye(m, device=a.device, dtype=a.dtype)
-        # the step comes from A, the iteration inverts A + ridge I (the authors' order)
         a3 = (a + ridge * eye).reshape(-1, m, m)
         y = alpha.reshape(-1, 1, 1) * a3
         two_eye = 2 * eye
@@ -168,10 +179,11 @@ def newton_schulz_pinv(a: torch.Tensor, num_iters: int = 20, init: str = 'safe',
         a: (..., m, m) matrices (SOFT's bottleneck matrices are symmetric PSD).
         num_iters: iterations T; 20 follows Fig. 5 / Sec. 4.4 ("converges within 20").
         init: ``'safe'`` (default), ``'paper'`` or ``'scaled'``, see :func:`newton_init_alpha`.
-        ridge: invert ``A + ridge I`` instead (0 = paper; the authors' plain-SOFT code uses
-            0.01).  ``alpha`` is still taken from ``A``, as in their code; for the Gaussian
-            kernel ``||A||_1 >= 1``, so a ridge of 0.01 keeps ``alpha sigma^2 < 2`` and the
-            iteration converges.
+        ridge: invert ``P = A + ridge I`` instead (0 = paper; the authors' plain-SOFT code
+            uses 0.01).  ``alpha`` is that of ``P``, the matrix iterated on
+            (``newton_init_alpha(a, init, ridge)``): from ``A`` alone the step can exceed
+            ``2 / sigma_max(P)^2`` and the iteration diverge (``'paper'`` at any ridge,
+            ``'scaled'`` at 0.1, for A close to I).
 
     Returns:
         (..., m, m) approximation of ``A^+`` in ``a``'s dtype, computed in float32 (float64
@@ -200,8 +212,9 @@ def newton_schulz_reference(a: torch.Tensor, alpha: Union[float, torch.Tensor],
 
     Args:
         a: (..., m, m) matrices.
-        alpha: the step, a number or one per matrix (shape (...)); see
-            :func:`newton_init_alpha` for the rules :func:`newton_schulz_pinv` uses.
+        alpha: the step, a number or one per matrix (shape (...));
+            :func:`newton_schulz_pinv` uses ``newton_init_alpha(a, init, ridge)``, the step
+            of ``P``.
     """
     p = a + ridge * torch.eye(a.shape[-1], dtype=a.dtype, device=a.device)
     y = torch.as_tensor(alpha, dtype=a.dtype, device=a.device)[..., None, None] * p

@@ -2,6 +2,7 @@
 
 The checkpoints are synthetic, in the authors' exact key layout and shapes
 (:mod:`official_layouts`); the reference forward is written from the facts of their code."""
+import contextlib
 import re
 
 import pytest
@@ -108,6 +109,45 @@ def test_convert_weights_loads_the_authors_file_through_init_cfg(tmp_path):
     model.init_weights()
     assert torch.equal(model.stages[1].blocks[1].attn.qkvg.weight,
                        sd['layers.1.blocks.1.attn.qkvg.weight'])
+
+
+@contextlib.contextmanager
+def _default_dtype(dtype):
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(old)
+
+
+@pytest.mark.parametrize('family', ['nalaformer', 'soft'])
+@pytest.mark.parametrize('source', ['float32', 'float64'])
+def test_converters_keep_the_checkpoint_dtype_under_a_float64_default(family, source):
+    """A float64 default dtype (``torch.set_default_dtype``) changes nothing: the converted
+    tensors keep the checkpoint's dtype and values (the RoPE check once compared the float32
+    buffer with frequencies built in the default dtype: "Float did not match Double")."""
+    if family == 'nalaformer':
+        sd = _nala_sd()
+        converters = (convert_nalaformer_checkpoint, nalaformer_classifier_state_dict)
+    else:
+        sd = _soft_sd()
+        converters = (convert_soft_checkpoint, soft_classifier_state_dict)
+    if source == 'float64':
+        sd = as_float64(sd)
+    for convert in converters:
+        expected = convert(sd)
+        with _default_dtype(torch.float64):
+            got = convert(sd)
+        assert torch.get_default_dtype() == torch.float32
+        parts = (got, expected) if isinstance(got, tuple) else ((got, ), (expected, ))
+        for got_part, expected_part in zip(*parts):
+            assert sorted(got_part) == sorted(expected_part)
+            for key, val in got_part.items():
+                assert val.dtype == expected_part[key].dtype, key
+                if val.is_floating_point():
+                    assert val.dtype == getattr(torch, source), key
+                torch.testing.assert_close(val, expected_part[key], rtol=0, atol=0)
 
 
 def test_nalaformer_converter_rejects_other_depths_and_rope():

@@ -9,7 +9,7 @@ from torch.overrides import TorchFunctionMode
 import mmlinattn.kernels.soft as soft_kernels
 from mmlinattn.kernels import policy
 from mmlinattn.kernels.soft import gaussian_kernel, soft_attention
-from mmlinattn.ops.soft import (cholesky_pinv_solve, gaussian_kernel_reference,
+from mmlinattn.ops.soft import (NEWTON_INITS, cholesky_pinv_solve, gaussian_kernel_reference,
                                 newton_init_alpha, newton_schulz_pinv, newton_schulz_reference,
                                 pairwise_sqdist, soft_attention_reference, symmetric_normalize)
 
@@ -89,6 +89,28 @@ def test_paper_init_converges_on_kernel_matrix():
     a = kernel_matrix(20, scale=0.7, seed=3)
     torch.testing.assert_close(newton_schulz_pinv(a, 40, init='paper'), torch.linalg.pinv(a),
                                rtol=1e-7, atol=1e-7)
+
+
+@pytest.mark.parametrize('kind', ['near_identity', 'kernel'])
+@pytest.mark.parametrize('ridge', [0.0, 0.01, 0.1])
+@pytest.mark.parametrize('init', NEWTON_INITS)
+def test_every_init_inverts_the_ridged_matrix(init, ridge, kind):
+    """Every step rule with and without a ridge gives ``(A + ridge I)^+``.  The step must suit
+    ``P = A + ridge I``: taken from a near-identity A, ``'paper'`` (any ridge) and
+    ``'scaled'`` (ridge 0.1) overshoot ``2 / sigma_max(P)^2`` and the iteration diverges."""
+    if kind == 'near_identity':   # far-apart landmarks: off-diagonal entries <= 7e-4
+        a = kernel_matrix(16, d=8, scale=2.0, seed=0)
+    else:                         # close landmarks: eigenvalues 0.008 ... 6.8
+        a = kernel_matrix(16, d=4, scale=0.5, seed=0)
+    p = a + ridge * torch.eye(16, dtype=torch.float64)
+    ref = torch.linalg.pinv(p)
+    # T = 50: the slowest case, 'paper' without a ridge on the kernel, is at 2e-14 by T = 40
+    out = newton_schulz_pinv(a, 50, init=init, ridge=ridge)
+    assert torch.isfinite(out).all()
+    torch.testing.assert_close(out, ref, rtol=0, atol=1e-10 * ref.abs().max().item())
+    # the reference iteration with the same step agrees
+    ref_iter = newton_schulz_reference(a, newton_init_alpha(a, init, ridge), 50, ridge=ridge)
+    torch.testing.assert_close(out, ref_iter, rtol=1e-10, atol=1e-10)
 
 
 @pytest.mark.parametrize('init', ['safe', 'paper', 'scaled'])
@@ -325,11 +347,19 @@ def test_soft_attention_bad_shapes():
 
 def test_scaled_init_with_ridge_is_the_plain_soft_iteration():
     """``init='scaled'``, ``ridge=0.01``: alpha = 0.9 * 2 / (max row sum of A)^2 from A, the
-    iteration on A + 0.01 I (the authors' plain-SOFT code), written out here."""
+    iteration on A + 0.01 I (the authors' plain-SOFT code), written out here: the cap of the
+    step at 1.9 / ||A + 0.01 I||_inf^2 never binds on a Gaussian kernel (row sums >= 1)."""
     a = torch.stack([kernel_matrix(9, scale=0.5, seed=s) for s in range(3)])
-    torch.testing.assert_close(newton_init_alpha(a, 'scaled'),
-                               1.8 / a.sum(-1).max(-1).values ** 2, rtol=1e-15, atol=0)
-    v = newton_schulz_reference(a, 1.8 / a.sum(-1).max(-1).values ** 2, 20, ridge=0.01)
+    theirs = 1.8 / a.sum(-1).max(-1).values ** 2
+    torch.testing.assert_close(newton_init_alpha(a, 'scaled'), theirs, rtol=1e-15, atol=0)
+    assert torch.equal(newton_init_alpha(a, 'scaled', ridge=0.01), newton_init_alpha(a, 'scaled'))
+    eye = torch.eye(9, dtype=torch.float64).expand(3, 9, 9)   # the extreme, row sums 1
+    assert torch.equal(newton_init_alpha(eye, 'scaled', ridge=0.01), torch.full((3, ), 1.8,
+                                                                               dtype=eye.dtype))
+    # a ridge of 0.1 would overshoot there (1.8 * 1.1^2 > 2): the cap takes over
+    torch.testing.assert_close(newton_init_alpha(eye, 'scaled', ridge=0.1),
+                               torch.full((3, ), 1.9 / 1.21, dtype=eye.dtype))
+    v = newton_schulz_reference(a, theirs, 20, ridge=0.01)
     y = newton_schulz_pinv(a, 20, init='scaled', ridge=0.01)
     torch.testing.assert_close(y, v, rtol=1e-12, atol=1e-12)
     # Eq. 12 with the ridge: the gradient w.r.t. A is that w.r.t. A + ridge I
@@ -552,3 +582,28 @@ def test_backbone_passes_pinv_to_every_soft_layer():
             torch.testing.assert_close(a, b, rtol=1e-3, atol=1e-3)
     with pytest.raises(ValueError, match='pinv'):
         SoftAttention(32, 1, 2, pinv='svd')
+
+
+def test_backbone_paper_init_with_ridge_is_finite_on_spread_landmarks():
+    """``SOFT(newton_init='paper', newton_ridge=0.01)`` reaches every SOFT attention, and on
+    spread landmarks (A close to I) gives the ridged inverse instead of NaN (the step used to
+    come from A and overshoot on A + 0.01 I): the same maps as ``newton_init='safe'``."""
+    from mmlinattn.models.backbones.soft import SOFT
+    from mmlinattn.models.layers.soft_attention import SoftAttention
+    arch = dict(embed_dims=(32, 64), num_heads=(1, 2), depths=(1, 1), sr_ratios=(2, 1),
+                mlp_ratios=(2, 2), attn_types=('soft', 'soft'), v_conv_sizes=(0, 0))
+    models = []
+    for init in ('paper', 'safe'):
+        torch.manual_seed(0)
+        model = SOFT(arch=arch, out_indices=(0, 1), newton_init=init, newton_ridge=0.01).eval()
+        layers = [m for m in model.modules() if isinstance(m, SoftAttention)]
+        assert len(layers) == 2
+        assert all(m.newton_init == init and m.ridge == 0.01 for m in layers)
+        for m in layers:   # a landmark LN gain of 2 spreads the landmarks: A ~ I
+            torch.nn.init.constant_(m.sampler.norm.weight, 2.0)
+        models.append(model)
+    x = torch.randn(1, 3, 32, 32, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        for paper, safe in zip(models[0](x), models[1](x)):
+            assert torch.isfinite(paper).all()
+            torch.testing.assert_close(paper, safe, rtol=1e-5, atol=1e-5)

@@ -112,7 +112,7 @@ class SOFT(PyramidBackbone):
             authors' SOFT-Norm halving rule, per matrix) or ``'scaled'`` (their plain-SOFT
             ``0.9 * 2 / ||A||_inf^2``), see :func:`mmlinattn.ops.soft.newton_init_alpha`.
         newton_ridge: invert ``A + newton_ridge I`` (0 = paper; 0.01 in the authors' plain
-            SOFT).
+            SOFT); the Newton step is that of ``A + newton_ridge I``.
         pinv: how ``A^+`` is applied: ``'newton'`` (Eq. 10, default, the paper) or
             ``'cholesky'`` (a ridged Cholesky solve, m^3 / 3 instead of 40 m^3 flops per head
             and layer, for large inputs), see :func:`mmlinattn.ops.soft.soft_attention`.

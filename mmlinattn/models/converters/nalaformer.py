@@ -22,15 +22,17 @@ _BLOCK = (('norm1.norm.', 'norm1.'), ('norm2.norm.', 'norm2.'), ('attn.out_proj.
 HEAD_PREFIXES = ('proj.', 'norm.', 'head.')
 
 
-def rope_frequencies(length: int, theta: float = 10000.0) -> torch.Tensor:
+def rope_frequencies(length: int, theta: float = 10000.0,
+                     dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """The authors' per-stage ``RoPE.angle``: ``theta ** -linspace(0, 1, length / 2)`` with
-    every entry repeated twice (one per channel of a rotated pair)."""
-    return (theta ** -torch.linspace(0, 1, length // 2)).repeat_interleave(2)
+    every entry repeated twice (one per channel of a rotated pair), in ``dtype`` (their
+    buffer is float32; not the default dtype, which may be float64)."""
+    return (theta ** -torch.linspace(0, 1, length // 2, dtype=dtype)).repeat_interleave(2)
 
 
 def _check_rope(key: str, angle: torch.Tensor) -> None:
     """The buffer is recomputed from (H, W) here; refuse a checkpoint whose differs."""
-    expected = rope_frequencies(angle.numel())
+    expected = rope_frequencies(angle.numel(), dtype=torch.float32)   # compared as float32
     if angle.dim() != 1 or angle.numel() % 2 or not torch.allclose(
             angle.float(), expected, rtol=1e-6, atol=0):
         raise ValueError(f'{key}: the RoPE frequencies differ from theta ** -linspace(0, 1, '

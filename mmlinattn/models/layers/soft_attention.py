@@ -174,13 +174,15 @@ class SoftAttention(nn.Module):
         sr_ratio: landmark sampling ratio ``r`` (:class:`LandmarkSampler`).
         qkv_bias: bias of the ``qk`` and ``v`` projections.
         num_iters: Newton-Schulz iterations T (Eq. 10), 20 by default (Fig. 5).
-        newton_init: ``'safe'`` or ``'paper'`` (see :func:`mmlinattn.ops.soft.newton_init_alpha`).
+        newton_init: ``'safe'``, ``'paper'`` or ``'scaled'``
+            (see :func:`mmlinattn.ops.soft.newton_init_alpha`).
         sym_norm: SOFT++ symmetric normalisation (Eq. 17); ``False`` = plain SOFT.
         landmark_ln_gelu, max_landmarks, landmark_grid: see :class:`LandmarkSampler`
             (``ln_gelu``, ``max_landmarks``, ``grid``).
         v_conv_size: kernel of the authors' per-head depthwise conv on V added to the
             attention output (their "SOFT-Norm" models: 9/5/3); 0 = none (paper).
-        ridge: invert ``A + ridge I`` (0 = paper; 0.01 in the authors' plain-SOFT code).
+        ridge: invert ``A + ridge I`` (0 = paper; 0.01 in the authors' plain-SOFT code), with
+            the Newton step of ``A + ridge I``.
         pinv: ``'newton'`` (Eq. 10, default) or ``'cholesky'`` (a ridged Cholesky solve,
             m^3 / 3 flops instead of 40 m^3), see :func:`mmlinattn.ops.soft.soft_attention`.
     """
