@@ -1,9 +1,13 @@
 """Train a detector or segmentor with an mmlinattn (or any OpenMMLab) config.
 
     python tools/train.py CONFIG [--work-dir DIR] [--resume [CKPT]] [--amp]
-                          [--auto-scale-lr] [--cfg-options k=v ...] [--launcher pytorch]
+                          [--auto-scale-lr] [--allow-partial] [--cfg-options k=v ...]
+                          [--launcher pytorch]
 
-The library (mmdet or mmseg) is chosen from the config's ``default_scope``.
+The library (mmdet or mmseg) is chosen from the config's ``default_scope``.  A run that
+starts from ``load_from`` reports the fraction of the model the checkpoint fills and stops
+below half of the parameters unless ``--allow-partial`` is given; ``--resume`` needs a file
+with training state.  Checkpoints are written so that a failed save keeps the previous one.
 """
 import argparse
 import os
@@ -15,9 +19,10 @@ from mmengine.runner import Runner
 
 from mmlinattn.utils.checkpoint_schemes import install_safe_checkpoint_loading
 from mmlinattn.engine.runner import (add_custom_hook, check_config_channels,
-                                    check_config_datasets, close_process_group, env_is_cpu,
-                                    exit_on_bad_checkpoint, library_of, register_library,
-                                    set_work_dir, setup_launcher, use_checkpoint_seed,
+                                    check_config_datasets, check_load_from, check_resumable,
+                                    close_process_group, env_is_cpu, exit_on_bad_checkpoint,
+                                    library_of, register_library, set_work_dir, setup_launcher,
+                                    use_checkpoint_seed, use_safe_checkpoint_hook,
                                     warn_stuck_warmup)
 
 
@@ -32,6 +37,9 @@ def parse_args():
     parser.add_argument('--resume', nargs='?', type=str, const='auto',
                         help='resume from CKPT; without a path, from the latest checkpoint '
                         'in the work dir')
+    parser.add_argument('--allow-partial', action='store_true',
+                        help='start from a load_from checkpoint even when it fills less than '
+                        'half of the model')
     parser.add_argument('--cfg-options', nargs='+', action=DictAction,
                         help='override config settings, e.g. train_cfg.max_iters=100 '
                         'train_dataloader.batch_size=2')
@@ -90,6 +98,8 @@ def main():
 
     # Store RNG states in checkpoints so that --resume continues the exact same run.
     add_custom_hook(cfg, dict(type='mmlinattn.RNGStateHook'))
+    use_safe_checkpoint_hook(cfg)
+    check_load_from(cfg, args.allow_partial)
 
     check_config_channels(cfg)
     check_config_datasets(cfg, ('train_dataloader', 'val_dataloader'),
@@ -98,6 +108,7 @@ def main():
     setup_launcher(cfg, args.launcher)
     with exit_on_bad_checkpoint():
         if cfg.get('resume'):
+            check_resumable(cfg)
             use_checkpoint_seed(cfg)
         runner = Runner.from_cfg(cfg)
         runner.train()

@@ -10,9 +10,10 @@ from .checkpoint_match_hook import CheckpointMatchHook
 from .early_progress_hook import EarlyProgressHook
 from .logger_hook import RankZeroLoggerHook
 from .rng_state_hook import RNGStateHook
+from .safe_checkpoint_hook import SafeCheckpointHook
 from .valid_region_hook import ValidRegionHook
 
 __all__ = ['CheckpointMatchHook', 'EarlyProgressHook', 'RankZeroLoggerHook', 'RNGStateHook',
-           'ValidRegionHook']
+           'SafeCheckpointHook', 'ValidRegionHook']
 
 install_safe_checkpoint_loading()

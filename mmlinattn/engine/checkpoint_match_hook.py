@@ -19,9 +19,11 @@ class CheckpointMatchHook(Hook):
 
     priority = 'VERY_HIGH'
 
-    def __init__(self, min_match: float = 0.9, allow_partial: bool = False):
+    def __init__(self, min_match: float = 0.9, allow_partial: bool = False,
+                 purpose: str = 'evaluate a model that is partly random weights'):
         self.min_match = min_match
         self.allow_partial = allow_partial
+        self.purpose = purpose
 
     def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
         model = runner.model
@@ -29,4 +31,5 @@ class CheckpointMatchHook(Hook):
         while is_model_wrapper(model) or isinstance(model, BaseTTAModel):
             model = model.module
         path = str(runner._load_from)  # mmengine keeps no public copy of load_from
-        check_model_checkpoint(model, checkpoint, path, self.min_match, self.allow_partial)
+        check_model_checkpoint(model, checkpoint, path, self.min_match, self.allow_partial,
+                               self.purpose)

@@ -75,6 +75,17 @@ def rank_zero_logger(cfg: Config) -> None:
         hook['type'] = 'mmlinattn.RankZeroLoggerHook'
 
 
+def use_safe_checkpoint_hook(cfg: Config) -> None:
+    """mmengine's own ``CheckpointHook`` becomes :class:`mmlinattn.engine.SafeCheckpointHook`
+    (same arguments), so that a failed save (disk full) keeps the previous checkpoint and
+    ``last_checkpoint`` naming it; see its docstring."""
+    from mmengine.hooks import CheckpointHook
+    hook = cfg.get('default_hooks', {}).get('checkpoint')
+    if hook is not None and hook.get('type') in ('CheckpointHook', 'mmengine.CheckpointHook',
+                                                 CheckpointHook):
+        hook['type'] = 'mmlinattn.SafeCheckpointHook'
+
+
 #: Seconds a rank waits in a collective for the others (``env_cfg.dist_cfg.timeout``
 #: overrides it).  A rank that dies is noticed by torchrun at once; this bounds the wait
 #: for one that hangs.  It must exceed the longest stretch one rank works alone: rank 0's
@@ -146,23 +157,70 @@ def add_custom_hook(cfg: Config, hook: dict) -> None:
         cfg.custom_hooks = hooks + [hook]
 
 
+def resume_path(cfg: Config):
+    """The checkpoint a ``resume=True`` config continues: ``load_from``, else the latest in
+    the work dir (as mmengine picks it); None when there is none."""
+    from mmengine.runner import find_latest_checkpoint
+    path = cfg.get('load_from') or find_latest_checkpoint(cfg.work_dir)
+    return path if path and osp.isfile(path) else None
+
+
+#: what mmengine's ``Runner.resume`` reads besides the weights
+RESUME_STATE = (('meta', 'epoch'), ('meta', 'iter'), ('message_hub', None))
+
+
+def check_resumable(cfg: Config) -> None:
+    """Stop with a readable message when ``--resume`` names a file without training state
+    (a converted, published or ``load_from`` checkpoint): mmengine would fail inside its
+    runner with ``KeyError: 'meta'`` (or ``'epoch'``)."""
+    path = resume_path(cfg)
+    if path is None:
+        return
+    ckpt = safe_load_checkpoint(path, mmap=True)
+    ckpt = ckpt if isinstance(ckpt, dict) else {}
+    lacks = [f'{key}.{sub}' if sub else key for key, sub in RESUME_STATE
+             if not isinstance(ckpt.get(key), dict) or (sub and sub not in ckpt[key])]
+    if lacks:
+        raise SystemExit(
+            f'--resume {path}: the file holds weights but no training state (it lacks '
+            f'{", ".join(lacks)}): it was not written by a training run of tools/train.py, '
+            f'so there is nothing to continue. To start a new run from its weights, use '
+            f'load_from instead: --cfg-options load_from={path} (without --resume).')
+
+
 def use_checkpoint_seed(cfg: Config) -> None:
     """Resume with the seed the interrupted run drew when the config sets none.
 
     mmengine would draw a new seed, build the data sampler with it, and only then re-seed
     from the checkpoint, after :class:`mmlinattn.RNGStateHook` restored the generators'
     states; the resumed run would not continue the interrupted one."""
-    from mmengine.runner import find_latest_checkpoint
     randomness = dict(cfg.get('randomness') or {})
     if randomness.get('seed') is not None:
         return
-    path = cfg.get('load_from') or find_latest_checkpoint(cfg.work_dir)
-    if not path or not osp.isfile(path):
+    path = resume_path(cfg)
+    if path is None:
         return
     seed = (safe_load_checkpoint(path, mmap=True).get('meta') or {}).get('seed')
     if seed is not None:
         cfg.randomness = dict(randomness, seed=seed)
         print_log(f'resuming with the seed of {path}: {seed}', logger='current')
+
+
+#: the least fraction of a model's parameters a ``load_from`` checkpoint of tools/train.py
+#: must fill: a fine-tune with another class count leaves only the classifiers (a few per
+#: cent) unfilled; under half, the run would mostly train from scratch
+FINETUNE_MIN_MATCH = 0.5
+
+
+def check_load_from(cfg: Config, allow_partial: bool = False) -> None:
+    """A training run that starts from ``load_from`` (not a resume) reports the fraction of
+    the model the checkpoint fills and refuses below :data:`FINETUNE_MIN_MATCH`."""
+    if cfg.get('load_from') and not cfg.get('resume'):
+        add_custom_hook(cfg, dict(type='mmlinattn.CheckpointMatchHook',
+                                  min_match=FINETUNE_MIN_MATCH, allow_partial=allow_partial,
+                                  purpose='train from a checkpoint that fills less than '
+                                  'half of the model (a fine-tune with another class count '
+                                  'still fills most of it)'))
 
 
 @contextmanager
@@ -259,7 +317,9 @@ def enable_tta(cfg, scope: str) -> None:
     dataset.pipeline = cfg.tta_pipeline
 
 
-__all__ = ['library_of', 'register_library', 'rank_zero_logger', 'setup_launcher',
-           'check_config_datasets', 'check_config_channels', 'warn_stuck_warmup', 'add_custom_hook',
-           'use_checkpoint_seed', 'exit_on_bad_checkpoint', 'set_work_dir', 'env_is_cpu',
-           'close_process_group', 'DIST_TIMEOUT_S', 'enable_show', 'enable_tta']
+__all__ = ['library_of', 'register_library', 'rank_zero_logger', 'use_safe_checkpoint_hook',
+           'setup_launcher', 'check_config_datasets', 'check_config_channels',
+           'warn_stuck_warmup', 'add_custom_hook', 'resume_path', 'check_resumable',
+           'use_checkpoint_seed', 'FINETUNE_MIN_MATCH', 'check_load_from',
+           'exit_on_bad_checkpoint', 'set_work_dir', 'env_is_cpu', 'close_process_group',
+           'DIST_TIMEOUT_S', 'enable_show', 'enable_tta']

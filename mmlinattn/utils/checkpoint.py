@@ -354,11 +354,13 @@ def _model_cause(report: dict, state_dict: dict) -> str:
 
 
 def check_model_checkpoint(model: torch.nn.Module, checkpoint: Any, path: str,
-                           min_match: float = 0.9, allow_partial: bool = False) -> dict:
+                           min_match: float = 0.9, allow_partial: bool = False,
+                           purpose: str = 'evaluate a model that is partly random weights'
+                           ) -> dict:
     """The match report of a whole-model checkpoint (mmengine's ``state_dict``, ``module.``
     stripped as mmengine does) against ``model``; raises like :func:`report_match`."""
     sd = checkpoint.get('state_dict', checkpoint) if isinstance(checkpoint, dict) else {}
     sd = {re.sub(r'^module\.', '', k): v for k, v in sd.items() if torch.is_tensor(v)}
     return report_match(model, sd, path, min_match, allow_partial,
-                        cause=lambda r: _model_cause(r, sd), purpose='evaluate a model '
-                        'that is partly random weights', override='pass --allow-partial')
+                        cause=lambda r: _model_cause(r, sd), purpose=purpose,
+                        override='pass --allow-partial')

@@ -196,6 +196,55 @@ def test_test_py_refuses_checkpoint_that_does_not_fit(case, demo_root, tmp_path)
         assert 'coco/bbox_mAP' in last_metrics(tmp_path / 'test')
 
 
+def test_train_py_checks_load_from_and_resume_files(demo_root, tmp_path):
+    """tools/train.py: a ``load_from`` checkpoint that fills under half of the model stops
+    the run (exit 1, match report, ``--allow-partial`` named) instead of training from
+    scratch, while a fine-tune file (another class count) passes the check; ``--resume``
+    from a weights-only file says to use ``load_from``."""
+    from archs import build
+
+    from mmlinattn.benchmark.model_flops import build_config_model
+    config = 'configs/demo/retinanet_soft_pico_demo.py'
+    words = cfg_options(config, demo_root)
+    other = tmp_path / 'other_arch.pth'  # a detector with other backbone and head widths
+    torch.save({'state_dict': {f'backbone.{k}': v for k, v in build('SOFT').state_dict()
+                               .items()}, 'meta': {}}, other)
+    proc = tool_process([sys.executable, 'tools/train.py', config, '--work-dir',
+                         str(tmp_path / 'other'), '--cfg-options', *words,
+                         f'load_from={other}'])
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert 'CheckpointMismatchError' in proc.stderr and 'filled only' in proc.stderr
+    assert 'train from a checkpoint that fills less than half' in proc.stderr
+    assert '--allow-partial' in proc.stderr and 'Traceback' not in proc.stderr
+    assert not glob.glob(str(tmp_path / 'other' / '*.pth'))
+
+    # a fine-tune: the same detector with more classes (its classifier does not fit)
+    # passes the same check tools/train.py adds (in-process: the run is the one above)
+    from mmengine.config import ConfigDict
+
+    from mmlinattn.engine.runner import FINETUNE_MIN_MATCH, check_load_from
+    from mmlinattn.utils.checkpoint import check_model_checkpoint
+    model, _ = build_config_model(osp.join(ROOT, config))
+    sd = {k: (torch.zeros(v.shape[0] + 9, *v.shape[1:]) if 'retina_cls' in k else v)
+          for k, v in model.state_dict().items()}
+    report = check_model_checkpoint(model, {'state_dict': sd}, 'finetune.pth',
+                                    FINETUNE_MIN_MATCH)
+    assert 0.9 < report['fraction'] < 1.0 and len(report['shape_mismatch']) == 2, report
+    cfg = ConfigDict(load_from='finetune.pth')
+    check_load_from(cfg)
+    assert [h['min_match'] for h in cfg.custom_hooks] == [FINETUNE_MIN_MATCH]
+    weights = tmp_path / 'finetune.pth'
+    torch.save({'state_dict': sd}, weights)
+
+    # --resume needs training state; the weights-only file names load_from instead
+    proc = tool_process([sys.executable, 'tools/train.py', config, '--work-dir',
+                         str(tmp_path / 'resume'), '--resume', str(weights),
+                         '--cfg-options', *words])
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert 'holds weights but no training state' in proc.stderr, proc.stderr[-3000:]
+    assert f'load_from={weights}' in proc.stderr and 'Traceback' not in proc.stderr
+
+
 def test_missing_dataset_message(tmp_path):
     proc = tool_process([sys.executable, 'tools/train.py', 'configs/retinanet_soft_tiny_1x.py',
                          '--work-dir', str(tmp_path), '--cfg-options',
