@@ -1,6 +1,4 @@
 """Running the command-line tools as a user types them, and reading what they wrote."""
-import glob
-import json
 import os
 import os.path as osp
 import subprocess
@@ -115,14 +113,8 @@ def run(args, env=None, **kw):
 
 def last_metrics(work_dir):
     """The metrics of the last run in an mmengine work dir (its ``<timestamp>.json``)."""
-    files = sorted(glob.glob(osp.join(str(work_dir), '*', '[0-9]*_[0-9]*.json')))
-    assert files, f'no metrics json under {work_dir}'
-    merged = {}
-    with open(files[-1]) as f:
-        for line in f:
-            if line.strip():
-                merged.update(json.loads(line))
-    return merged
+    from mmlinattn.utils.work_dirs import last_metrics as read
+    return read(work_dir)
 
 
 def convert(*argv):

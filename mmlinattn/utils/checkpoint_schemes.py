@@ -12,6 +12,7 @@ import copyreg
 import io
 import os
 import os.path as osp
+import re
 import tempfile
 from typing import Any, Callable, Dict, Optional, Sequence, Union
 
@@ -119,11 +120,6 @@ def load_checkpoint_safely(filename: str, map_location: Any = None) -> Any:
     ``torchvision://``, ...), whether or not :func:`install_safe_checkpoint_loading` ran:
     the loads mmlinattn performs itself (a backbone's ``init_cfg``) never depend on which
     modules a config imported.  The longest matching prefix wins, as in mmengine."""
-    import re
-    if not _SAFE_PREFIXES:
-        for prefixes, loader in SCHEMES.items():
-            for prefix in ([prefixes] if isinstance(prefixes, str) else prefixes):
-                _SAFE_PREFIXES.setdefault(prefix, loader)
     for prefix in sorted(_SAFE_PREFIXES, key=len, reverse=True):
         if prefix and re.match(prefix, filename) is not None:
             return _SAFE_PREFIXES[prefix](filename, map_location)
@@ -161,6 +157,11 @@ SCHEMES = {
     'pavi://': load_from_pavi_safe,
     (r'(\S+\:)?s3://', r'(\S+\:)?petrel://'): load_from_ceph_safe,
 }
+
+
+for _prefixes, _loader in SCHEMES.items():  # what load_checkpoint_safely knows from the start
+    for _prefix in ([_prefixes] if isinstance(_prefixes, str) else _prefixes):
+        _SAFE_PREFIXES[_prefix] = _loader
 
 
 def install_safe_schemes() -> None:

@@ -15,7 +15,6 @@ apply to both (the training protocol), ``--scale-key`` names the test pipeline's
 thread each (a 2-core machine).
 """
 import argparse
-import glob
 import json
 import os
 import os.path as osp
@@ -23,6 +22,11 @@ import statistics
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
+
+from mmengine.config import DictAction
+
+from mmlinattn.datasets.demo_overrides import cfg_option_words
+from mmlinattn.utils.work_dirs import last_metrics
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 
@@ -35,7 +39,8 @@ def parse_args(argv=None):
     p.add_argument('--eval-scales', nargs='+', required=True, metavar='WxH',
                    help='the first is the training scale')
     p.add_argument('--scale-key', default='test_dataloader.dataset.pipeline.1.scale')
-    p.add_argument('--cfg-options', nargs='+', default=[], metavar='KEY=VALUE')
+    p.add_argument('--cfg-options', nargs='+', action=DictAction, default={},
+                   metavar='KEY=VALUE')
     p.add_argument('--work-dir', default='work_dirs/seed_study')
     p.add_argument('--jobs', type=int, default=1)
     p.add_argument('--untrained', action='store_true')
@@ -45,18 +50,6 @@ def parse_args(argv=None):
 def _scale(text):
     w, h = (int(v) for v in text.lower().split('x'))
     return f'({w},{h})'
-
-
-def _metrics(work_dir):
-    files = sorted(glob.glob(osp.join(work_dir, '*', '[0-9]*_[0-9]*.json')))
-    if not files:
-        raise RuntimeError(f'no metrics under {work_dir}')
-    merged = {}
-    with open(files[-1]) as f:
-        for line in f:
-            if line.strip():
-                merged.update(json.loads(line))
-    return merged
 
 
 def _tool(args, env, log):
@@ -69,16 +62,10 @@ def _tool(args, env, log):
 
 def _untrained(config, path, options):
     import torch
-    from mmengine.config import DictAction
 
     from mmlinattn.benchmark.model_flops import build_config_model
-    parsed = {}
-    for word in options:
-        ns = argparse.Namespace()
-        DictAction(option_strings=[], dest='o')(None, ns, [word])
-        parsed.update(ns.o)
     torch.manual_seed(0)
-    model, _ = build_config_model(osp.join(ROOT, config), parsed)
+    model, _ = build_config_model(osp.join(ROOT, config), options)
     model.init_weights()
     torch.save({'state_dict': model.state_dict(), 'meta': {}}, path)
 
@@ -91,19 +78,20 @@ def run_one(args, config, seed, env):
                                 else f'seed{seed}'))
     os.makedirs(work, exist_ok=True)
     scales = args.eval_scales[:1] if seed is None else args.eval_scales
+    words = cfg_option_words(args.cfg_options)
     if seed is None:
         ckpt = osp.join(work, 'untrained.pth')  # written by main() beforehand
     else:
         _tool(['tools/train.py', config, '--work-dir', work, '--cfg-options',
-               *args.cfg_options, f'randomness.seed={seed}'], env, osp.join(work, 'train.log'))
+               *words, f'randomness.seed={seed}'], env, osp.join(work, 'train.log'))
         with open(osp.join(work, 'last_checkpoint')) as f:
             ckpt = f.read().strip()
     out = {}
     for scale in scales:
         test = osp.join(work, f'test_{scale}')
         _tool(['tools/test.py', config, ckpt, '--work-dir', test, '--cfg-options',
-               *args.cfg_options, f'{args.scale_key}={_scale(scale)}'], env, test + '.log')
-        out[scale] = _metrics(test)[args.metric]
+               *words, f'{args.scale_key}={_scale(scale)}'], env, test + '.log')
+        out[scale] = last_metrics(test)[args.metric]
     print(f'{name} seed {seed}: {out}', flush=True)
     return out
 

@@ -16,6 +16,7 @@ from mmengine.config import Config
 
 from mmlinattn.utils.checkpoint_schemes import install_safe_checkpoint_loading
 from mmlinattn.engine.runner import register_library
+from mmlinattn.utils.work_dirs import last_metrics
 
 KEYS = ('coco/bbox_mAP', 'coco/bbox_mAP_50', 'coco/segm_mAP', 'mIoU', 'aAcc', 'mAcc')
 
@@ -28,13 +29,10 @@ def latest_json(d: str, pattern: str) -> str:
 
 
 def read_metrics(test_dir: str) -> dict:
-    path = latest_json(test_dir, '*/[0-9]*_[0-9]*.json')
-    merged = {}
-    with open(path) as f:
-        for line in f:
-            if line.strip():
-                merged.update(json.loads(line))
-    return merged
+    try:
+        return last_metrics(test_dir)
+    except FileNotFoundError as err:
+        raise SystemExit(str(err)) from None
 
 
 def untrained_metrics(cfg_path: str, work_dir: str) -> dict:

@@ -123,13 +123,12 @@ def _stored_model(ckpt) -> tuple:
 
 
 def convert(args: argparse.Namespace) -> int:
-    from mmlinattn.timm.convert import (classifier_to_backbone, load_timm_checkpoint,
-                                        select_state_dict)
-    from mmlinattn.utils.checkpoint import EMA_KEYS, match_report, select_weights
+    from mmlinattn.timm.convert import classifier_to_backbone, load_timm_checkpoint
+    from mmlinattn.utils.checkpoint import EMA_KEYS, extract_weights, match_report
 
     ckpt = load_timm_checkpoint(args.src)
     try:
-        key = select_weights(ckpt, args.ema)[1]
+        source, key = extract_weights(ckpt, ema=args.ema)
     except ValueError as err:
         print(f'ERROR: {err}')
         return 1
@@ -150,7 +149,6 @@ def convert(args: argparse.Namespace) -> int:
         try:
             model, cfg = _check_model_from_arch(args.arch_check, official=True,
                                                 preset=args.preset)
-            source = select_state_dict(ckpt, ema=args.ema)
             state_dict = model.convert_checkpoint(source)
         except ValueError as err:  # a wrong --preset / arch for this checkpoint: say so
             print(f'ERROR: {err}')
@@ -158,7 +156,7 @@ def convert(args: argparse.Namespace) -> int:
         print(f"{args.src}: authors' layout, {len(source)} tensors -> {len(state_dict)} "
               f'backbone tensors ({type(model).__name__}.convert_checkpoint)')
     else:
-        state_dict, dropped = classifier_to_backbone(select_state_dict(ckpt, ema=args.ema))
+        state_dict, dropped = classifier_to_backbone(source)
         print(f'{args.src}: {len(state_dict)} '
               f'backbone tensors kept, {len(dropped)} dropped ({", ".join(dropped[:6])}'
               f'{", ..." if len(dropped) > 6 else ""})')
