@@ -112,7 +112,9 @@ def depthwise_same(conv: nn.Conv2d, m: torch.Tensor, shortcut: Optional[torch.Te
     sliced = policy.depthwise_slices(m)
     algorithm = (fused_gelu(act, m, conv) if act is not None
                  and m.is_contiguous(memory_format=torch.channels_last) else None)
-    fold = fold and shortcut is not None and not policy.plain()
+    # not in a graph: its compiler fuses the sum anyway, and the TorchScript ONNX exporter
+    # loses the kernel's shape in the in-place write
+    fold = fold and shortcut is not None and not policy.plain() and not policy.traced()
     if not sliced and (fold if shortcut is not None else algorithm is not None):
         weight = conv.weight
         if fold:

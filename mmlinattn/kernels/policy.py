@@ -101,8 +101,9 @@ def plain() -> bool:
 
 
 def traced() -> bool:
-    """Inside a ``torch.compile`` / ``torch.export`` graph."""
-    return torch.compiler.is_compiling()
+    """Inside a ``torch.compile`` / ``torch.export`` graph or a ``torch.jit.trace`` (the
+    TorchScript-based ONNX exporter, which mmdeploy uses)."""
+    return torch.compiler.is_compiling() or torch.jit.is_tracing()
 
 
 def needs_grad(*tensors: torch.Tensor) -> bool:
@@ -211,8 +212,11 @@ def depthwise_slices(m: torch.Tensor) -> bool:
 
 def gemm_accumulates(x: torch.Tensor, linear: torch.nn.Linear, y: torch.Tensor) -> bool:
     """A residual step's ``linear(y)`` may be accumulated into ``x`` by its GEMM (``out=``):
-    plain precision (:func:`plain_precision`) and no forward hook on ``linear``."""
-    return plain_precision(x, y, linear.weight) and not hooked(linear)
+    plain precision (:func:`plain_precision`), no forward hook on ``linear``, and not under
+    ``torch.jit.trace`` (the TorchScript ONNX exporter drops a write into an ``out=`` view:
+    the graph would lose the branch)."""
+    return (plain_precision(x, y, linear.weight) and not hooked(linear)
+            and not torch.jit.is_tracing())
 
 
 def layer_scale_folded(linear: torch.nn.Linear, gamma, y: torch.Tensor) -> bool:

@@ -37,6 +37,7 @@ import torch
 import torch.nn.functional as F
 
 from .precision import Float32Island
+from .sizes import model_size
 
 __all__ = [
     'stencil_offsets', 'stencil_kernel', 'grid_diffusion', 'grid_diffusion_implicit_dct',
@@ -106,15 +107,20 @@ def _group_map(a_deg: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
     return a_deg.unsqueeze(2)
 
 
+def _split_groups(t: torch.Tensor, groups: int) -> torch.Tensor:
+    """(B, C, H, W) -> (B, G, C / G, H, W), a view for contiguous and channels-last maps (a
+    reshape, not ``unflatten``: ONNX opset 11 has no symbol for it)."""
+    return t.reshape(t.shape[0], groups, -1, *t.shape[2:])
+
+
 def increment(y: torch.Tensor, weight: torch.Tensor, a_deg: torch.Tensor, groups: int,
               keep: Optional[torch.Tensor]) -> torch.Tensor:
     """``W ⋆ y − a·deg ⊙ y`` (zero outside ``keep``): the degree term subtracted from the
     conv's output in one pass, the degrees broadcast from one map per group (not a C x H x W
     copy of them)."""
-    k = weight.shape[-1]
-    inc = F.conv2d(y, weight, padding=k // 2, groups=y.shape[1])
-    split = (groups, y.shape[1] // groups)
-    inc = torch.addcmul(inc.unflatten(1, split), a_deg, y.unflatten(1, split), value=-1)
+    k, c = model_size(weight.shape[-1]), model_size(y.shape[1])
+    inc = F.conv2d(y, weight, padding=k // 2, groups=c)
+    inc = torch.addcmul(_split_groups(inc, groups), a_deg, _split_groups(y, groups), value=-1)
     inc = inc.flatten(1, 2)
     return inc if keep is None else inc * keep
 
@@ -150,12 +156,12 @@ def euler_steps(x: torch.Tensor, kernel: torch.Tensor, step: torch.Tensor, n_ste
     signature of :func:`increment`)."""
     if n_steps < 1:
         raise ValueError(f'n_steps must be >= 1, got {n_steps}')
-    c, h, w = x.shape[1:]
-    k = kernel.shape[-1]
+    c, (h, w) = model_size(x.shape[1]), x.shape[2:]
+    k = model_size(kernel.shape[-1])
     with Float32Island(x) as island:
         dtype = island.dtype
         scaled = kernel.to(dtype) * step.to(dtype).view(-1, 1, 1)      # a·p, (G, k, k)
-        g = scaled.shape[0]
+        g = model_size(scaled.shape[0])
         weight = _per_channel(scaled, c)[:, None]                        # (C, 1, k, k)
         y = x.to(dtype)
         keep = None if valid is None else valid.to(dtype)

@@ -192,8 +192,8 @@ def linear_infsa_weights(q: torch.Tensor, k: Optional[torch.Tensor] = None,
         if valid is not None:
             e = e.masked_fill(~valid[:, None], 0)
         alpha = e / (e.sum(-1, keepdim=True) + eps)                     # (17)
-        qbar = torch.einsum('bhn,bhnd->bhd', alpha, qf)                 # (18)
-        s = F.relu(torch.einsum('bhd,bhnd->bhn', qbar, kf))             # (19)
+        qbar = (alpha.unsqueeze(-2) @ qf).squeeze(-2)                   # (18), (B, H, d)
+        s = F.relu((kf @ qbar.unsqueeze(-1)).squeeze(-1))               # (19), (B, H, N)
         if valid is not None:
             s = s.masked_fill(~valid[:, None], 0)
         a = s / (s.sum(-1, keepdim=True) + eps)                         # (20)
@@ -216,7 +216,7 @@ def linear_infsa(q: torch.Tensor, v: torch.Tensor, gamma: Gamma = 1.0,
     with Float32Island(v, a) as island:
         vf, w = island.cast(v, a)
         w = w * _head_gamma(gamma, q.shape[1], 3, vf)
-        h = torch.einsum('bhn,bhnd->bhd', w, vf)                         # Eq. 21
+        h = (w.unsqueeze(-2) @ vf).squeeze(-2)                           # Eq. 21, (B, H, d)
     return island.back(h)
 
 
@@ -276,8 +276,9 @@ def linear_infsa_pooled(q: torch.Tensor, x: torch.Tensor, v_weight: torch.Tensor
     with Float32Island(x, a) as island:
         xf, w = island.cast(x, a)
         w = w * _head_gamma(gamma, nh, 3, w)                               # (B, H, N)
-        pooled = torch.einsum('bhn,bnc->bhc', w, xf)                       # (B, H, C)
-        h = torch.einsum('bhc,hdc->bhd', pooled, island.cast(v_weight).view(nh, d, -1))
+        pooled = w @ xf                                                    # (B, H, C)
+        v_heads = island.cast(v_weight).view(nh, d, -1).transpose(-1, -2)  # (H, C, d)
+        h = (pooled.unsqueeze(-2) @ v_heads).squeeze(-2)                   # (B, H, d)
         if v_bias is not None:
             h = h + island.cast(v_bias).view(1, nh, d) * w.sum(-1, keepdim=True)
     return island.back(h)

@@ -9,7 +9,8 @@ def rotate_pairs(x: torch.Tensor, angles: torch.Tensor) -> torch.Tensor:
     ``(x0 cos - x1 sin, x1 cos + x0 sin)``.  Computed in a float32 island (float64 stays
     float64); returned in ``x``'s dtype."""
     with Float32Island(x) as island:
-        pairs = island.cast(x).unflatten(-1, (-1, 2))
+        xf = island.cast(x)
+        pairs = xf.reshape(*xf.shape[:-1], -1, 2)  # not unflatten: ONNX opset 11 has no symbol
         x0, x1 = pairs[..., 0], pairs[..., 1]
         angles = island.cast(angles)
         cos, sin = angles.cos(), angles.sin()

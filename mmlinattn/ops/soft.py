@@ -139,6 +139,23 @@ def newton_init_alpha(a: torch.Tensor, init: str = 'safe', ridge: float = 0.0) -
     return alpha
 
 
+def _newton_schulz_iterations(a: torch.Tensor, num_iters: int, init: str, ridge: float
+                              ) -> torch.Tensor:
+    """Eq. 10's ``T`` iterations on ``P = A + ridge I`` from ``alpha P``."""
+    # the step is that of P = A + ridge I, the matrix iterated on: one from A alone can
+    # overshoot 2 / sigma_max(P)^2 and diverge
+    alpha = newton_init_alpha(a, init, ridge)
+    m = a.shape[-1]
+    eye = torch.eye(m, device=a.device, dtype=a.dtype)
+    a3 = (a + ridge * eye).reshape(-1, m, m)
+    y = alpha.reshape(-1, 1, 1) * a3
+    two_eye = 2 * eye
+    for _ in range(num_iters):
+        # 2Y - Y A Y = Y (2I - A Y): two batched matmuls, no extra elementwise pass
+        y = y @ torch.baddbmm(two_eye, a3, y, alpha=-1)
+    return y.reshape(a.shape)
+
+
 class NewtonSchulzPinv(torch.autograd.Function):
     """Moore-Penrose inverse by Newton-Schulz (Eq. 10, Alg. 2) with the backward of Eq. 12.
 
@@ -149,18 +166,7 @@ class NewtonSchulzPinv(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, a: torch.Tensor, num_iters: int, init: str, ridge: float) -> torch.Tensor:
-        # the step is that of P = A + ridge I, the matrix iterated on: one from A alone can
-        # overshoot 2 / sigma_max(P)^2 and diverge
-        alpha = newton_init_alpha(a, init, ridge)
-        m = a.shape[-1]
-        eye = torch.eye(m, device=a.device, dtype=a.dtype)
-        a3 = (a + ridge * eye).reshape(-1, m, m)
-        y = alpha.reshape(-1, 1, 1) * a3
-        two_eye = 2 * eye
-        for _ in range(num_iters):
-            # 2Y - Y A Y = Y (2I - A Y): two batched matmuls, no extra elementwise pass
-            y = y @ torch.baddbmm(two_eye, a3, y, alpha=-1)
-        y = y.reshape(a.shape)
+        y = _newton_schulz_iterations(a, num_iters, init, ridge)
         ctx.save_for_backward(y)
         return y
 
@@ -201,7 +207,10 @@ def newton_schulz_pinv(a: torch.Tensor, num_iters: int = 20, init: str = 'safe',
     if not ridge >= 0:
         raise ValueError(f'ridge must be >= 0, got {ridge!r}')
     with Float32Island(a) as island:
-        out = NewtonSchulzPinv.apply(island.cast(a), num_iters, init, float(ridge))
+        if torch.jit.is_tracing():  # an export: no backward, and the tracer sees each op
+            out = _newton_schulz_iterations(island.cast(a), num_iters, init, float(ridge))
+        else:
+            out = NewtonSchulzPinv.apply(island.cast(a), num_iters, init, float(ridge))
     return island.back(out)
 
 

@@ -26,6 +26,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
 
+from ...ops.sizes import image_size
+
 __all__ = ['TokenGrid', 'IMAGE_SIZES_ATTR', 'sizes_mask', 'grid_of_map', 'valid_tokens_or_none']
 
 #: Attribute on a batch tensor that carries the per-image sizes from the data preprocessor
@@ -46,12 +48,6 @@ def sizes_mask(sizes: Sequence[Size], hw: Size, device=None) -> torch.Tensor:
                                                            sz[:, 1, None, None])
 
 
-def _size(n) -> int:
-    """``n`` as an int; a symbolic size (``torch.compile`` / ``torch.export`` with dynamic
-    shapes) stays symbolic, since ``int()`` would fix the graph to this one image size."""
-    return n if isinstance(n, torch.SymInt) else int(n)
-
-
 class TokenGrid:
     """``(H, W)`` of a token map and the valid ``(h, w)`` of each image of the batch on it.
 
@@ -65,7 +61,7 @@ class TokenGrid:
     """
 
     def __init__(self, hw: Sequence[int], valid_hw: Optional[Sequence[Size]] = None):
-        self.hw: Size = (_size(hw[0]), _size(hw[1]))
+        self.hw: Size = (image_size(hw[0]), image_size(hw[1]))
         sizes = None if valid_hw is None else tuple((int(h), int(w)) for h, w in valid_hw)
         # every image filling the map needs no mask: the same as no sizes at all
         self.valid_hw: Optional[Tuple[Size, ...]] = (

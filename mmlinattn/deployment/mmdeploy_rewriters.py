@@ -1,0 +1,39 @@
+"""mmdeploy 1.3 on today's PyTorch: its ONNX export through the TorchScript-based exporter.
+
+mmdeploy 1.3.1 calls ``torch.onnx.export(model, args, f, dynamic_axes=...)`` and relies on
+the tracer (its function rewriters patch the model's Python while ``torch.jit.trace`` runs).
+Since PyTorch 2.9 that call defaults to ``dynamo=True``, which rejects mmdeploy's inputs; the
+rewriter below restores the exporter mmdeploy was written for, inside mmdeploy's own export
+context only (``mmdeploy.core.RewriterContext``), as the maintained fork (onedl-mmdeploy)
+does.  It is registered when this module is imported with mmdeploy installed: the configs'
+``custom_imports`` import it through :mod:`mmlinattn.models` once mmdeploy is loaded, so
+mmdeploy's own ``tools/deploy.py`` works unchanged.
+"""
+import inspect
+
+try:
+    from mmdeploy.core import FUNCTION_REWRITER
+except ImportError:  # mmdeploy not installed: nothing to register
+    FUNCTION_REWRITER = None
+
+__all__ = ['REGISTERED']
+
+
+def _takes_dynamo_flag(func) -> bool:
+    try:
+        return 'dynamo' in inspect.signature(func).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+if FUNCTION_REWRITER is not None:
+    @FUNCTION_REWRITER.register_rewriter('torch.onnx.export')
+    def torchscript_onnx_export(*args, **kwargs):
+        """``torch.onnx.export`` with ``dynamo=False`` unless the caller says otherwise."""
+        origin = FUNCTION_REWRITER.get_context().origin_func
+        if _takes_dynamo_flag(origin):
+            kwargs.setdefault('dynamo', False)
+        return origin(*args, **kwargs)
+
+#: Whether the rewriter is registered (mmdeploy importable).
+REGISTERED = FUNCTION_REWRITER is not None
