@@ -31,7 +31,7 @@ while [ $# -gt 0 ]; do
 done
 for extra in "${EXTRAS[@]}"; do
   [ -f "$ROOT/requirements/$extra.txt" ] || {
-    echo "[setup] unknown extra '$extra': there is no requirements/$extra.txt (known: $(ls "$ROOT/requirements" | sed -n 's/\.txt$//p' | grep -v -e constraints -e runtime | tr '\n' ' '))" >&2
+    echo "[setup] unknown extra '$extra': there is no requirements/$extra.txt (known: $(ls "$ROOT/requirements" | sed -n 's/\.txt$//p' | grep -v -e constraints -e runtime -e -nodeps | tr '\n' ' '))" >&2
     exit 2; }
 done
 
@@ -70,12 +70,19 @@ install_extras() {
     STEP="install the '$extra' extra"
     local stamp="$VENV/.mmlinattn-extra-$extra"
     local want
-    want="$(cat "$CONSTRAINTS" "$ROOT/requirements/$extra.txt" | sha256sum | cut -c1-16)"
+    # requirements/EXTRA-nodeps.txt: packages whose declared pins the stack cannot meet,
+    # installed without their dependencies (which EXTRA.txt lists)
+    local nodeps="$ROOT/requirements/$extra-nodeps.txt"
+    want="$(cat "$CONSTRAINTS" "$ROOT/requirements/$extra.txt" \
+      $( [ -f "$nodeps" ] && echo "$nodeps" ) | sha256sum | cut -c1-16)"
     if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
       log "extra '$extra' up to date"
     else
       log "$STEP (requirements/$extra.txt)"
       pipi -r "$ROOT/requirements/$extra.txt"
+      if [ -f "$nodeps" ]; then
+        pipi --no-deps -r "$nodeps"
+      fi
       echo "$want" > "$stamp"
     fi
   done

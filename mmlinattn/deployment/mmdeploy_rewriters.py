@@ -5,7 +5,9 @@ the tracer (its function rewriters patch the model's Python while ``torch.jit.tr
 Since PyTorch 2.9 that call defaults to ``dynamo=True``, which rejects mmdeploy's inputs; the
 rewriter below restores the exporter mmdeploy was written for, inside mmdeploy's own export
 context only (``mmdeploy.core.RewriterContext``), as the maintained fork (onedl-mmdeploy)
-does.  It is registered when this module is imported with mmdeploy installed: the configs'
+does.  Its RoIAlign symbolic (Mask / Faster R-CNN) still imports a private helper that
+PyTorch removed, ``torch.onnx.symbolic_opset9._cast_Long``; :func:`_restore_cast_long` puts
+back its one-line equivalent (a Cast to int64).  Both are registered when this module is imported with mmdeploy installed: the configs'
 ``custom_imports`` import it through :mod:`mmlinattn.models` once mmdeploy is loaded, so
 mmdeploy's own ``tools/deploy.py`` works unchanged.
 """
@@ -34,6 +36,20 @@ if FUNCTION_REWRITER is not None:
         if _takes_dynamo_flag(origin):
             kwargs.setdefault('dynamo', False)
         return origin(*args, **kwargs)
+
+def _restore_cast_long() -> None:
+    from torch.onnx import symbolic_opset9
+    if hasattr(symbolic_opset9, '_cast_Long'):
+        return
+
+    def _cast_Long(g, input, non_blocking):  # noqa: N802 (the removed helper's name)
+        return g.op('Cast', input, to_i=7)  # 7: onnx.TensorProto.INT64
+
+    symbolic_opset9._cast_Long = _cast_Long
+
+
+if FUNCTION_REWRITER is not None:
+    _restore_cast_long()
 
 #: Whether the rewriter is registered (mmdeploy importable).
 REGISTERED = FUNCTION_REWRITER is not None

@@ -373,7 +373,9 @@ def nystrom_middle(landmarks: torch.Tensor, keep: Optional[torch.Tensor], pv: to
     smaller problem.  ``kernel``: the Gaussian kernel's form (default :func:`gaussian_kernel`)."""
     a = (kernel or gaussian_kernel)(landmarks, landmarks, denom=2.0)    # (B, h, m, m)
     if keep is not None:
-        a = a * (keep[..., :, None] * keep[..., None, :]) + torch.diag_embed(1 - keep)
+        # diag(1 - keep) as a product with I: ONNX opset 11 has no diag_embed
+        eye = torch.eye(a.shape[-1], dtype=a.dtype, device=a.device)
+        a = a * (keep[..., :, None] * keep[..., None, :]) + (1 - keep)[..., None] * eye
     if pinv == 'cholesky':
         dinv = a.sum(-1, keepdim=True).rsqrt() if sym_norm else 1.0
         return dinv * cholesky_pinv_solve(a, dinv * pv, ridge)

@@ -185,3 +185,26 @@ def test_roi_stages_equal_mmdets_eager_head(tmp_path):
             diffs = roi_difference(model, odd, path, runtime, num_rois=count)
             assert sorted(diffs) == ['bbox', 'mask']
             assert all(d <= TOL for d in diffs.values()), (runtime, count, diffs)
+
+
+# The sizes the report of the TorchScript-based exporter tried (each baked-in shape failed
+# there): non-square both ways, no side a multiple of 32.
+TORCHSCRIPT_HW = ((96, 224), (200, 136))
+
+
+@pytest.mark.parametrize('family', FAMILIES)
+def test_torchscript_exporter_keeps_sizes_symbolic(family, tmp_path):
+    """``torch.onnx.export(dynamo=False)`` with ``dynamic_axes``, as mmdeploy exports, at
+    its opset 11: H and W stay symbolic and ONNX Runtime equals eager at two unseen sizes."""
+    import onnx
+    # eval() on the wrapper too: the exporter restores the wrapper's mode on every module
+    graph = TensorGraph(build(family, **OPTIONS.get(family, {}))).eval()
+    path = str(tmp_path / 'ts.onnx')
+    with torch.no_grad():
+        torch.onnx.export(graph, (torch.randn(1, 3, *EXPORT_HW), ), path, dynamo=False,
+                          opset_version=11, input_names=['input'],
+                          dynamic_axes={'input': {2: 'height', 3: 'width'}})
+    dims = onnx.load(path).graph.input[0].type.tensor_type.shape.dim
+    assert [d.dim_param for d in dims[2:]] == ['height', 'width'], dims
+    diffs = parity(graph, path, 'onnxruntime', sizes=TORCHSCRIPT_HW)
+    assert max(diffs) <= TOL, diffs

@@ -14,8 +14,11 @@ network's initialisation:
 A stem that does not learn from scratch in a short schedule (InfViT's and LDN's patchify
 stems: 0.004-0.008 bbox mAP where the others reach 0.22-0.27, docs/photos.md) fails here.
 The demo's end (demo/image_demo.py on a held-out photo) is checked with the SOFT++
-detector and the LDN segmentor.
+detector and the LDN segmentor, and the same three trained models (SOFT++ RetinaNet, LDN
+Semantic FPN, Mask R-CNN) are converted by mmdeploy (configs/deploy/, ONNX Runtime, dynamic
+sizes) and evaluated through it: the metric equals the eager one (docs/deployment.md).
 """
+import os
 import os.path as osp
 import sys
 
@@ -24,16 +27,19 @@ from tool_runs import last_metrics, run
 from train_runs import check_image_demo, final_val_metrics, untrained_checkpoint
 
 from mmlinattn.datasets.demo_overrides import cfg_option_words
+from repo_paths import ROOT
 
 FAMILIES = ('soft', 'nalaformer', 'infvit', 'ldn')
 
 pytestmark = pytest.mark.slow
 
 
-def train_and_compare(config, tmp_path, options, snippet=None):
+def train_and_compare(config, tmp_path, options, snippet=None, deploy=None):
     """tools/train.py on ``config`` with ``options`` (its final validation is on the
     held-out split), and tools/test.py at the initialisation with the same options: the
-    (untrained, trained) metrics; with ``snippet`` not None, also the demo picture."""
+    (untrained, trained) metrics; with ``snippet`` not None, also the demo picture; with
+    ``deploy`` (an mmdeploy deploy config), ``trained`` also holds the metrics of the
+    trained model converted and evaluated by mmdeploy, under ``'mmdeploy'``."""
     words = cfg_option_words(dict(options, **{'randomness.seed': 0}))
     run([sys.executable, 'tools/train.py', config, '--work-dir', str(tmp_path / 'train'),
          '--cfg-options', *words])
@@ -41,15 +47,44 @@ def train_and_compare(config, tmp_path, options, snippet=None):
     untrained = untrained_checkpoint(config, tmp_path / 'untrained.pth')
     run([sys.executable, 'tools/test.py', config, untrained, '--work-dir',
          str(tmp_path / 'untrained'), '--cfg-options', *words])
+    with open(tmp_path / 'train' / 'last_checkpoint') as f:
+        ckpt = f.read().strip()
+    if deploy is not None:
+        trained['mmdeploy'] = mmdeploy_metrics(deploy, config, ckpt, tmp_path / 'mmdeploy',
+                                               words)
     if snippet is not None:
-        with open(tmp_path / 'train' / 'last_checkpoint') as f:
-            ckpt = f.read().strip()
         image = check_image_demo(tmp_path / 'train' / osp.basename(config), ckpt,
                                  tmp_path / 'inference', snippet=snippet)
         assert 'data/photos/' in image.replace('\\', '/'), image  # a real held-out photo
     untrained = last_metrics(tmp_path / 'untrained')
     print(f'{config}: untrained {untrained}, trained {trained}')  # shown by pytest -rP
     return untrained, trained
+
+
+def mmdeploy_metrics(deploy, config, ckpt, work, words):
+    """mmdeploy's conversion (tools/deployment/mmdeploy_deploy.py, on a held-out photo and a
+    second size) and its evaluation (tools/deployment/mmdeploy_test.py) of ``ckpt``."""
+    from mmengine.config import Config
+    cfg = Config.fromfile(osp.join(ROOT, config))
+    data = cfg.test_dataloader.dataset
+    folder = osp.join(ROOT, data.data_root, data.data_prefix.get('img', data.data_prefix.get(
+        'img_path', '')))
+    image = osp.join(folder, sorted(os.listdir(folder))[0])
+    out = run([sys.executable, 'tools/deployment/mmdeploy_deploy.py', deploy, config, ckpt,
+               image, '--work-dir', str(work), '--cfg-options', *words])
+    assert out.stdout.count('backend vs pytorch: ') == 1, out.stdout
+    run([sys.executable, 'tools/deployment/mmdeploy_test.py', deploy, config, '--model',
+         str(work / 'end2end.onnx'), '--work-dir', str(work / 'test'), '--cfg-options',
+         *words])
+    return last_metrics(work / 'test')
+
+
+def assert_same_metrics(trained, metrics, points):
+    """The mmdeploy evaluation within ``points`` of the eager one for every metric (and
+    not trivially: the eager metric is above zero)."""
+    deployed = trained['mmdeploy']
+    for m in metrics:
+        assert trained[m] > 0 and abs(deployed[m] - trained[m]) <= points, (m, trained)
 
 
 # RetinaNet: 2 epochs (104 iterations, batch 4) at 160 pixels, warm-up 30, no LR step.
@@ -70,10 +105,14 @@ def test_retinanet_learns_blood_cells(family, tmp_path):
     LDN (0.226 / 0.509 with seed 1); untrained at most 0.001 / 0.008.  With their patchify
     stems InfViT and LDN reached 0.004-0.008 / 0.014-0.026 at 224 pixels."""
     config = f'configs/photos/retinanet_{family}_pico_bccd.py'
-    before, after = train_and_compare(config, tmp_path, DET,
-                                      snippet=True if family == 'soft' else None)
+    soft = family == 'soft'
+    before, after = train_and_compare(
+        config, tmp_path, DET, snippet=True if soft else None,
+        deploy='configs/deploy/detection_onnxruntime_dynamic.py' if soft else None)
     assert after['coco/bbox_mAP_50'] >= before['coco/bbox_mAP_50'] + 0.08, (before, after)
     assert after['coco/bbox_mAP'] >= before['coco/bbox_mAP'] + 0.02, (before, after)
+    if soft:  # mmdeploy's NMS (ONNX NonMaxSuppression) against mmdet's batched_nms
+        assert_same_metrics(after, ('coco/bbox_mAP', 'coco/bbox_mAP_50'), 0.01)
 
 
 # Semantic FPN: 60 iterations (batch 4) of 160 x 160 crops from images rescaled around
@@ -95,9 +134,13 @@ def test_semantic_fpn_learns_nuts(family, tmp_path):
     43.9 InfViT, 42.7 LDN; untrained 3.7-20.7 (an untrained head may label all as one
     class)."""
     config = f'configs/photos/semfpn_{family}_pico_nuts.py'
-    before, after = train_and_compare(config, tmp_path, SEG,
-                                      snippet=False if family == 'ldn' else None)
+    ldn = family == 'ldn'
+    before, after = train_and_compare(
+        config, tmp_path, SEG, snippet=False if ldn else None,
+        deploy='configs/deploy/segmentation_onnxruntime_dynamic.py' if ldn else None)
     assert after['mIoU'] >= before['mIoU'] + 15, (before, after)
+    if ldn:  # mmdeploy takes the argmax before resizing to the image, mmseg after
+        assert_same_metrics(after, ('mIoU', ), 1.0)
 
 
 # Mask R-CNN: 12 epochs (84 iterations, batch 2) at 384 x 288, LR step at epoch 10, 64
@@ -118,7 +161,9 @@ def test_mask_rcnn_learns_nut_masks(tmp_path):
     RoIAlign, which reads its input as contiguous NCHW; with the channels-last maps the
     backbones returned before 2026-11-25 this detector learned nothing
     (tests/backbones/test_mmcv_ops_on_outputs.py checks the layout itself)."""
-    before, after = train_and_compare('configs/photos/maskrcnn_ldn_pico_nuts.py', tmp_path,
-                                      MASK)
+    before, after = train_and_compare(
+        'configs/photos/maskrcnn_ldn_pico_nuts.py', tmp_path, MASK,
+        deploy='configs/deploy/instance-seg_onnxruntime_dynamic.py')
     for metric in ('coco/bbox_mAP', 'coco/segm_mAP'):
         assert after[metric] >= before[metric] + 0.1, (before, after)
+    assert_same_metrics(after, ('coco/bbox_mAP', 'coco/segm_mAP'), 0.02)
