@@ -7,9 +7,9 @@ rewriter below restores the exporter mmdeploy was written for, inside mmdeploy's
 context only (``mmdeploy.core.RewriterContext``), as the maintained fork (onedl-mmdeploy)
 does.  Its RoIAlign symbolic (Mask / Faster R-CNN) still imports a private helper that
 PyTorch removed, ``torch.onnx.symbolic_opset9._cast_Long``; :func:`_restore_cast_long` puts
-back its one-line equivalent (a Cast to int64).  Both are registered when this module is imported with mmdeploy installed: the configs'
-``custom_imports`` import it through :mod:`mmlinattn.models` once mmdeploy is loaded, so
-mmdeploy's own ``tools/deploy.py`` works unchanged.
+back its one-line equivalent (a Cast to int64).  Both are registered when this module is
+imported with mmdeploy installed: the configs' ``custom_imports`` import it through
+:mod:`mmlinattn.models` once mmdeploy is loaded, so mmdeploy's own ``tools/deploy.py`` works unchanged.
 """
 import inspect
 
@@ -36,6 +36,7 @@ if FUNCTION_REWRITER is not None:
         if _takes_dynamo_flag(origin):
             kwargs.setdefault('dynamo', False)
         return origin(*args, **kwargs)
+
 
 def _restore_cast_long() -> None:
     from torch.onnx import symbolic_opset9
