@@ -9,7 +9,8 @@ does.  Its RoIAlign symbolic (Mask / Faster R-CNN) still imports a private helpe
 PyTorch removed, ``torch.onnx.symbolic_opset9._cast_Long``; :func:`_restore_cast_long` puts
 back its one-line equivalent (a Cast to int64).  Both are registered when this module is
 imported with mmdeploy installed: the configs' ``custom_imports`` import it through
-:mod:`mmlinattn.models` once mmdeploy is loaded, so mmdeploy's own ``tools/deploy.py`` works unchanged.
+:mod:`mmlinattn.models` once mmdeploy is loaded, so mmdeploy's own ``tools/deploy.py``
+works unchanged.
 """
 import inspect
 
