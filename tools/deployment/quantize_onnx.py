@@ -1,0 +1,59 @@
+"""Post-training int8 quantization (ONNX Runtime, static, QDQ) of a graph exported by
+``tools/deployment/pytorch2onnx.py``, calibrated on the config's own images.
+
+    python tools/deployment/quantize_onnx.py CONFIG MODEL.onnx --out MODEL.int8.onnx
+        [--calib-images 200] [--split train] [--keep-float REGEX ...] [--cfg-options k=v ...]
+
+Only ``Conv``, ``MatMul`` and ``Gemm`` are quantized (int8 weights per output channel,
+uint8 activations, min-max ranges over ``--calib-images`` images of the ``--split``
+dataloader through the test pipeline); ``--keep-float`` keeps the matching nodes in float32
+too.  Evaluate the result as any exported graph:
+``python tools/test.py CONFIG MODEL.int8.onnx --backend onnxruntime``.  One-stage detectors,
+segmentors and backbones; a two-stage detector's RoI graphs are not quantized.
+"""
+import argparse
+import os.path as osp
+import sys
+
+from mmengine.config import DictAction
+
+from mmlinattn.benchmark.model_flops import build_config_model
+from mmlinattn.deployment.quantize import KEEP_FLOAT, calibration_inputs, quantize_static
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description='int8 post-training quantization')
+    parser.add_argument('config', help='config the graph was exported from')
+    parser.add_argument('model', help='float32 .onnx from tools/deployment/pytorch2onnx.py')
+    parser.add_argument('--out', required=True, help='path of the int8 .onnx to write')
+    parser.add_argument('--calib-images', type=int, default=200,
+                        help='calibration images (default 200)')
+    parser.add_argument('--split', default='train', choices=('train', 'val', 'test'),
+                        help='dataloader whose images calibrate (default train)')
+    parser.add_argument('--keep-float', nargs='+', default=None, metavar='REGEX',
+                        help="node names kept in float32 (default: the family's rule)")
+    parser.add_argument('--cfg-options', nargs='+', action=DictAction,
+                        help='override config settings')
+    return parser.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    for path in (args.config, args.model):
+        if not osp.isfile(path):
+            raise SystemExit(f'{path!r} does not exist')
+    if args.calib_images < 1:
+        raise SystemExit('--calib-images must be at least 1')
+    model, cfg = build_config_model(args.config, args.cfg_options)
+    family = type(getattr(model, 'backbone', model)).__name__
+    keep = args.keep_float if args.keep_float is not None else KEEP_FLOAT.get(family, ())
+    counts = quantize_static(args.model, args.out,
+                             calibration_inputs(cfg, model, args.calib_images, args.split),
+                             keep_float=keep)
+    print(f'{args.out}: {counts["quantized"]} Conv/MatMul/Gemm nodes in int8, '
+          f'{counts["kept_float"]} kept in float32 ({family}: {list(keep)})')
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
