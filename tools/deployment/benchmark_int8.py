@@ -1,0 +1,109 @@
+"""Latency of backbones in ONNX Runtime, float32 against int8 (static QDQ, Conv / MatMul /
+Gemm), batch 1 on the CPU, in one process: the timed forwards of a size interleaved across
+models and precisions, the median of ``--rounds``.
+
+    python tools/deployment/benchmark_int8.py [--models SOFT:small:max_landmarks=49 ...
+        Swin-T] [--sizes 1024 2048] [--rounds 3] [--threads 2] [--calib-size 512]
+        [--calib-inputs 4] [--json out.json]
+
+Our backbones are exported once with dynamic H, W and calibrated at ``--calib-size``; a
+peer whose forward fixes its size (Swin-T) is exported and calibrated per size (its
+calibration at 2048² keeps every intermediate tensor of a forward, beyond 24 GiB: skipped
+above ``--peer-max-size``).  Calibration uses random normal inputs, which is enough for the
+latency: the metric drop is measured on real images with tools/deployment/quantize_onnx.py
+and tools/test.py (docs/deployment.md).
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+import torch
+
+from mmlinattn.benchmark.specs import FIXED_SIZE_EXPORT, build_model, parse_model_spec
+from mmlinattn.deployment import TensorGraph, export_onnx, load_runtime
+from mmlinattn.deployment.quantize import quantize_static
+from mmlinattn.utils.machine import cpu_name
+
+DEFAULT_MODELS = ['SOFT:small:max_landmarks=49', 'NaLaFormer:small', 'InfViT:small',
+                  'LDN:small', 'Swin-T']
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description='ONNX Runtime float32 vs int8 latency')
+    p.add_argument('--models', nargs='+', default=DEFAULT_MODELS)
+    p.add_argument('--sizes', nargs='+', type=int, default=[1024, 2048])
+    p.add_argument('--rounds', type=int, default=3)
+    p.add_argument('--threads', type=int, default=2)
+    p.add_argument('--calib-size', type=int, default=512)
+    p.add_argument('--calib-inputs', type=int, default=4)
+    p.add_argument('--peer-max-size', type=int, default=1024)
+    p.add_argument('--fixed', action='store_true',
+                   help='export and calibrate every model per size (fixed H, W)')
+    p.add_argument('--json', help='write the records here')
+    return p.parse_args(argv)
+
+
+def _graphs(label, graph, size, calib_size, calib_inputs, workdir, fixed):
+    """(float32 path, int8 path) for ``graph`` at ``size``."""
+    at = size if fixed else calib_size
+    stem = os.path.join(workdir, f'{label.replace(":", "_")}' + (f'_{size}' if fixed else ''))
+    fp32, int8 = stem + '.onnx', stem + '.int8.onnx'
+    if not os.path.exists(int8):
+        export_onnx(graph, torch.randn(1, 3, at, at), fp32, dynamic_hw=not fixed)
+        gen = torch.Generator().manual_seed(0)
+        inputs = [torch.randn(1, 3, at, at, generator=gen).numpy()
+                  for _ in range(calib_inputs)]
+        quantize_static(fp32, int8, inputs)
+    return fp32, int8
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    torch.set_num_threads(args.threads)
+    records = []
+    with tempfile.TemporaryDirectory() as workdir:
+        models = {}
+        for text in args.models:
+            spec = parse_model_spec(text)
+            models[text] = (TensorGraph(build_model(spec)).eval(),
+                            spec.model in FIXED_SIZE_EXPORT or args.fixed)
+        for size in args.sizes:
+            runners = {}
+            for label, (graph, fixed) in models.items():
+                if fixed and size > args.peer_max_size:
+                    print(f'{label} at {size}: skipped (calibration above --peer-max-size)')
+                    continue
+                paths = _graphs(label, graph, size, args.calib_size, args.calib_inputs,
+                                workdir, fixed)
+                for precision, path in zip(('float32', 'int8'), paths):
+                    runners[label, precision] = load_runtime(path, 'onnxruntime',
+                                                             args.threads)
+            x = torch.randn(1, 3, size, size, generator=torch.Generator().manual_seed(1))
+            times = {key: [] for key in runners}
+            for run in runners.values():  # warm-up
+                run(x)
+            for _ in range(args.rounds):
+                for key, run in runners.items():
+                    t = time.perf_counter()
+                    run(x)
+                    times[key].append(1000 * (time.perf_counter() - t))
+            for (label, precision), ts in times.items():
+                records.append(dict(model=label, precision=precision, size=size,
+                                    ms=statistics.median(ts), runs=ts))
+            for label in dict.fromkeys(k[0] for k in times):
+                f, i = (statistics.median(times[label, p]) for p in ('float32', 'int8'))
+                print(f'{size}² {label:32s} float32 {f:8.1f} ms  int8 {i:8.1f} ms  '
+                      f'speed-up {f / i:.2f}x', flush=True)
+    if args.json:
+        with open(args.json, 'w') as f:
+            json.dump(dict(cpu=cpu_name(), threads=args.threads, rounds=args.rounds,
+                           records=records), f, indent=1)
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
