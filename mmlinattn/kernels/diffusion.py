@@ -6,7 +6,6 @@ import torch
 import torch.nn.functional as F
 
 from ..ops import diffusion as plain
-from ..ops.sizes import model_size
 from . import policy
 
 __all__ = ['grid_diffusion']
@@ -19,9 +18,9 @@ def _increment_inplace(y: torch.Tensor, weight: torch.Tensor, a_deg: torch.Tenso
     copy the whole gradient)."""
     if not policy.eager_inference(y, weight, a_deg):
         return plain.increment(y, weight, a_deg, groups, keep)
-    k, c = model_size(weight.shape[-1]), model_size(y.shape[1])
-    inc = F.conv2d(y, weight, padding=k // 2, groups=c)
-    split = (groups, c // groups)
+    k = weight.shape[-1]
+    inc = F.conv2d(y, weight, padding=k // 2, groups=y.shape[1])
+    split = (groups, y.shape[1] // groups)
     inc.unflatten(1, split).addcmul_(a_deg, y.unflatten(1, split), value=-1)
     return inc if keep is None else inc.mul_(keep)
 

@@ -132,9 +132,16 @@ def eager_training(*tensors: torch.Tensor) -> bool:
 
 
 def may_branch_on_sizes(*tensors: torch.Tensor) -> bool:
-    """Eager inference outside ``torch.jit.trace`` as well: a Python branch on a size (chunk
+    """Eager inference (no graph, no ``torch.jit.trace``): a Python branch on a size (chunk
     or not, one product or a loop) would be fixed at the traced size in a graph."""
-    return eager_inference(*tensors) and not torch.jit.is_tracing()
+    return eager_inference(*tensors)
+
+
+def custom_autograd() -> bool:
+    """A custom ``torch.autograd.Function`` may stand in for its plain ops: not under
+    ``torch.jit.trace``, whose ONNX export (mmdeploy's) cannot take one apart ("Dangling node
+    reference")."""
+    return not torch.jit.is_tracing()
 
 
 def special_mode() -> bool:

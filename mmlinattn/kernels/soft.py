@@ -154,7 +154,7 @@ def soft_attention(q: torch.Tensor, landmarks: torch.Tensor, v: torch.Tensor,
         if pinv == 'newton':
             _log_newton_cost(lm32.shape[-2])
         middle = nystrom_middle(lm32, keep, pv, num_iters, init, sym_norm, ridge, pinv,
-                                gaussian_kernel)
+                                gaussian_kernel, policy.custom_autograd())
         if chunk is None:
             out = _heads_mm(p, middle)
         else:

@@ -178,7 +178,7 @@ class NewtonSchulzPinv(torch.autograd.Function):
 
 
 def newton_schulz_pinv(a: torch.Tensor, num_iters: int = 20, init: str = 'safe',
-                       ridge: float = 0.0) -> torch.Tensor:
+                       ridge: float = 0.0, custom_backward: bool = True) -> torch.Tensor:
     """``A^+`` of a batch of square matrices by ``num_iters`` Newton-Schulz steps (Eq. 10).
 
     Args:
@@ -190,6 +190,9 @@ def newton_schulz_pinv(a: torch.Tensor, num_iters: int = 20, init: str = 'safe',
             (``newton_init_alpha(a, init, ridge)``): from ``A`` alone the step can exceed
             ``2 / sigma_max(P)^2`` and the iteration diverge (``'paper'`` at any ridge,
             ``'scaled'`` at 0.1, for A close to I).
+        custom_backward: run as :class:`NewtonSchulzPinv` (the backward of Eq. 12); False:
+            the iterations as plain ops, the same forward, with autograd through every
+            iterate (what a tracer that cannot take a custom Function apart needs).
 
     Returns:
         (..., m, m) approximation of ``A^+`` in ``a``'s dtype, computed in float32 (float64
@@ -207,10 +210,8 @@ def newton_schulz_pinv(a: torch.Tensor, num_iters: int = 20, init: str = 'safe',
     if not ridge >= 0:
         raise ValueError(f'ridge must be >= 0, got {ridge!r}')
     with Float32Island(a) as island:
-        if torch.jit.is_tracing():  # an export: no backward, and the tracer sees each op
-            out = _newton_schulz_iterations(island.cast(a), num_iters, init, float(ridge))
-        else:
-            out = NewtonSchulzPinv.apply(island.cast(a), num_iters, init, float(ridge))
+        form = NewtonSchulzPinv.apply if custom_backward else _newton_schulz_iterations
+        out = form(island.cast(a), num_iters, init, float(ridge))
     return island.back(out)
 
 
@@ -366,11 +367,12 @@ def landmark_kernel_rows(q: torch.Tensor, landmarks: torch.Tensor, keep: Optiona
 
 def nystrom_middle(landmarks: torch.Tensor, keep: Optional[torch.Tensor], pv: torch.Tensor,
                    num_iters: int, init: str, sym_norm: bool, ridge: float, pinv: str,
-                   kernel=None) -> torch.Tensor:
+                   kernel=None, custom_backward: bool = True) -> torch.Tensor:
     """``N(A^+) (P^T V)`` (B, h, m, d_v) for ``A = exp(Q~ - K~)`` (Eq. 9; ``N`` Eq. 17 when
     ``sym_norm``): Eq. 10 (``pinv='newton'``) or a ridged Cholesky solve.  Unused landmarks
     (``keep`` 0) get an identity block in A, so ``A^+`` on the used ones is that of the
-    smaller problem.  ``kernel``: the Gaussian kernel's form (default :func:`gaussian_kernel`)."""
+    smaller problem.  ``kernel``: the Gaussian kernel's form (default :func:`gaussian_kernel`);
+    ``custom_backward``: that of :func:`newton_schulz_pinv`."""
     a = (kernel or gaussian_kernel)(landmarks, landmarks, denom=2.0)    # (B, h, m, m)
     if keep is not None:
         # diag(1 - keep) as a product with I: ONNX opset 11 has no diag_embed
@@ -379,7 +381,7 @@ def nystrom_middle(landmarks: torch.Tensor, keep: Optional[torch.Tensor], pv: to
     if pinv == 'cholesky':
         dinv = a.sum(-1, keepdim=True).rsqrt() if sym_norm else 1.0
         return dinv * cholesky_pinv_solve(a, dinv * pv, ridge)
-    a_pinv = newton_schulz_pinv(a, num_iters, init, ridge)
+    a_pinv = newton_schulz_pinv(a, num_iters, init, ridge, custom_backward)
     if sym_norm:
         a_pinv = symmetric_normalize(a_pinv, a)
     return a_pinv @ pv
