@@ -47,7 +47,6 @@ LONGEST = (
     'test_tools_run_every_head_layout',
     'test_runtime_benchmark_times_ours_and_an_mmdet_peer',
     'test_dist_train_gloo_two_processes',
-    'test_bf16_autocast_1024_forward_backward_finite',
     'test_compile_fullgraph_dynamic',
 )
 

@@ -1,8 +1,17 @@
 """Mixed precision.
 
-* Every family's smallest real arch runs forward and backward at 1024 x 1024 under CPU bf16
-  autocast with finite outputs and gradients (one test per family; the fp16 / bf16 runs at
-  2048 x 2048 on a GPU are ``tools/misc/check_amp_gpu.py``).
+* Every family runs forward and backward under CPU bf16 autocast with finite outputs and a
+  finite gradient for every parameter, in two tests per family that together cover what a
+  user's 1024 x 1024 run of the smallest real arch exercises: the size (every token-length
+  reduction -- token sums, landmark pooling, normalisers -- at the full token counts of a
+  1024 x 1024 image, with the tiny test archs) and the model (the smallest real arch, its
+  widths, heads and depth, at 256 x 256).  The reductions run per channel and head, so
+  their magnitude does not depend on the width or the depth, and a block's activations do
+  not depend on the image size.  On a CPU without bf16 instructions (the AVX2 EPYC)
+  PyTorch runs bf16 products in reference kernels: the real archs at 1024 x 1024 took
+  61-145 s a family there (with ``ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2`` on the
+  AVX-512 EPYC), 441 s for the five.  The fp16 / bf16 runs of the real archs at 2048 x 2048
+  on a GPU are ``tools/misc/check_amp_gpu.py``.
 * The float32 islands (kernels, norms, pseudo-inverse, N-length reductions) are fed
   large-magnitude activations (x 100) in bfloat16 under autocast and must match a float64
   evaluation of the same inputs to bf16 output precision.
@@ -21,10 +30,10 @@ from mmlinattn.ops.infsa import linear_infsa_pooled
 from mmlinattn.ops.soft import newton_schulz_pinv
 from mmlinattn.registry import MODELS
 
-# The smallest real arch of each family.  SOFT's paper setting has m = (H/32)(W/32) = 1024
-# landmarks per attention at 1024^2: 94 Newton-Schulz inversions of 1024 x 1024 matrices,
-# about 8 TFLOP (minutes on 2 CPU cores), so the CPU test caps m with the arch's own
-# max_landmarks option; the uncapped setting runs in tools/misc/check_amp_gpu.py.
+# The smallest real arch of each family.  SOFT's paper setting has m = (H/32)(W/32)
+# landmarks per attention (1024 at 1024^2: 94 Newton-Schulz inversions of 1024 x 1024
+# matrices, about 8 TFLOP), so the CPU tests cap m with the arch's own max_landmarks option;
+# the uncapped setting runs in tools/misc/check_amp_gpu.py.
 SMALLEST = {
     'SOFT': dict(type='SOFT', arch='tiny', max_landmarks=256),
     'NaLaFormer': dict(type='NaLaFormer', arch='tiny'),
@@ -35,12 +44,11 @@ SMALLEST = {
 BF16_OUT = 8e-3      # relative precision of a bf16 output (2^-7 plus accumulation slack)
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize('family', sorted(SMALLEST))
-def test_bf16_autocast_1024_forward_backward_finite(family):
-    torch.manual_seed(0)
-    model = MODELS.build(SMALLEST[family]).train()
-    x = torch.randn(1, 3, 1024, 1024)
+def _bf16_step_finite(model, size):
+    """One bf16-autocast forward and backward of ``model`` on a ``size`` x ``size`` image:
+    finite outputs, and a finite gradient for every parameter."""
+    model.train()
+    x = torch.randn(1, 3, size, size)
     with torch.autocast('cpu', dtype=torch.bfloat16):
         outs = model(x)
         loss = sum(o.float().square().mean() for o in outs)
@@ -51,6 +59,21 @@ def test_bf16_autocast_1024_forward_backward_finite(family):
     assert not no_grad, no_grad[:5]
     bad = [n for n, p in model.named_parameters() if not torch.isfinite(p.grad).all()]
     assert not bad, bad[:5]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('family', sorted(SMALLEST))
+def test_bf16_autocast_1024_forward_backward_finite(family):
+    """The token counts of a 1024 x 1024 image (65 536 at stride 4), the tiny test arch."""
+    options = {k: v for k, v in SMALLEST[family].items() if k == 'max_landmarks'}
+    _bf16_step_finite(build(family, **options), 1024)
+
+
+@pytest.mark.parametrize('family', sorted(SMALLEST))
+def test_bf16_autocast_smallest_real_arch_forward_backward_finite(family):
+    """The smallest real arch of the family (its widths, heads and depth) at 256 x 256."""
+    torch.manual_seed(0)
+    _bf16_step_finite(MODELS.build(SMALLEST[family]), 256)
 
 
 def _bf16(*shape, scale=100.0, seed=0):
