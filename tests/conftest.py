@@ -6,6 +6,7 @@ import durations
 from tool_runs import worker_threads
 
 from mmlinattn.kernels.policy import COMPILE_ENV
+from mmlinattn.utils.external_configs import cache_external_config_index
 
 
 def pytest_configure(config):
@@ -22,6 +23,8 @@ def pytest_configure(config):
     # The compiled forms are checked against the eager ones where they are tested, and
     # one tool run keeps the default; ``MMLINATTN_COMPILE=1`` runs the suite compiled.
     os.environ.setdefault(COMPILE_ENV, '0')
+    # as the tools do: Config.fromfile reads mmdet's and mmseg's model index once per process
+    cache_external_config_index()
     durations.pytest_configure(config)
 
 

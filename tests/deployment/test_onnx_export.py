@@ -163,22 +163,29 @@ def test_unknown_runtime_is_named(tmp_path):
 def test_roi_stages_equal_mmdets_eager_head(tmp_path):
     """Mask R-CNN's box and mask RoI stages as graphs of (features, RoIs): against mmdet's
     own head (mmcv RoIAlign, per-level gather) in both runtimes, at feature sizes and RoI
-    counts the export never saw, one RoI included."""
+    counts the export never saw, one RoI included.  The demo's narrow Mask R-CNN (the
+    same heads as the full configs' at 128 channels, a two-conv mask head) with the full
+    configs' adaptive RoIAlign sampling (``sampling_ratio=0``; the demo's is 2)."""
     from repo_paths import ROOT
 
     from mmlinattn.benchmark.model_flops import build_config_model
     from mmlinattn.deployment.roi_graph import export_roi_graphs, roi_difference
     torch.manual_seed(0)
-    model, _ = build_config_model(f'{ROOT}/configs/maskrcnn_ldn_tiny_1x.py')
+    adaptive = {f'model.roi_head.{h}_roi_extractor.roi_layer.sampling_ratio': 0
+                for h in ('bbox', 'mask')}
+    model, _ = build_config_model(f'{ROOT}/configs/demo/maskrcnn_ldn_pico_demo.py', adaptive)
     model.eval()
+    assert model.roi_head.mask_roi_extractor.roi_layers[0].sampling_ratio == 0
+    channels = model.roi_head.bbox_roi_extractor.out_channels
     gen = torch.Generator().manual_seed(0)
     path = str(tmp_path / 'm.onnx')
-    feats = [torch.randn(1, 256, 64 // 2**i, 80 // 2**i, generator=gen) for i in range(5)]
+    feats = [torch.randn(1, channels, 64 // 2**i, 80 // 2**i, generator=gen)
+             for i in range(5)]
     written = export_roi_graphs(model, feats, path)
     assert sorted(written) == ['bbox', 'mask']
     for name in written.values():
         assert 'RoiAlign' in check_onnx(name)
-    odd = [torch.randn(1, 256, 37 // 2**i + 1, 51 // 2**i + 1, generator=gen)
+    odd = [torch.randn(1, channels, 37 // 2**i + 1, 51 // 2**i + 1, generator=gen)
            for i in range(5)]
     for runtime in ('onnxruntime', 'openvino'):
         for count in (1, 300):

@@ -12,10 +12,16 @@ def _compiled_weight_gradient(compile_on):
     """The custom backward runs only with the compiled weight gradient (the default)."""
 
 
-# each case compiles its own weight gradient (seconds on 2 cores): every kernel shape once,
-# bias on and off among them
-@pytest.mark.parametrize('kernel,bias', [(5, True), (7, False), ((5, 3), True)])
-def test_gradients_equal_pytorch_autograd(kernel, bias):
+# every kernel shape once, bias on and off among them; the weight gradient compiled (a
+# compile costs 10-25 s on one core) for the first case, the same function run eagerly for
+# the others: compiling it for every shape checks the compiler more than our backward
+@pytest.mark.parametrize('kernel,bias,compiled', [(5, True, True), (7, False, False),
+                                                  ((5, 3), True, False)])
+def test_gradients_equal_pytorch_autograd(kernel, bias, compiled, monkeypatch):
+    import mmlinattn.kernels.depthwise as depthwise
+    if not compiled:
+        monkeypatch.setattr(depthwise, '_compiled_weight_grad', lambda kh, kw: (
+            lambda grad, x: depthwise._shifted_products(grad, x, kh, kw)))
     torch.manual_seed(0)
     kh, kw = (kernel, kernel) if isinstance(kernel, int) else kernel
     conv = nn.Conv2d(6, 6, (kh, kw), 1, (kh // 2, kw // 2), groups=6, bias=bias).double()
@@ -29,6 +35,8 @@ def test_gradients_equal_pytorch_autograd(kernel, bias):
     torch.testing.assert_close(out, conv(x), rtol=1e-14, atol=1e-14)
     for a, b in zip(got, expected):
         torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+    if compiled:   # the compiled form ran, not its eager fallback after a compiler error
+        assert not depthwise._compiled_weight_grad(kh, kw).failed
 
 
 def test_channels_last_float32_and_frozen_input():

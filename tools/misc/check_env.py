@@ -89,6 +89,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--quiet', action='store_true', help='print only problems')
     args = parser.parse_args()
+    from mmlinattn.utils.external_configs import cache_external_config_index
+    cache_external_config_index()  # mmdet:: / mmseg:: bases without re-reading their index
 
     lines: List[Tuple[str, str]] = []
     problems: List[Tuple[str, str]] = []
