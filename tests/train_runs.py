@@ -1,42 +1,31 @@
-"""What the training tests share: an untrained checkpoint of a config (what training starts
-from), the metrics a training run's final validation wrote, and the check that
-demo/image_demo.py (the end of tools/demo.sh) draws a trained checkpoint's predictions."""
+"""What the training tests share: the metrics a training run's validations wrote, and the
+check that demo/image_demo.py (the end of tools/demo.sh) draws a trained checkpoint's
+predictions."""
 import glob
 import json
 import os.path as osp
 import re
 import sys
 
-import torch
 from mmengine.config import Config
 from tool_runs import run
 
 from repo_paths import ROOT
 
 
-def untrained_checkpoint(config, path, seed=0, cfg_options=None):
-    """The detector / segmentor of ``config`` (with ``cfg_options``, a dict) at its
-    initialisation, saved as a checkpoint tools/test.py reads."""
-    from mmlinattn.benchmark.model_flops import build_config_model
-    torch.manual_seed(seed)
-    model, _ = build_config_model(osp.join(ROOT, config), cfg_options)
-    model.init_weights()
-    torch.save({'state_dict': model.state_dict(), 'meta': {}}, path)
-    return str(path)
-
-
-def final_val_metrics(work_dir):
-    """The metrics of the last validation of a tools/train.py run (its scalars.json)."""
+def validation_metrics(work_dir):
+    """The metrics of every validation of a tools/train.py run (its scalars.json), in
+    order: with ``--val-before-train`` the first is the starting weights'."""
     files = sorted(glob.glob(osp.join(str(work_dir), '*', 'vis_data', 'scalars.json')))
     assert files, f'no scalars.json under {work_dir}'
-    metrics = {}
+    records = []
     with open(files[-1]) as f:
         for line in f:
             rec = json.loads(line)
             if not any(k.startswith('loss') or k == 'lr' for k in rec):
-                metrics.update(rec)
-    assert metrics, f'no validation metrics in {files[-1]}'
-    return metrics
+                records.append(rec)
+    assert records, f'no validation metrics in {files[-1]}'
+    return records
 
 
 def _trained_classes(cfg):

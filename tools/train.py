@@ -40,6 +40,9 @@ def parse_args():
     parser.add_argument('--allow-partial', action='store_true',
                         help='start from a load_from checkpoint even when it fills less than '
                         'half of the model')
+    parser.add_argument('--val-before-train', action='store_true',
+                        help='validate the starting weights (initialisation, load_from or '
+                        'the resumed checkpoint) before the first iteration, logged at 0')
     parser.add_argument('--cfg-options', nargs='+', action=DictAction,
                         help='override config settings, e.g. train_cfg.max_iters=100 '
                         'train_dataloader.batch_size=2')
@@ -96,6 +99,8 @@ def main():
         cfg.resume = True
         cfg.load_from = args.resume
 
+    if args.val_before_train:
+        add_custom_hook(cfg, dict(type='mmlinattn.ValidateBeforeTrainHook'))
     # Store RNG states in checkpoints so that --resume continues the exact same run.
     add_custom_hook(cfg, dict(type='mmlinattn.RNGStateHook'))
     use_safe_checkpoint_hook(cfg)

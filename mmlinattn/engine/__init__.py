@@ -14,10 +14,11 @@ from .early_progress_hook import EarlyProgressHook
 from .logger_hook import RankZeroLoggerHook
 from .rng_state_hook import RNGStateHook
 from .safe_checkpoint_hook import SafeCheckpointHook
+from .validate_before_train_hook import ValidateBeforeTrainHook
 from .valid_region_hook import ValidRegionHook
 
 __all__ = ['CheckpointMatchHook', 'EarlyProgressHook', 'RankZeroLoggerHook', 'RNGStateHook',
-           'SafeCheckpointHook', 'ValidRegionHook']
+           'SafeCheckpointHook', 'ValidateBeforeTrainHook', 'ValidRegionHook']
 
 install_safe_checkpoint_loading()
 cache_external_config_index()
