@@ -29,8 +29,10 @@ def test_validates_once_and_restores_the_generators():
     assert _draws() == expected                        # training then draws the same ones
 
 
-def test_no_validation_configured_is_a_warning(capsys):
+def test_no_validation_configured_is_a_warning(monkeypatch):
+    import mmlinattn.engine.validate_before_train_hook as hook_module
+    logged = []
+    monkeypatch.setattr(hook_module, 'print_log', lambda msg, **kw: logged.append(msg))
     runner = types.SimpleNamespace(val_loop=None)
     ValidateBeforeTrainHook().before_train(runner)     # no exception: training goes on
-    out = capsys.readouterr()
-    assert 'nothing to validate' in out.out + out.err
+    assert len(logged) == 1 and 'nothing to validate' in logged[0]
