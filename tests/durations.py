@@ -3,7 +3,9 @@
 At the end of a run the controlling process (the only one under pytest-xdist) writes
 ``work_dirs/test_durations.json`` (``MMLINATTN_TEST_DURATIONS`` overrides the path): the
 wall time of the tests, the summed time of every test (set-up, call and tear-down), the
-30 slowest tests and test files, the test count and the machine's CPU type.  README.md's
+30 slowest tests and test files, the test count, the machine's CPU type and its speed at
+the start and the end of the run (:func:`speed_probe`: these VMs drift by tens of percent
+within an hour, so two runs compare only together with their probes).  README.md's
 figures are taken from it.  When the wall time of a run passes the budget of its CPU type,
 it prints a warning naming the slowest tests: a warning, not a failure, since timings are
 noisy.
@@ -24,6 +26,29 @@ DEFAULT_BUDGET_S = 25 * 60
 SLOWEST = 30
 
 
+def speed_probe(seconds: float = 0.25) -> dict:
+    """One core's speed now: a float32 256 x 256 GEMM (GFLOP/s) and a plain Python loop
+    (million additions per second), each timed for ``seconds``."""
+    import torch
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        a, b = torch.randn(256, 256), torch.randn(256, 256)
+        count, start = 0, time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            a @ b
+            count += 1
+        gemm = 2 * 256 ** 3 * count / (time.perf_counter() - start) / 1e9
+        count, start = 0, time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            sum(range(10000))
+            count += 10000
+        python = count / (time.perf_counter() - start) / 1e6
+    finally:
+        torch.set_num_threads(threads)
+    return dict(gemm_gflops=round(gemm, 1), python_madds=round(python, 1))
+
+
 def _is_controller(config) -> bool:
     return not hasattr(config, 'workerinput')
 
@@ -41,6 +66,7 @@ class DurationsRecord:
         self.start = time.time()
         self.times = defaultdict(float)
         self.record = None
+        self.speed_start = speed_probe()
 
     def pytest_runtest_logreport(self, report):
         self.times[report.nodeid] += report.duration
@@ -60,6 +86,7 @@ class DurationsRecord:
             tests=len(self.times),
             workers=getattr(self.config.option, 'numprocesses', None),  # -n as given
             cpu=cpu, cpu_count=os.cpu_count(), budget_s=budget_for(cpu),
+            speed_start=self.speed_start, speed_end=speed_probe(),
             args=list(self.config.invocation_params.args),
             date=time.strftime('%Y-%m-%d %H:%M', time.gmtime()),
             slowest=[dict(test=k, s=round(v, 2)) for k, v in slowest],

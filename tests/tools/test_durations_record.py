@@ -54,6 +54,8 @@ def test_record_holds_the_slowest_the_total_and_the_machine(tmp_path, monkeypatc
     assert data['by_file'] == {'tests/b.py': sum(range(20, 40)), 'tests/a.py': sum(range(20))}
     assert list(data['by_file']) == ['tests/b.py', 'tests/a.py']  # slowest file first
     assert data['cpu'] and data['budget_s'] == 3600 and data['wall_s'] >= 0
+    for probe in (data['speed_start'], data['speed_end']):   # the machine's speed then
+        assert probe['gemm_gflops'] > 0 and probe['python_madds'] > 0
     assert len(lines) == 1 and 'WARNING' not in lines[0]
 
 
