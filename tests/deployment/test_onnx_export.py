@@ -1,6 +1,9 @@
 """ONNX export with dynamic H and W, run in ONNX Runtime and OpenVINO at sizes the export
 never saw: every family's backbone, whole RetinaNet / UperNet / Semantic FPN graphs, and the
 RoI stages of Mask R-CNN."""
+import hashlib
+import os
+
 import pytest
 import torch
 from archs import FAMILIES, build
@@ -32,16 +35,30 @@ def parity(graph, path, runtime, sizes=CHECK_HW, **options):
 
 @pytest.fixture(scope='module')
 def exported(tmp_path_factory):
-    """family -> (graph, path), exported once per module."""
+    """family -> (graph, path), exported once per test run.  Under pytest-xdist the workers
+    share the files (an export took 10-25 s): the first to ask exports under a file lock,
+    the others read its file and rebuild the eager graph, whose seeded build has the same
+    weights."""
+    from filelock import FileLock
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get('PYTEST_XDIST_WORKER'):
+        shared = shared.parent                  # the one folder above every worker's
+    folder = shared / 'onnx_exports'
+    folder.mkdir(exist_ok=True)
     cache = {}
 
     def get(family, **options):
         key = (family, repr(sorted(options.items())))
         if key not in cache:
             graph = TensorGraph(build(family, **OPTIONS.get(family, {}), **options))
-            path = str(tmp_path_factory.mktemp('onnx') / f'{family}.onnx')
-            export_onnx(graph, torch.randn(1, 3, *EXPORT_HW), path)
-            cache[key] = graph, path
+            name = f'{family}-{hashlib.sha1(repr(key).encode()).hexdigest()[:12]}'
+            path = folder / f'{name}.onnx'
+            with FileLock(str(folder / f'{name}.lock')):
+                if not path.exists():               # a failed export leaves no file
+                    partial = folder / f'{name}.partial.onnx'
+                    export_onnx(graph, torch.randn(1, 3, *EXPORT_HW), str(partial))
+                    os.replace(partial, path)
+            cache[key] = graph, str(path)
         return cache[key]
     return get
 
