@@ -80,28 +80,31 @@ def _export_program(module: nn.Module, example: torch.Tensor, dynamic_hw: bool,
                     min_size: int, max_size: int):
     """``torch.export`` with symbolic H, W -> (program, smallest size it accepts).
 
-    Where the model itself needs larger inputs (a RetinaNet's stride-128 level needs
-    H, W >= 129 for 2 x 2 cells), the range is raised to the model's minimum.  A fact about
-    sizes the shape solver cannot prove (typically ``N mod k != 0`` from a view of a conv's
-    token count, true for every size in the range) becomes a runtime assertion instead of
-    an error; whether the graph is right at other sizes is then checked by
-    :func:`check_program`.  A model whose forward pass fixes H or W to the example's size
-    (mmdet's Swin) raises ``RuntimeError`` after the first attempt: export it with
-    ``dynamic_hw=False``."""
+    A fact about sizes the shape solver cannot prove (typically ``N mod k != 0`` from a
+    view of a conv's token count, true for every size in the range) becomes a runtime
+    assertion of the program instead of an error (``prefer_deferred_runtime_asserts``,
+    from the first attempt: a refused first trace cost as much as the second); whether
+    the graph is right at other sizes is checked by :func:`check_program`.  Where the
+    model needs larger inputs, the range is raised to the model's minimum: a range the
+    solver states (``65 <= H``) takes a second trace, one hidden in an assertion
+    (``ceil(W / 64) != 1``) is found by running the program (:func:`_smallest_size`).  A
+    model whose forward pass fixes H or W to the example's size (mmdet's Swin) raises
+    ``RuntimeError`` after the first attempt: export it with ``dynamic_hw=False``."""
     if not dynamic_hw:
         return torch.export.export(module, (example, ), strict=False), None
-    deferred = False
-    for _ in range(4):
+    for _ in range(3):
         try:
             program = torch.export.export(
                 module, (example, ), dynamic_shapes=_dims(min_size, max_size), strict=False,
-                prefer_deferred_runtime_asserts_over_guards=deferred)
-            return program, min_size
+                prefer_deferred_runtime_asserts_over_guards=True)
+            return program, _smallest_size(program, example, min_size)
         except Exception as err:  # ConstraintViolationError, wrapped as UserError
             text = str(err)
             if 'Constraints violated' not in text:
                 raise
             mins = [int(v) for v in re.findall(r"Dim\('(?:height|width)', min=(\d+)", text)]
+            mins += [int(v) for v in re.findall(
+                r"guard (\d+) <= L\['x'\]\.size\(\)\[[23]\]", text)]
             if mins and max(mins) > min_size:
                 min_size = max(mins)
                 if min(example.shape[2:]) < min_size:
@@ -111,19 +114,42 @@ def _export_program(module: nn.Module, example: torch.Tensor, dynamic_hw: bool,
             elif ('Specializations unexpectedly required' in text
                   or re.search(r'^\s*(height|width) = \d+\s*$', text, re.M)):
                 # the forward pass fixes H or W to the example's (a Python int taken from
-                # the input size, a branch on it): deferring guards to runtime cannot undo
-                # that, and a second attempt would take as long as the first (~50 s for a
-                # small Swin)
+                # the input size, a branch on it): another attempt cannot undo that, and
+                # would take as long as the first (~50 s for a small Swin)
                 raise RuntimeError(
                     f'{type(module).__name__}: H, W cannot stay symbolic, the forward pass '
                     f'fixes them to the example size {tuple(example.shape[2:])}; export '
                     'with dynamic_hw=False (the graph then runs at that size only)') from err
-            elif not deferred:
-                deferred = True
             else:
                 raise
     raise RuntimeError(f'{type(module).__name__}: no dynamic export found (last range '
                        f'{min_size}..{max_size})')
+
+
+def _runs_at(graph, example: torch.Tensor, size: int) -> bool:
+    """The program's runtime assertions accept a ``size`` x ``size`` input."""
+    x = torch.zeros(*example.shape[:2], size, size, dtype=example.dtype)
+    try:
+        graph(x)
+    except RuntimeError as err:
+        if 'Runtime assertion failed' in str(err):
+            return False
+        raise
+    return True
+
+
+def _smallest_size(program, example: torch.Tensor, min_size: int) -> int:
+    """The smallest square size from ``min_size`` up that the program's runtime assertions
+    accept (the example's smaller side does): ``min_size`` itself unless an assertion
+    hides a larger minimum, such as a stride-64 level that needs two cells."""
+    graph = program.module()
+    if _runs_at(graph, example, min_size):
+        return min_size
+    low, high = min_size, min(example.shape[2:])  # refused, accepted
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (low, mid) if _runs_at(graph, example, mid) else (mid, high)
+    return high
 
 
 def check_sizes(h: int, w: int, min_size: int) -> List[Tuple[int, int]]:

@@ -166,6 +166,44 @@ def test_dynamic_export_of_a_size_pinned_model_fails_at_once(tmp_path, monkeypat
     assert len(attempts) == 1
 
 
+class _NeedsTwoCellsAtStride64(torch.nn.Module):
+    """A size fact the shape solver cannot prove over 64..8192 (``ceil(W / 64) != 1``, as
+    a stride-64 level's branch on one cell gives): a runtime assertion, not a range."""
+
+    def forward(self, x):
+        y = torch.nn.functional.avg_pool2d(x, 64, ceil_mode=True)
+        return (y.flatten(2).softmax(-1) * (1 % y.shape[-1]) * (1 % y.shape[-2]), )
+
+
+class _PoolsWith65(torch.nn.Module):
+    """A range the solver states (H, W >= 65), and behind it an assertion (H // 65 != 1)."""
+
+    def forward(self, x):
+        return (torch.nn.functional.avg_pool2d(x, 65), )
+
+
+@pytest.mark.parametrize('module, smallest', [(_NeedsTwoCellsAtStride64(), 65),
+                                              (_PoolsWith65(), 130)])
+def test_dynamic_export_states_the_smallest_size_the_graph_runs_at(module, smallest,
+                                                                   monkeypatch):
+    """The range the export reports starts where the traced program really runs: one
+    below it a runtime assertion refuses the input.  A fact the solver cannot prove is
+    deferred from the first trace (a refused first trace cost a second one, as long), so
+    the assertion-only case traces once."""
+    from mmlinattn.deployment.onnx_export import _export_program
+    attempts = []
+    export = torch.export.export
+    monkeypatch.setattr(torch.export, 'export',
+                        lambda *a, **k: attempts.append(k) or export(*a, **k))
+    program, low = _export_program(module, torch.randn(1, 3, 224, 320), True, 64, 8192)
+    assert low == smallest
+    assert len(attempts) == (1 if smallest == 65 else 2)
+    graph = program.module()
+    graph(torch.randn(1, 3, low, low + 7))
+    with pytest.raises(RuntimeError, match='Runtime assertion failed'):
+        graph(torch.randn(1, 3, low - 1, low + 7))
+
+
 def test_export_rejects_a_non_image_example(tmp_path):
     with pytest.raises(ValueError, match=r'\(B, C, H, W\)'):
         export_onnx(TensorGraph(build('LDN')), torch.randn(3, 64, 64), str(tmp_path / 'x.onnx'))
