@@ -30,6 +30,16 @@ def build(family: str, **kwargs):
     return MODELS.build(dict(TINY[family], **kwargs)).eval()
 
 
+def one_block_per_stage(family: str) -> dict:
+    """``build`` overrides that leave one block per stage of a pyramid (every block type
+    still runs): for the tests whose cost grows with the block count, such as tracing for
+    ``torch.compile`` and ONNX export, where a stage's next block repeats the same ops."""
+    arch = TINY[family]['arch']
+    if 'depths' not in arch:
+        return {}
+    return dict(arch=dict(arch, depths=(1, ) * len(arch['depths'])))
+
+
 def expected_shapes(model, batch: int, h: int, w: int):
     """The README's contract: (B, C_i, ceil(H / s_i), ceil(W / s_i)) per returned stage."""
     return [(batch, model.embed_dims[i], math.ceil(h / model.strides[i]),

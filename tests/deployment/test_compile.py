@@ -11,7 +11,7 @@ block count (NaLaFormer's training trace: 36 s with five blocks, 25 s with four)
 import pytest
 import torch
 import torch.nn as nn
-from archs import FAMILIES, TINY, build
+from archs import FAMILIES, build, one_block_per_stage
 
 from mmlinattn.deployment import max_relative_difference
 from mmlinattn.models.backbones.nalaformer import OFFICIAL_PRESET
@@ -35,12 +35,6 @@ class PlainWithNeck(nn.Module):
 
     def forward(self, x):
         return self.neck(self.backbone(x))
-
-
-def one_block_per_stage(family):
-    arch = TINY[family]['arch']
-    return dict(arch=dict(arch, depths=(1, ) * len(arch['depths']))) if 'depths' in arch \
-        else {}
 
 
 VARIANTS = {
@@ -80,6 +74,15 @@ def test_compile_fullgraph_dynamic_eval(family):
     assert len(graphs) == 1, f'{len(graphs)} graphs for {len(SIZES)} sizes (recompiled)'
 
 
+def skip_graph_logs(monkeypatch):
+    """AOTAutograd writes out the joint, forward and backward graphs' text for its logs
+    whether or not they are on (``aot_module_simplified`` has no switch): a fifth of the
+    tracing time here.  Nothing of the tracing or partitioning changes."""
+    from torch._functorch._aot_autograd import graph_compile
+    monkeypatch.setattr(graph_compile, '_log_joint_graph', lambda *args: None)
+    monkeypatch.setattr(graph_compile, '_log_fw_bw_graphs', lambda *args: (None, None))
+
+
 # InfViTPlain as its detection configs use it, with the SimpleFeaturePyramid on top (the
 # backbone alone traces a subset of that graph).
 TRAIN_CASES = tuple(f for f in FAMILIES if f != 'InfViTPlain') + ('InfViTPlain+SimpleFPN', )
@@ -98,6 +101,7 @@ def test_compile_fullgraph_dynamic_train_forward_backward(family, monkeypatch):
     below)."""
     from mmlinattn.kernels.policy import COMPILE_ENV
     monkeypatch.setenv(COMPILE_ENV, '0')
+    skip_graph_logs(monkeypatch)
     torch._dynamo.reset()
     from torch._dynamo.utils import counters
     counters.clear()

@@ -6,7 +6,7 @@ import os
 
 import pytest
 import torch
-from archs import FAMILIES, build
+from archs import FAMILIES, build, one_block_per_stage
 
 from mmlinattn.deployment import (TensorGraph, check_onnx, export_onnx, load_runtime,
                                   max_relative_difference)
@@ -35,7 +35,8 @@ def parity(graph, path, runtime, sizes=CHECK_HW, **options):
 
 @pytest.fixture(scope='module')
 def exported(tmp_path_factory):
-    """family -> (graph, path), exported once per test run.  Under pytest-xdist the workers
+    """family -> (graph, path), exported once per test run, one block per stage (tracing
+    time grows with the blocks).  Under pytest-xdist the workers
     share the files (an export took 10-25 s): the first to ask exports under a file lock,
     the others read its file and rebuild the eager graph, whose seeded build has the same
     weights."""
@@ -50,7 +51,8 @@ def exported(tmp_path_factory):
     def get(family, **options):
         key = (family, repr(sorted(options.items())))
         if key not in cache:
-            graph = TensorGraph(build(family, **OPTIONS.get(family, {}), **options))
+            graph = TensorGraph(build(family, **OPTIONS.get(family, {}),
+                                      **one_block_per_stage(family), **options))
             name = f'{family}-{hashlib.sha1(repr(key).encode()).hexdigest()[:12]}'
             path = folder / f'{name}.onnx'
             with FileLock(str(folder / f'{name}.lock')):
