@@ -44,6 +44,11 @@ def heat_under_overlay(overlay: np.ndarray, image: np.ndarray, alpha: float):
         overlay, image = overlay[:h, :w], image[:h, :w]
     colour = (overlay - (1 - alpha) * image) / alpha
     lut = viridis_lut()
-    dist = np.linalg.norm(colour.reshape(-1, 1, 3) - lut[None], axis=-1)
-    return (dist.argmin(1) / (len(lut) - 1)).reshape(overlay.shape[:2]), \
-        dist.min(1).reshape(overlay.shape[:2])
+    # squared distances to every colour of the map as one product (|c|^2 - 2 c.l + |l|^2),
+    # not a (pixels, 256, 3) difference tensor: a 300 x 300 panel made 550 MB of those
+    c = colour.reshape(-1, 3)
+    squared = (c * c).sum(1, keepdims=True) - 2 * c @ lut.T + (lut * lut).sum(1)
+    nearest = squared.argmin(1)
+    dist = np.sqrt(np.maximum(squared[np.arange(len(c)), nearest], 0))
+    return (nearest / (len(lut) - 1)).reshape(overlay.shape[:2]), \
+        dist.reshape(overlay.shape[:2])
