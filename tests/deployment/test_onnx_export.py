@@ -150,22 +150,28 @@ def test_fixed_size_export_runs_only_at_its_size(tmp_path):
         run(torch.randn(1, 3, 96, 64))
 
 
-def test_dynamic_export_of_a_size_pinned_model_fails_at_once(tmp_path, monkeypatch):
-    """A forward pass that fixes H to the example's value (as mmdet's Swin does) cannot be
-    exported with symbolic H, W: one ``torch.export`` attempt, not a second one with deferred
-    guards (as long again, ~50 s for a small Swin), and the error names the way out."""
-    class PinsHeight(torch.nn.Module):
-        def forward(self, x):
-            return x * 2 if x.shape[2] == 64 else x
-
+@pytest.fixture
+def export_attempts(monkeypatch):
+    """The keyword arguments of every ``torch.export.export`` call of the test."""
     attempts = []
     export = torch.export.export
     monkeypatch.setattr(torch.export, 'export',
                         lambda *a, **k: attempts.append(k) or export(*a, **k))
+    return attempts
+
+
+def test_dynamic_export_of_a_size_pinned_model_fails_at_once(tmp_path, export_attempts):
+    """A forward pass that fixes H to the example's value (as mmdet's Swin does) cannot be
+    exported with symbolic H, W: one ``torch.export`` attempt, not a second one (as long
+    again, ~50 s for a small Swin), and the error names the way out."""
+    class PinsHeight(torch.nn.Module):
+        def forward(self, x):
+            return x * 2 if x.shape[2] == 64 else x
+
     with pytest.raises(RuntimeError, match=r'fixes them to the example size \(64, 96\).*'
                        'dynamic_hw=False'):
         export_onnx(PinsHeight(), torch.randn(1, 3, 64, 96), str(tmp_path / 'x.onnx'))
-    assert len(attempts) == 1
+    assert len(export_attempts) == 1
 
 
 class _NeedsTwoCellsAtStride64(torch.nn.Module):
@@ -187,19 +193,15 @@ class _PoolsWith65(torch.nn.Module):
 @pytest.mark.parametrize('module, smallest', [(_NeedsTwoCellsAtStride64(), 65),
                                               (_PoolsWith65(), 130)])
 def test_dynamic_export_states_the_smallest_size_the_graph_runs_at(module, smallest,
-                                                                   monkeypatch):
+                                                                   export_attempts):
     """The range the export reports starts where the traced program really runs: one
     below it a runtime assertion refuses the input.  A fact the solver cannot prove is
     deferred from the first trace (a refused first trace cost a second one, as long), so
     the assertion-only case traces once."""
     from mmlinattn.deployment.onnx_export import _export_program
-    attempts = []
-    export = torch.export.export
-    monkeypatch.setattr(torch.export, 'export',
-                        lambda *a, **k: attempts.append(k) or export(*a, **k))
     program, low = _export_program(module, torch.randn(1, 3, 224, 320), True, 64, 8192)
     assert low == smallest
-    assert len(attempts) == (1 if smallest == 65 else 2)
+    assert len(export_attempts) == (1 if smallest == 65 else 2)
     graph = program.module()
     graph(torch.randn(1, 3, low, low + 7))
     with pytest.raises(RuntimeError, match='Runtime assertion failed'):
