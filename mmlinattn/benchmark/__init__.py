@@ -15,7 +15,7 @@ used).
 from .cases import Case, case_child, matmul_rate, run_case
 from .flops import count_flops, flop_counter, scoped_flops
 from .interleave import interleave_group, run_alternated, run_interleaved
-from .isolation import run_isolated, time_limit
+from .isolation import CPU_PRELOAD, run_isolated, time_limit
 from .memory import (GLIBC_TUNABLES_REUSE, is_oom, return_freed_cpu_memory,
                      reuse_freed_cpu_memory)
 from .report import (markdown_hotspots, markdown_ratios, markdown_summary, markdown_table, replot,
@@ -28,7 +28,7 @@ from .sweep import environment, run_sweep
 __all__ = [
     'Case', 'case_child', 'matmul_rate', 'run_case', 'count_flops', 'flop_counter',
     'scoped_flops', 'interleave_group', 'run_alternated', 'run_interleaved', 'run_isolated',
-    'time_limit',
+    'time_limit', 'CPU_PRELOAD',
     'GLIBC_TUNABLES_REUSE', 'is_oom', 'return_freed_cpu_memory', 'reuse_freed_cpu_memory',
     'markdown_hotspots', 'markdown_ratios', 'markdown_summary', 'markdown_table', 'replot',
     'write_csv', 'write_plot',

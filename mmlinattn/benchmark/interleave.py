@@ -6,7 +6,7 @@ import time
 from typing import Any, Dict, List, Optional, Sequence, Union
 
 from .cases import Case, case_input, make_step, prepared_model, sync
-from .isolation import mp_context
+from .isolation import CPU_PRELOAD, mp_context
 from .memory import apply_cpu_malloc, is_oom, mem_available_mb
 from .specs import ModelSpec
 from .stats import time_stats
@@ -56,7 +56,7 @@ def step_worker(case: Case, conn) -> None:
 
 def run_interleaved(cases: Sequence[Case], rounds: int, seed: int, step_timeout: Sequence[float],
                     mem_need_mb: Optional[Sequence[float]] = None,
-                    preload: Sequence[str] = ('torch', )) -> Dict[str, Any]:
+                    preload: Sequence[str] = CPU_PRELOAD) -> Dict[str, Any]:
     """Time ``rounds`` steps of every case's model, interleaved: one warm worker process per
     model (:func:`step_worker`), and in each round every model steps once, one at a time,
     in a fresh shuffled order.  The models' steps are thus spread over the same minutes, so a
@@ -110,7 +110,7 @@ def run_interleaved(cases: Sequence[Case], rounds: int, seed: int, step_timeout:
 
 def run_alternated(cases: Sequence[Case], rounds: int, seed: int,
                    step_timeout: Sequence[float], mem_need_mb: Optional[Sequence[float]] = None,
-                   preload: Sequence[str] = ('torch', )) -> Dict[str, Any]:
+                   preload: Sequence[str] = CPU_PRELOAD) -> Dict[str, Any]:
     """:func:`run_interleaved` for models whose warm workers do not fit in memory together:
     one worker alive at a time.  In each round (a fresh shuffled order) every model gets a
     worker of its own that is built, takes its two untimed steps and one timed step, and

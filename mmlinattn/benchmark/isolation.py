@@ -10,12 +10,16 @@ import time
 from contextlib import contextmanager
 from typing import Any, Dict, Optional, Sequence
 
-__all__ = ['mp_context', 'run_isolated', 'time_limit']
+__all__ = ['CPU_PRELOAD', 'mp_context', 'run_isolated', 'time_limit']
+
+#: what a CPU forkserver imports once for all its children: the models and the case code
+#: every child runs (imported per child instead, each case would pay ~1.5 s for them)
+CPU_PRELOAD = ('torch', 'mmlinattn.models', 'mmlinattn.benchmark.cases')
 
 _CONTEXTS: Dict[str, Any] = {}
 
 
-def mp_context(preload: Sequence[str] = ('torch', ), device: str = 'cpu'):
+def mp_context(preload: Sequence[str] = CPU_PRELOAD, device: str = 'cpu'):
     """The multiprocessing context for cases on ``device``.
 
     CPU: a forkserver that has imported ``preload`` (cheap, fork-safe children) where
@@ -37,7 +41,7 @@ def mp_context(preload: Sequence[str] = ('torch', ), device: str = 'cpu'):
 
 
 def run_isolated(target, args: tuple, timeout: float,
-                 preload: Sequence[str] = ('torch', ), device: str = 'cpu') -> Dict[str, Any]:
+                 preload: Sequence[str] = CPU_PRELOAD, device: str = 'cpu') -> Dict[str, Any]:
     """Run ``target(*args, conn)`` in a child process; the dict it sends, or a status.
 
     No answer within ``timeout`` s -> the child is killed, ``status='timeout'``; a child

@@ -18,7 +18,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 from ..utils.machine import cpu_name
 from .cases import Case, case_child, matmul_child
 from .interleave import interleave_group
-from .isolation import run_isolated
+from .isolation import CPU_PRELOAD, run_isolated
 from .report import fmt
 from .specs import ModelSpec
 from .stats import make_record, summarize
@@ -84,7 +84,7 @@ def run_sweep(specs: Sequence[ModelSpec], sizes: Sequence[Tuple[int, int]],
     """
     device, dtype = case_kwargs.get('device', 'cpu'), case_kwargs.get('dtype', 'float32')
     budget = case_kwargs.get('budget_s', 60.0)
-    preload = ['torch', 'mmlinattn.models', 'mmlinattn.benchmark.cases']
+    preload = list(CPU_PRELOAD)
     if any(s.peer for s in specs):
         preload.append('mmdet.models.backbones')
     mm_args = (device, dtype, matmul_size, case_kwargs.get('threads', 0),

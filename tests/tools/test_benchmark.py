@@ -248,7 +248,7 @@ def test_pairs_that_do_not_fit_together_alternate_one_worker_at_a_time(monkeypat
     # 2000 MiB available: one worker fits, the pair (3000) does not
     monkeypatch.setattr(interleave, 'mem_available_mb', lambda: 2000.0)
     g = group()
-    info = interleave.interleave_group(g, 2, 60.0, ('torch', ), print)
+    info = interleave.interleave_group(g, 2, 60.0, B.CPU_PRELOAD, print)
     assert info['status'] == 'ok' and info['method'] == 'pairs', info
     assert info['reference'] == peer.label and info['alternated'] == [model.label]
     assert alive_at_start == [0, 0, 0, 0]   # 2 rounds x 2 models, each worker alone
@@ -264,16 +264,17 @@ def test_pairs_that_do_not_fit_together_alternate_one_worker_at_a_time(monkeypat
     alive_at_start.clear()
     monkeypatch.setattr(interleave, 'mem_available_mb', lambda: 4000.0)
     g = group()
-    info = interleave.interleave_group(g, 2, 60.0, ('torch', ), print, pairs=True)
+    info = interleave.interleave_group(g, 2, 60.0, B.CPU_PRELOAD, print, pairs=True)
     assert info['status'] == 'ok' and 'alternated' not in info
     assert alive_at_start == [0, 1]
     assert {r['latency_method'] for _, _, _, r in g} == {'interleaved_pairs'}
     # ... unless asked to alternate
     alive_at_start.clear()
-    info = interleave.interleave_group(group(), 1, 60.0, ('torch', ), print, pairs='alternate')
+    info = interleave.interleave_group(group(), 1, 60.0, B.CPU_PRELOAD, print,
+                                       pairs='alternate')
     assert info['alternated'] == [model.label] and alive_at_start == [0, 0]
     with pytest.raises(ValueError, match='alternate'):
-        interleave.interleave_group(group(), 1, 60.0, ('torch', ), print, pairs='sometimes')
+        interleave.interleave_group(group(), 1, 60.0, B.CPU_PRELOAD, print, pairs='sometimes')
 
 
 def _case(spec: str, size: int, cap_mb, **kw) -> B.Case:
