@@ -258,10 +258,14 @@ def linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                      feature_map: str = 'elu', eps: float = 1e-6,
                      valid: Optional[torch.Tensor] = None) -> torch.Tensor:
     """:func:`mmlinattn.ops.linear_attention` (LDN §3.3, E6-E7; its arguments and result)
-    through the chunked core, the same values up to rounding."""
+    through the chunked core, or on the GPU in eager inference without padded keys through
+    the Triton kernels of :mod:`.triton_linear`: the same values up to rounding."""
     check_shapes(q, k, v, feature_map)
     if policy.plain():
         return plain_linear_attention(q, k, v, feature_map, eps, valid)
+    if valid is None and policy.triton_allowed(q, k, v):
+        from . import triton_linear  # imports Triton: only where its kernels run
+        return triton_linear.linear_attention(q, k, v, feature_map, eps)
     phi = FEATURE_MAPS[feature_map]
     fast = _NO_GRAD_FEATURE_MAPS.get(feature_map, phi)
     with Float32Island(v) as island:

@@ -29,11 +29,12 @@ from torch.nn.modules import module as module_hooks
 
 from ..ops.precision import autocast_enabled
 
-__all__ = ['SWITCHES', 'COMPILE_ENV', 'FUSE_GELU_ENV', 'KERNELS_ENV', 'Mode', 'mode',
-           'switched_off', 'plain', 'traced', 'needs_grad', 'eager_inference',
+__all__ = ['SWITCHES', 'COMPILE_ENV', 'FUSE_GELU_ENV', 'KERNELS_ENV', 'TRITON_ENV', 'Mode',
+           'mode', 'switched_off', 'plain', 'traced', 'needs_grad', 'eager_inference',
            'eager_training', 'may_branch_on_sizes', 'special_mode', 'compiled_allowed',
-           'onednn_allowed', 'plain_precision', 'hooked', 'custom_depthwise_backward',
-           'depthwise_slices', 'gemm_accumulates', 'layer_scale_folded', 'norm_recomputed']
+           'onednn_allowed', 'triton_interpreting', 'triton_allowed', 'plain_precision',
+           'hooked', 'custom_depthwise_backward', 'depthwise_slices', 'gemm_accumulates',
+           'layer_scale_folded', 'norm_recomputed']
 
 #: environment switch: ``MMLINATTN_COMPILE=0`` keeps every op eager (no ``torch.compile``)
 COMPILE_ENV = 'MMLINATTN_COMPILE'
@@ -41,6 +42,8 @@ COMPILE_ENV = 'MMLINATTN_COMPILE'
 FUSE_GELU_ENV = 'MMLINATTN_FUSE_GELU'
 #: environment switch: ``MMLINATTN_KERNELS=plain`` runs the plain forms only
 KERNELS_ENV = 'MMLINATTN_KERNELS'
+#: environment switch: ``MMLINATTN_TRITON=0`` keeps the torch ops where a Triton kernel would run
+TRITON_ENV = 'MMLINATTN_TRITON'
 
 #: every environment switch of the package: name -> (default, what it does)
 SWITCHES = {
@@ -51,6 +54,8 @@ SWITCHES = {
                     "conv's epilogue, a linear's bias per output tile; 0 keeps the plain ops"),
     KERNELS_ENV: ('fast', "'plain': no fast form at all, every op as mmlinattn.ops writes it "
                   '(and every layer with plain torch ops)'),
+    TRITON_ENV: ('1', "Triton kernels on CUDA (eager inference): LDN's normalised linear-attention "
+                 'core; 0 keeps the torch ops'),
 }
 
 # -- the sizes that tune the fast forms (module attributes: read at call time) -----------
@@ -196,6 +201,34 @@ def onednn_allowed(x: torch.Tensor, modules=(), tensors=()) -> bool:
                 or torch.is_autocast_enabled('cpu') or needs_grad(x, *params)
                 or not torch.backends.mkldnn.enabled or special_mode()
                 or hooked(*modules) or switched_off(FUSE_GELU_ENV) or plain())
+
+
+#: dtypes the Triton kernels take (float32 accumulation inside)
+TRITON_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+
+
+def triton_interpreting() -> bool:
+    """``TRITON_INTERPRET=1``: Triton's interpreter runs the kernels, on any device (the
+    tests check them that way on the CPU)."""
+    return os.environ.get('TRITON_INTERPRET', '0').strip().lower() not in _OFF + ('', )
+
+
+def triton_allowed(*tensors: torch.Tensor) -> bool:
+    """A Triton kernel (:mod:`.triton_linear`) may stand in for the torch ops on ``tensors``:
+    eager inference (no graph, no autograd, no special mode) on CUDA tensors, or on any
+    device under Triton's interpreter (:func:`triton_interpreting`), all plain
+    ``torch.Tensor`` of one dtype of :data:`TRITON_DTYPES`, Triton importable, and neither
+    ``MMLINATTN_TRITON`` nor ``MMLINATTN_KERNELS`` saying no."""
+    if special_mode() or plain() or switched_off(TRITON_ENV):
+        return False
+    if any(type(t) is not torch.Tensor for t in tensors) or not eager_inference(*tensors):
+        return False
+    dtypes = {t.dtype for t in tensors}
+    if len(dtypes) != 1 or next(iter(dtypes)) not in TRITON_DTYPES:
+        return False
+    if tensors[0].device.type != 'cuda' and not triton_interpreting():
+        return False
+    return _toolchain_available('cuda')
 
 
 def custom_depthwise_backward(conv: torch.nn.Conv2d, x: torch.Tensor) -> bool:

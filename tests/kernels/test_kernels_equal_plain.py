@@ -161,7 +161,7 @@ def test_traced_kernel_equals_the_plain_op(case):
 def test_every_switch_is_declared_once():
     """The switches the package reads are the table's, each with a default and a meaning."""
     assert set(policy.SWITCHES) == {policy.COMPILE_ENV, policy.FUSE_GELU_ENV,
-                                    policy.KERNELS_ENV}
+                                    policy.KERNELS_ENV, policy.TRITON_ENV}
     assert all(len(v) == 2 and v[1] for v in policy.SWITCHES.values())
 
 
