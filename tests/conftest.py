@@ -1,12 +1,17 @@
 import os
 
-import pytest
-import torch
-import durations
-from tool_runs import worker_threads
+# Triton decides when it is first imported whether its kernels (and its own library's) are
+# compiled or interpreted: the suite has no GPU, so Triton's interpreter runs them on the
+# CPU (tests/triton_helpers.py), set before anything imports Triton.
+os.environ.setdefault('TRITON_INTERPRET', '1')
 
-from mmlinattn.kernels.policy import COMPILE_ENV
-from mmlinattn.utils.external_configs import cache_external_config_index
+import pytest  # noqa: E402
+import torch  # noqa: E402
+import durations  # noqa: E402
+from tool_runs import worker_threads  # noqa: E402
+
+from mmlinattn.kernels.policy import COMPILE_ENV  # noqa: E402
+from mmlinattn.utils.external_configs import cache_external_config_index  # noqa: E402
 
 
 def pytest_configure(config):

@@ -3,7 +3,7 @@ decides which runs.
 
 :mod:`mmlinattn.ops` writes each paper's mathematics plainly; this package holds the forms
 that compute the same values faster or in less memory (compiled loops, oneDNN epilogues,
-custom autograd Functions, in-place, chunked and sliced variants).  :mod:`.policy` decides per
+custom autograd Functions, in-place, chunked and sliced variants, Triton kernels for CUDA).  :mod:`.policy` decides per
 call which form runs (plain / traced / eager training / eager inference, and the device) and
 declares the environment switches in one table (:data:`.policy.SWITCHES`); every entry falls
 back to its :mod:`mmlinattn.ops` form.

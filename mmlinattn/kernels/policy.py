@@ -32,7 +32,7 @@ from ..ops.precision import autocast_enabled
 __all__ = ['SWITCHES', 'COMPILE_ENV', 'FUSE_GELU_ENV', 'KERNELS_ENV', 'TRITON_ENV', 'Mode',
            'mode', 'switched_off', 'plain', 'traced', 'needs_grad', 'eager_inference',
            'eager_training', 'may_branch_on_sizes', 'special_mode', 'compiled_allowed',
-           'onednn_allowed', 'triton_interpreting', 'triton_allowed', 'plain_precision',
+           'onednn_allowed', 'triton_allowed', 'plain_precision',
            'hooked', 'custom_depthwise_backward', 'depthwise_slices', 'gemm_accumulates',
            'layer_scale_folded', 'norm_recomputed']
 
@@ -205,20 +205,16 @@ def onednn_allowed(x: torch.Tensor, modules=(), tensors=()) -> bool:
 
 #: dtypes the Triton kernels take (float32 accumulation inside)
 TRITON_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
-
-
-def triton_interpreting() -> bool:
-    """``TRITON_INTERPRET=1``: Triton's interpreter runs the kernels, on any device (the
-    tests check them that way on the CPU)."""
-    return os.environ.get('TRITON_INTERPRET', '0').strip().lower() not in _OFF + ('', )
+#: devices the Triton kernels run on (the tests add the CPU, where Triton's interpreter
+#: runs them)
+TRITON_DEVICES = ('cuda', )
 
 
 def triton_allowed(*tensors: torch.Tensor) -> bool:
     """A Triton kernel (:mod:`.triton_linear`) may stand in for the torch ops on ``tensors``:
-    eager inference (no graph, no autograd, no special mode) on CUDA tensors, or on any
-    device under Triton's interpreter (:func:`triton_interpreting`), all plain
-    ``torch.Tensor`` of one dtype of :data:`TRITON_DTYPES`, Triton importable, and neither
-    ``MMLINATTN_TRITON`` nor ``MMLINATTN_KERNELS`` saying no."""
+    eager inference (no graph, no autograd, no special mode) on a device of
+    :data:`TRITON_DEVICES`, all plain ``torch.Tensor`` of one dtype of :data:`TRITON_DTYPES`,
+    Triton importable, and neither ``MMLINATTN_TRITON`` nor ``MMLINATTN_KERNELS`` saying no."""
     if special_mode() or plain() or switched_off(TRITON_ENV):
         return False
     if any(type(t) is not torch.Tensor for t in tensors) or not eager_inference(*tensors):
@@ -226,9 +222,7 @@ def triton_allowed(*tensors: torch.Tensor) -> bool:
     dtypes = {t.dtype for t in tensors}
     if len(dtypes) != 1 or next(iter(dtypes)) not in TRITON_DTYPES:
         return False
-    if tensors[0].device.type != 'cuda' and not triton_interpreting():
-        return False
-    return _toolchain_available('cuda')
+    return tensors[0].device.type in TRITON_DEVICES and _toolchain_available('cuda')
 
 
 def custom_depthwise_backward(conv: torch.nn.Conv2d, x: torch.Tensor) -> bool:

@@ -19,8 +19,8 @@ writes both feature maps and float32 copies of ``q, k, v`` (:class:`~mmlinattn.o
 Float32Island`) to memory.
 
 The kernels are compiled for CUDA, or run by Triton's interpreter on any device when
-``TRITON_INTERPRET=1`` is set before this module is imported: the tests check them that way
-on the CPU against the plain op in float64.
+``TRITON_INTERPRET=1`` is set before Triton is first imported (Triton decides then, for its
+own library too): the tests check them that way on the CPU against the plain op in float64.
 """
 from typing import Optional
 

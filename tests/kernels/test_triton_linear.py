@@ -5,36 +5,21 @@ inputs' rounding in float32 and float16, and chosen by the policy only where the
 The GPU itself (compilation, speed, bfloat16) is checked by tools/misc/gpu_checks.sh:
 Triton's interpreter multiplies bfloat16 tiles as the integers of their bit patterns
 (2.7e10 off for a 16 x 16 product), so bfloat16 is not checked here."""
-import importlib.util
-import os.path as osp
-import sys
-
 import pytest
 import torch
 import torch.nn.functional as F
 
 from mmlinattn import kernels, ops
 from mmlinattn.kernels import policy
-from repo_paths import ROOT
+from triton_helpers import interpreted_kernels
 
 f64 = torch.float64
-NAME = 'mmlinattn.kernels.triton_linear'
 
 
 @pytest.fixture(scope='module')
 def interpreted():
-    """The kernels' module imported with ``TRITON_INTERPRET=1`` (its kernels then run in the
-    interpreter), registered under its own name for the module's tests."""
-    mp = pytest.MonkeyPatch()
-    mp.setenv('TRITON_INTERPRET', '1')
-    spec = importlib.util.spec_from_file_location(
-        NAME, osp.join(ROOT, 'mmlinattn', 'kernels', 'triton_linear.py'))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    assert module.INTERPRETED
-    mp.setitem(sys.modules, NAME, module)
-    yield module
-    mp.undo()
+    with interpreted_kernels() as module:
+        yield module
 
 
 def _randn(*shape, seed=0, dtype=f64):
@@ -107,13 +92,13 @@ def test_lower_precision_within_the_inputs_rounding(interpreted, dtype, tol):
 
 def test_entry_runs_the_kernels_only_where_the_policy_allows(interpreted, monkeypatch):
     """:func:`mmlinattn.kernels.linear_attention` takes the kernels in eager inference on
-    float32 (the interpreter standing in for CUDA), and the chunked core under autograd,
-    with padded keys, in float64, with ``MMLINATTN_TRITON=0`` or ``MMLINATTN_KERNELS=plain``."""
+    float32 (the interpreter on the CPU standing in for CUDA), and the chunked core under
+    autograd, with padded keys, in float64, with ``MMLINATTN_TRITON=0`` or
+    ``MMLINATTN_KERNELS=plain``, and on the CPU outside the tests."""
     calls = []
     real = interpreted.linear_attention
     monkeypatch.setattr(interpreted, 'linear_attention',
                         lambda *a, **kw: calls.append(1) or real(*a, **kw))
-    monkeypatch.setenv('TRITON_INTERPRET', '1')
     q, k, v = (_randn(1, 2, 90, 8, seed=s, dtype=torch.float32) for s in range(3))
     want = ops.linear_attention(q.double(), k.double(), v.double())
     with torch.no_grad():
@@ -134,8 +119,7 @@ def test_entry_runs_the_kernels_only_where_the_policy_allows(interpreted, monkey
         monkeypatch.setenv(policy.KERNELS_ENV, 'plain')
         assert not taken(q, k, v)
         monkeypatch.delenv(policy.KERNELS_ENV)
-        monkeypatch.setenv('TRITON_INTERPRET', '0')     # CPU tensors, no interpreter
-        assert not taken(q, k, v)
-        monkeypatch.setenv('TRITON_INTERPRET', '1')
         assert taken(q, k, v)
+        monkeypatch.setattr(policy, 'TRITON_DEVICES', ('cuda', ))   # the product's setting
+        assert not taken(q, k, v)
     assert not taken(q.requires_grad_(), k, v)

@@ -1,7 +1,8 @@
-"""tools/misc/check_amp_gpu.py, bench_token_sums.py, ab_device_paths.py and gpu_checks.sh,
-the GPU checks, kept runnable where CI has no GPU: the parity check (0), the token-sum
-timing and the on / off timing of the off-CPU paths with the CPU standing in for the GPU,
-and their answer without a GPU."""
+"""tools/misc/check_amp_gpu.py, bench_token_sums.py, bench_triton_core.py, ab_device_paths.py
+and gpu_checks.sh, the GPU checks, kept runnable where CI has no GPU: the parity check (0),
+the token-sum timing, the Triton core's timing (in Triton's interpreter) and the on / off
+timing of the off-CPU paths with the CPU standing in for the GPU, and their answer without a
+GPU."""
 import importlib.util
 import json
 import os
@@ -106,16 +107,17 @@ def test_gpu_checks_script_runs_its_checks_in_order_and_skips_a_zero_limit(tmp_p
         return proc.stdout, calls.read_text().splitlines()[1:]  # after the GPU probe
     stdout, ran = run()
     assert [c.split()[0] for c in ran] == ['tools/misc/bench_token_sums.py',
+                                          'tools/misc/bench_triton_core.py',
                                           'tools/misc/check_amp_gpu.py',
                                           'tools/analysis_tools/benchmark.py',
                                           'tools/misc/check_amp_gpu.py'], ran
-    assert '--no-parity' in ran[1] and '--parity-only' in ran[3], ran
-    assert '--profile' in ran[2], ran
-    assert all((out / f'{name}.log').exists()
-               for name in ('token_sums', 'autocast', 'benchmark', 'parity'))
-    stdout, ran = run(TOKEN_SUMS_S='0', AUTOCAST_S='0', BENCHMARK_S='0')
+    assert '--no-parity' in ran[2] and '--parity-only' in ran[4], ran
+    assert '--profile' in ran[3], ran
+    names = ('token_sums', 'triton_core', 'autocast', 'benchmark')
+    assert all((out / f'{name}.log').exists() for name in names + ('parity', ))
+    stdout, ran = run(TOKEN_SUMS_S='0', TRITON_CORE_S='0', AUTOCAST_S='0', BENCHMARK_S='0')
     assert len(ran) == 1 and '--parity-only' in ran[0], ran
-    assert all(f'{name}: skipped' in stdout for name in ('token_sums', 'autocast', 'benchmark'))
+    assert all(f'{name}: skipped' in stdout for name in names)
 
 
 def test_token_sums_benchmark_times_every_segment_and_checks_the_values(tmp_path, capsys):
@@ -138,6 +140,31 @@ def test_token_sums_benchmark_times_every_segment_and_checks_the_values(tmp_path
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(tool.la, '_token_sum', wrong)
         assert tool.main(argv[:-2]) == 1
+
+
+def test_triton_core_benchmark_times_both_ways_and_checks_the_values(tmp_path, capsys):
+    """bench_triton_core.py (run by gpu_checks.sh) on the CPU in Triton's interpreter at a
+    small size: a row per stage and dtype with both ways timed and within tolerance of
+    float64, the JSON written, exit status 0; and 1 when the kernels are wrong."""
+    from triton_helpers import interpreted_kernels
+    tool = _tool('bench_triton_core')
+    out = tmp_path / 'core.json'
+    argv = ['--device', 'cpu', '--sizes', '64', '--dtypes', 'float32', 'float16',
+            '--repeats', '1', '--json', str(out)]
+    with interpreted_kernels() as kernels:
+        assert tool.main(argv) == 0
+        rows = json.loads(out.read_text())['rows']
+        assert [(r['tokens'], r['dtype']) for r in rows[:2]] == [(256, 'float32'),
+                                                                 (256, 'float16')]
+        assert len(rows) == 8 and all(r['triton_ms'] > 0 and r['torch_ms'] > 0 for r in rows)
+        assert all(r['triton_error'] < tool.TOLERANCE[getattr(torch, r['dtype'])]
+                   for r in rows)
+        assert 'stage 4' in capsys.readouterr().out
+        real = kernels.linear_attention
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(kernels, 'linear_attention', lambda *a, **kw: real(*a, **kw) * 1.1)
+            assert tool.main(argv[:-2]) == 1
+    assert os.environ.get('MMLINATTN_TRITON') is None
 
 
 def test_ab_device_paths_switches_each_path_and_restores_it(tmp_path, capsys):

@@ -4,18 +4,21 @@
 # its log and JSON in OUT_DIR:
 #   1. the linear-attention core's sums over tokens, one matmul against segments
 #      (bench_token_sums.py, float32, the stages of a 2048^2 pyramid; seconds)
-#   2. fp16 / bf16 autocast forward + backward of every family at 2048^2 (check_amp_gpu.py;
+#   2. LDN's linear-attention core with and without its Triton kernels, float16 / bfloat16 /
+#      float32, the stages of 2048^2 and 8192^2 pyramids, each against float64
+#      (bench_triton_core.py; the kernels' first compilation, then seconds)
+#   3. fp16 / bf16 autocast forward + backward of every family at 2048^2 (check_amp_gpu.py;
 #      SOFT++ with 49 pooled landmarks: the paper's m = 4096 ran out of an H100's 80 GB; and
 #      SOFT++ pinv='cholesky', the paper's rule)
-#   3. inference latency and memory of every family's small arch, fp16, 2048^2 and 8192^2,
+#   4. inference latency and memory of every family's small arch, fp16, 2048^2 and 8192^2,
 #      with the 15 kernels that took the most GPU time in one profiled step of each
-#   4. every family on the GPU against the CPU in float64 (check_amp_gpu.py, check 0)
+#   5. every family on the GPU against the CPU in float64 (check_amp_gpu.py, check 0)
 # Usage: bash tools/misc/gpu_checks.sh [OUT_DIR]
-# Time limits in seconds: $TOKEN_SUMS_S (60), $AUTOCAST_S (240), $BENCHMARK_S (300),
-# $PARITY_S (420: five of its six models took 280 s on an H200 with a cold compile cache);
-# lower them when device time is short (a check cut off by its limit keeps its log); 0 skips
-# a check, e.g. PARITY_S=0 first, then TOKEN_SUMS_S=0 AUTOCAST_S=0 BENCHMARK_S=0 where one
-# call may not take 10 min.
+# Time limits in seconds: $TOKEN_SUMS_S (60), $TRITON_CORE_S (120), $AUTOCAST_S (240),
+# $BENCHMARK_S (300), $PARITY_S (420: five of its six models took 280 s on an H200 with a
+# cold compile cache); lower them when device time is short (a check cut off by its limit
+# keeps its log); 0 skips a check, e.g. PARITY_S=0 first, then TOKEN_SUMS_S=0
+# TRITON_CORE_S=0 AUTOCAST_S=0 BENCHMARK_S=0 where one call may not take 10 min.
 # The interpreter: $PYTHON, else .venv/bin/python where tools/setup.sh made it, else python3.
 set -u
 cd "$(dirname "$0")/../.."
@@ -46,6 +49,8 @@ run() {  # run NAME SECONDS COMMAND...  (0 seconds: skip it)
 
 run token_sums "${TOKEN_SUMS_S:-60}" "$PY" tools/misc/bench_token_sums.py --device cuda \
     --size 2048 --json "$OUT/token_sums.json"
+run triton_core "${TRITON_CORE_S:-120}" "$PY" tools/misc/bench_triton_core.py \
+    --sizes 2048 8192 --json "$OUT/triton_core.json"
 run autocast "${AUTOCAST_S:-240}" "$PY" tools/misc/check_amp_gpu.py --no-parity --size 2048 \
     --soft-max-landmarks 49 --json "$OUT/autocast.json"
 run benchmark "${BENCHMARK_S:-300}" "$PY" tools/analysis_tools/benchmark.py \
