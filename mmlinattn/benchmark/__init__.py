@@ -13,7 +13,7 @@ Importing it imports neither mmdet nor mmseg (the peers and whole models load th
 used).
 """
 from .cases import Case, case_child, matmul_rate, run_case
-from .flops import count_flops, flop_counter, scoped_flops
+from .flops import block_modules, count_block_bytes, count_flops, flop_counter, scoped_flops
 from .interleave import interleave_group, run_alternated, run_interleaved
 from .isolation import CPU_PRELOAD, run_isolated, time_limit
 from .memory import (GLIBC_TUNABLES_REUSE, is_oom, return_freed_cpu_memory,
@@ -22,11 +22,13 @@ from .report import (markdown_hotspots, markdown_ratios, markdown_summary, markd
                      write_csv)
 from .report import write_plot
 from .specs import DEFAULT_MODELS, PEERS, ModelSpec, build_model, parse_model_spec, parse_size
-from .stats import RECORD_FIELDS, fit_exponent, make_record, ratio, summarize
+from .stats import (RECORD_FIELDS, block_traffic_mb, fit_exponent, make_record, ratio, roofline,
+                    summarize)
 from .sweep import environment, run_sweep
 
 __all__ = [
     'Case', 'case_child', 'matmul_rate', 'run_case', 'count_flops', 'flop_counter',
+    'block_modules', 'count_block_bytes', 'block_traffic_mb', 'roofline',
     'scoped_flops', 'interleave_group', 'run_alternated', 'run_interleaved', 'run_isolated',
     'time_limit', 'CPU_PRELOAD',
     'GLIBC_TUNABLES_REUSE', 'is_oom', 'return_freed_cpu_memory', 'reuse_freed_cpu_memory',

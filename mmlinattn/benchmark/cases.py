@@ -8,7 +8,8 @@ What each number means (``docs/benchmarks.md``):
   or one forward + backward of ``sum(mean(out))`` (``mode='train'``, train mode), median /
   min / max over the timed repeats after the warm-up; CUDA runs are synchronised.
 * ``flops_total``: FLOPs of that step (:mod:`.flops`), ``flops_newton``: the part spent in
-  SOFT++'s Newton-Schulz pseudo-inverse.
+  SOFT++'s Newton-Schulz pseudo-inverse, ``block_bytes``: the bytes of every block's input
+  and output in its forward (counted with the FLOPs).
 * ``peak_mem_mb``: the memory a step needs beyond the built model and its input.  CPU: the
   peak RSS (``VmHWM``, reset just before the first step) minus the RSS after the model and
   the input were created; with ``cpu_malloc='reuse'`` glibc's mmap threshold is fixed at
@@ -29,14 +30,14 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
 
-from .flops import count_flops
+from .flops import count_block_bytes, count_flops
 from .memory import (apply_cpu_malloc, cap_address_space, current_rss_kb, is_oom, peak_rss_kb,
                      reset_peak_rss, return_freed_cpu_memory)
 from .specs import ModelSpec, build_model
 from .stats import time_stats
 
 __all__ = ['Case', 'run_case', 'case_child', 'make_step', 'prepared_model', 'case_input',
-           'sync', 'matmul_rate', 'matmul_child']
+           'sync', 'matmul_rate', 'matmul_child', 'copy_bandwidth']
 
 
 @dataclass
@@ -101,7 +102,7 @@ def _fake_flops(model, case: Case) -> Dict[str, int]:
         x = torch.empty(case.batch, 3, case.height, case.width, device=case.device,
                         dtype=getattr(torch, case.dtype) if case.cast_model else torch.float32)
         step = make_step(model, x, case)
-        with count_flops(totals):
+        with count_flops(totals), count_block_bytes(model, totals):
             step()
     model.zero_grad(set_to_none=True)
     return totals
@@ -168,7 +169,7 @@ def run_case(case: Case) -> Dict[str, Any]:
         if case.flops == 'fake' or (case.compile and case.flops == 'real'):
             totals = _fake_flops(model, case)
             res.update(flops_total=totals['total'], flops_newton=totals['newton'],
-                       flops_method='fake')
+                       block_bytes=totals['block_bytes'], flops_method='fake')
         if case.repeats <= 0 and case.warmup <= 0:
             res['status'] = 'ok'
             return res
@@ -210,10 +211,10 @@ def run_case(case: Case) -> Dict[str, Any]:
         for i in range(n_warm):
             if i == 0 and counted:
                 totals: Dict[str, int] = {}
-                with count_flops(totals):
+                with count_flops(totals), count_block_bytes(model, totals):
                     step()
                 res.update(flops_total=totals['total'], flops_newton=totals['newton'],
-                           flops_method='real')
+                           block_bytes=totals['block_bytes'], flops_method='real')
             else:
                 step()
             sync(case.device)
@@ -297,12 +298,15 @@ def case_child(case: Case, conn) -> None:
 
 
 def matmul_child(device: str, dtype: str, n: int, threads: int, cpu_malloc: str,
-                 conn) -> None:
-    """:func:`matmul_rate` in a child process (under the allocator setting of the cases)."""
+                 copy_mib: int, conn) -> None:
+    """:func:`matmul_rate` and :func:`copy_bandwidth` in a child process (under the
+    allocator setting of the cases): one dict."""
     try:
         if not device.startswith('cuda'):
             apply_cpu_malloc(cpu_malloc)
-        conn.send(matmul_rate(device, dtype, n, threads))
+        res = matmul_rate(device, dtype, n, threads)
+        res.update(copy_bandwidth(device, copy_mib))
+        conn.send(res)
     except BaseException as exc:  # noqa: BLE001
         conn.send(dict(status='error', note=repr(exc)[:300]))
     conn.close()
@@ -332,3 +336,21 @@ def matmul_rate(device: str, dtype: str, n: int, threads: int = 0,
                 gflops_per_s=flops / statistics.median(times) / 1e9,
                 best_gflops_per_s=flops / min(times) / 1e9,
                 gflops_per_cpu_s=flops / statistics.median(cpu_times) / 1e9)
+
+
+def copy_bandwidth(device: str, mib: int, repeats: int = 5) -> Dict[str, Any]:
+    """Memory bandwidth in GB/s: a copy of ``mib`` MiB into another buffer reads and writes
+    it once (2 x ``mib`` MiB of traffic), median of repeats; ``mib`` well above the
+    last-level cache (the default of tools/analysis_tools/benchmark.py: 512)."""
+    import torch
+    src = torch.ones(mib * 2**18, device=device)     # float32: 2^18 per MiB
+    dst = torch.empty_like(src)
+    dst.copy_(src)
+    sync(device)
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        dst.copy_(src)
+        sync(device)
+        times.append(time.perf_counter() - t0)
+    return dict(copy_mib=mib, bandwidth_gb_per_s=2 * mib * 2**20 / statistics.median(times) / 1e9)

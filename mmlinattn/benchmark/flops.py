@@ -1,11 +1,13 @@
 """FLOP counting: ``torch.utils.flop_counter.FlopCounterMode`` (a multiply-add is 2 FLOPs;
 every matmul, einsum, convolution and attention kernel) with the backward of grouped
 convolutions counted per group, and a nested count of the FLOPs spent inside one function
-(SOFT++'s Newton-Schulz pseudo-inverse)."""
+(SOFT++'s Newton-Schulz pseudo-inverse); and the bytes of every block's input and output,
+the memory side of a roofline bound."""
 from contextlib import contextmanager, nullcontext
 from typing import Dict
 
-__all__ = ['flop_counter', 'scoped_flops', 'newton_flops', 'count_flops']
+__all__ = ['flop_counter', 'scoped_flops', 'newton_flops', 'count_flops', 'BLOCK_SUFFIXES',
+           'block_modules', 'count_block_bytes']
 
 
 def _conv_backward_flops(grad_out_shape, x_shape, w_shape, _bias, _stride, _padding,
@@ -73,3 +75,53 @@ def count_flops(totals: Dict[str, int]):
     with newton_flops(totals), flop_counter() as fc:
         yield
     totals['total'] = fc.get_total_flops()
+
+
+#: class-name endings of a network's blocks: ours (``SOFTBlock``, ``NaLaBlock``,
+#: ``InfSABlock``, ``LDNBlock``, ``SoftmaxBlock``) and the peers' (mmdet's ``SwinBlock``,
+#: ``Bottleneck`` / ``BasicBlock`` of ResNet, ``PVTEncoderLayer``; timm's ``Block``)
+BLOCK_SUFFIXES = ('Block', 'Bottleneck', 'EncoderLayer')
+
+
+def block_modules(model):
+    """The outermost modules of ``model`` whose class name ends with :data:`BLOCK_SUFFIXES`
+    (a block inside a block counts once, as the outer one)."""
+    found = []
+
+    def visit(module):
+        for child in module.children():
+            if type(child).__name__.endswith(BLOCK_SUFFIXES):
+                found.append(child)
+            else:
+                visit(child)
+    visit(model)
+    return found
+
+
+def _tensor_bytes(value) -> int:
+    import torch
+    if isinstance(value, torch.Tensor):
+        return value.numel() * value.element_size()
+    if isinstance(value, (tuple, list)):
+        return sum(_tensor_bytes(v) for v in value)
+    if isinstance(value, dict):
+        return sum(_tensor_bytes(v) for v in value.values())
+    return 0
+
+
+@contextmanager
+def count_block_bytes(model, totals: Dict[str, int]):
+    """Add into ``totals['block_bytes']`` the bytes of every tensor each block of ``model``
+    (:func:`block_modules`) takes and returns in the enclosed forward passes: the traffic of
+    reading each block's input and writing its output once.  Works on fake tensors."""
+    totals.setdefault('block_bytes', 0)
+
+    def hook(_module, args, kwargs, output):
+        totals['block_bytes'] += _tensor_bytes(args) + _tensor_bytes(kwargs) + \
+            _tensor_bytes(output)
+    handles = [m.register_forward_hook(hook, with_kwargs=True) for m in block_modules(model)]
+    try:
+        yield
+    finally:
+        for h in handles:
+            h.remove()

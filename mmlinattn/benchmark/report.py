@@ -120,10 +120,22 @@ def fmt(v, spec='.1f') -> str:
     return str(v)
 
 
+def _percent(value) -> str:
+    return fmt(value * 100 if value is not None else None, '.0f')
+
+
+def _roofline_cell(r: dict) -> str:
+    """The roofline bound of a record: its time and which side bounds it."""
+    if r.get('roofline_ms') is None:
+        return '–'
+    return f"{fmt(r['roofline_ms'], '.2f')} ({r['roofline_bound']})"
+
+
 def markdown_table(records: List[dict]) -> str:
     head = ('| model | size | mode | params (M) | GFLOPs | NS GFLOPs | latency ms (med / min / '
-            'max) | timing | CPU ms (med) | peak mem (MiB) | GFLOP/s | % matmul | status |')
-    lines = [head, '|' + '---|' * 13]
+            'max) | timing | CPU ms (med) | peak mem (MiB) | GFLOP/s | % matmul | '
+            'roofline ms (bound) | % roofline | status |')
+    lines = [head, '|' + '---|' * 15]
     for r in records:
         lat = (f"{fmt(r['latency_ms_median'], '.0f')} / {fmt(r['latency_ms_min'], '.0f')} / "
                f"{fmt(r['latency_ms_max'], '.0f')}" if r['status'] == 'ok' else '–')
@@ -135,7 +147,8 @@ def markdown_table(records: List[dict]) -> str:
             f"{fmt(r['gflops'])} | {fmt(r['newton_gflops'])} | {lat} | "
             f"{fmt(r.get('latency_method'))} | {fmt(r.get('cpu_ms_median'), '.0f')} | "
             f"{fmt(r['peak_mem_mb'], '.0f')} | {fmt(r['achieved_gflops_per_s'], '.1f')} | "
-            f"{fmt(frac * 100 if frac is not None else None, '.0f')} | {status} |")
+            f"{fmt(frac * 100 if frac is not None else None, '.0f')} | {_roofline_cell(r)} | "
+            f"{_percent(r.get('roofline_fraction'))} | {status} |")
     return '\n'.join(lines)
 
 

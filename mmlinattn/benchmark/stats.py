@@ -5,7 +5,8 @@ import math
 import statistics
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-__all__ = ['RECORD_FIELDS', 'time_stats', 'tokens_at_stride4', 'make_record', 'fit_exponent',
+__all__ = ['RECORD_FIELDS', 'time_stats', 'tokens_at_stride4', 'block_traffic_mb',
+           'roofline', 'make_record', 'fit_exponent',
            'group_records', 'summarize', 'ratio', 'paired_ratio']
 
 #: the fields of a record, in the order of the CSV columns
@@ -17,7 +18,8 @@ RECORD_FIELDS = [
     'achieved_gflops_per_s', 'matmul_fraction', 'achieved_gflops_per_cpu_s',
     'matmul_fraction_cpu', 'threads', 'cpu_malloc', 'latency_method',
     'isolated_latency_ms_median', 'isolated_latency_ms_min', 'isolated_latency_ms_max',
-    'paired_with', 'paired_ref_latency_ms_median', 'status', 'note'
+    'paired_with', 'paired_ref_latency_ms_median', 'block_traffic_mb', 'roofline_compute_ms',
+    'roofline_memory_ms', 'roofline_ms', 'roofline_bound', 'roofline_fraction', 'status', 'note'
 ]
 
 
@@ -33,6 +35,36 @@ def time_stats(times: Sequence[float], cpu_times: Sequence[float]) -> Dict[str, 
 def tokens_at_stride4(h: int, w: int) -> int:
     """Tokens of the stride-4 stage of an ``h x w`` image (where the scaling is measured)."""
     return math.ceil(h / 4) * math.ceil(w / 4)
+
+
+def block_traffic_mb(block_bytes: Optional[int], mode: str) -> Optional[float]:
+    """The least memory traffic of a step, MiB: every block's input read and output written
+    once (``block_bytes``, counted in the forward); a training step twice that (its backward
+    reads each output's gradient and writes each input's)."""
+    if block_bytes is None:
+        return None
+    return (2 if mode == 'train' else 1) * block_bytes / 2**20
+
+
+def roofline(gflops: Optional[float], traffic_mb: Optional[float],
+             latency_ms: Optional[float], matmul: dict) -> Dict[str, Any]:
+    """The roofline bound of a step: its FLOPs at the probe's dense matmul rate
+    (``roofline_compute_ms``) and its least traffic (:func:`block_traffic_mb`) at the probe's
+    copy bandwidth (``roofline_memory_ms``); the larger is ``roofline_ms`` (bound by
+    ``compute`` or ``memory``), and ``roofline_fraction`` = that / the measured latency (1.0:
+    at the hardware's limit)."""
+    out: Dict[str, Any] = {}
+    if gflops and matmul.get('gflops_per_s'):
+        out['roofline_compute_ms'] = gflops / matmul['gflops_per_s'] * 1e3
+    if traffic_mb and matmul.get('bandwidth_gb_per_s'):
+        out['roofline_memory_ms'] = traffic_mb * 2**20 / (matmul['bandwidth_gb_per_s'] * 1e9) \
+            * 1e3
+    if out:
+        bound = max(out, key=out.get)
+        out.update(roofline_ms=out[bound], roofline_bound=bound.split('_')[1])
+        if latency_ms:
+            out['roofline_fraction'] = out['roofline_ms'] / latency_ms
+    return out
 
 
 def make_record(spec, case, res: Dict[str, Any], matmul: Optional[dict]) -> Dict[str, Any]:
@@ -66,6 +98,10 @@ def make_record(spec, case, res: Dict[str, Any], matmul: Optional[dict]) -> Dict
         if matmul.get('gflops_per_cpu_s'):
             rec['matmul_fraction_cpu'] = (rec['achieved_gflops_per_cpu_s'] /
                                           matmul['gflops_per_cpu_s'])
+    rec['block_traffic_mb'] = block_traffic_mb(res.get('block_bytes'), case.mode)
+    if rec['status'] == 'ok':
+        rec.update(roofline(rec['gflops'], rec['block_traffic_mb'], rec['latency_ms_median'],
+                            matmul))
     rec['note'] = rec['note'] or ''
     return rec
 

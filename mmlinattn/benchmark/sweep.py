@@ -21,7 +21,7 @@ from .interleave import interleave_group
 from .isolation import CPU_PRELOAD, run_isolated
 from .report import fmt
 from .specs import ModelSpec
-from .stats import make_record, summarize
+from .stats import block_traffic_mb, make_record, summarize
 
 __all__ = ['run_sweep', 'environment']
 
@@ -59,11 +59,12 @@ def _fake_flops_of_failures(records: List[dict], cases: List[Case], timeout: flo
             rec['newton_gflops'] = res.get('flops_newton', 0) / 1e9
             rec['flops_method'] = 'fake'
             rec['params_m'] = rec['params_m'] or res.get('params_m')
+            rec['block_traffic_mb'] = block_traffic_mb(res.get('block_bytes'), case.mode)
 
 
 def run_sweep(specs: Sequence[ModelSpec], sizes: Sequence[Tuple[int, int]],
               modes: Sequence[str], case_kwargs: dict, *, timeout: float, interleave: int = 0,
-              matmul_size: int = 2048, no_skip: bool = False,
+              matmul_size: int = 2048, copy_mib: int = 512, no_skip: bool = False,
               extra_sizes: Optional[Dict[str, list]] = None,
               interleave_pairs: Union[None, bool, str] = None,
               log: Callable = lambda *a: None) -> dict:
@@ -77,7 +78,8 @@ def run_sweep(specs: Sequence[ModelSpec], sizes: Sequence[Tuple[int, int]],
     only when all workers together would not fit in memory; see
     :func:`~.interleave.interleave_group`).  ``extra_sizes``:
     more square sizes per model label.  The dense matmul rate of the machine is measured
-    before and after (``matmul_size`` x ``matmul_size``).
+    before and after (``matmul_size`` x ``matmul_size``), with the copy bandwidth
+    (``copy_mib``), the two sides of each record's roofline bound.
 
     Returns ``records``, ``summary``, ``interleave`` (what the interleaved timing did) and
     ``matmul`` (``before`` / ``after``).
@@ -88,10 +90,11 @@ def run_sweep(specs: Sequence[ModelSpec], sizes: Sequence[Tuple[int, int]],
     if any(s.peer for s in specs):
         preload.append('mmdet.models.backbones')
     mm_args = (device, dtype, matmul_size, case_kwargs.get('threads', 0),
-               case_kwargs.get('cpu_malloc', 'reuse'))
+               case_kwargs.get('cpu_malloc', 'reuse'), copy_mib)
     mm_before = run_isolated(matmul_child, mm_args, 300, preload, device)
     log(f"matmul {matmul_size}x{matmul_size} {dtype} on {device}: "
-        f"{fmt(mm_before.get('gflops_per_s'))} GFLOP/s ({mm_before['status']})")
+        f"{fmt(mm_before.get('gflops_per_s'))} GFLOP/s, copy of {copy_mib} MiB: "
+        f"{fmt(mm_before.get('bandwidth_gb_per_s'))} GB/s ({mm_before['status']})")
 
     plan = _plan(specs, sizes, modes, extra_sizes or {})
     done: List[tuple] = []

@@ -38,7 +38,7 @@ def bench(tmp_path, *args) -> dict:
     """Run the benchmark tool; the JSON it writes (meta, records, summary)."""
     out = tmp_path / f'bench{len(list(tmp_path.glob("bench*.json")))}.json'
     proc = tool_process([sys.executable, 'tools/analysis_tools/benchmark.py', *args,
-                         '--json', str(out)])
+                         '--copy-mib', '4', '--json', str(out)])
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(out.read_text())
 
@@ -109,6 +109,42 @@ def test_flop_counter_counts_grouped_conv_backward_per_group():
     assert counts['aten.convolution_backward'] == 2 * fwd  # grad input + grad weight
 
 
+def test_block_traffic_counts_each_blocks_input_and_output_once():
+    """The blocks of our backbones and the peers are found by their class names, outermost
+    only (a Swin-T of depths (1, 1, 1, 1): 4 SwinBlocks; ResNet-50: 16 Bottlenecks; one
+    per block of ours); the
+    traffic is the bytes of each block's input and output in one forward, on fake tensors
+    too, twice that for training."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from archs import build
+    for spec, blocks in ((TINY['Swin-T'], 4), ('ResNet-50', 16)):
+        found = B.block_modules(B.build_model(B.parse_model_spec(spec)))
+        assert len(found) == blocks and len({type(m) for m in found}) == 1, spec
+    model = build('LDN')          # tiny: 2 + 2 + 2 + 2 blocks, (B, C, H, W) maps between them
+    found = B.block_modules(model)
+    assert [type(m).__name__ for m in found] == ['LDNBlock'] * sum(model.depths)
+    seen = []
+    hooks = [m.register_forward_hook(lambda _m, a, o: seen.append(a[0].numel() + o.numel()))
+             for m in found]
+    x = torch.randn(1, 3, 64, 96)
+    with torch.no_grad():
+        model(x)
+    for h in hooks:
+        h.remove()
+    totals = {}
+    with torch.no_grad(), B.count_block_bytes(model, totals):
+        model(x)
+    assert totals['block_bytes'] == 4 * sum(seen) > 0       # float32
+    fake = {}     # as the benchmark counts a case that runs compiled or failed
+    model.check_finite = False     # a value test: fake tensors have no values
+    with FakeTensorMode(allow_non_fake_inputs=True), torch.no_grad(), B.count_flops(fake), \
+            B.count_block_bytes(model, fake):
+        model(torch.empty(1, 3, 64, 96))
+    assert fake['block_bytes'] == totals['block_bytes']
+    assert B.block_traffic_mb(2**20, 'infer') == 1.0 and B.block_traffic_mb(2**20, 'train') == 2
+
+
 def test_newton_schulz_flops_counted_separately_and_in_total():
     import mmlinattn.ops.soft as soft_ops
     a = torch.eye(16).expand(2, 16, 16).contiguous()
@@ -126,7 +162,8 @@ def test_quick_style_run_writes_json_csv_png(tmp_path):
     data = res = bench(tmp_path, '--models', *models, '--sizes', '96', '160', '--repeats', '1',
                        '--warmup', '1', '--timeout', '120', '--matmul-size', '256',
                        '--threads', '1', '--csv', str(tmp_path / 'out.csv'),
-                       '--plot', str(tmp_path / 'out.png'), '--quiet')
+                       '--plot', str(tmp_path / 'out.png'), '--markdown',
+                       str(tmp_path / 'out.md'), '--quiet')
     assert data['meta']['matmul']['before']['gflops_per_s'] > 0
     assert data['meta']['cpu_malloc'] == 'reuse'
     recs = data['records']
@@ -152,6 +189,27 @@ def test_quick_style_run_writes_json_csv_png(tmp_path):
     soft = by[('SOFT', 160)]
     assert 0 < soft['newton_gflops'] < soft['gflops']
     assert by[('LDN', 160)]['newton_gflops'] == 0
+    # the roofline bound: FLOPs at the probe's matmul rate, block traffic at its bandwidth
+    probe = data['meta']['matmul']['before']
+    assert probe['copy_mib'] == 4 and probe['bandwidth_gb_per_s'] > 0
+    for r in recs:
+        compute = r['gflops'] / probe['gflops_per_s'] * 1e3
+        memory = r['block_traffic_mb'] * 2**20 / (probe['bandwidth_gb_per_s'] * 1e9) * 1e3
+        assert r['roofline_compute_ms'] == pytest.approx(compute)
+        assert r['roofline_memory_ms'] == pytest.approx(memory)
+        assert r['roofline_ms'] == max(compute, memory) and r['roofline_bound'] == (
+            'compute' if compute > memory else 'memory')
+        assert r['roofline_fraction'] == pytest.approx(r['roofline_ms'] / r['latency_ms_median'])
+    table = (tmp_path / 'out.md').read_text()
+    assert '| roofline ms (bound) | % roofline |' in table
+    for r in recs:
+        cells = f"| {r['roofline_ms']:.2f} ({r['roofline_bound']}) | " \
+                f"{r['roofline_fraction'] * 100:.0f} |"
+        assert cells in table, (cells, table)
+    # the traffic grows with the pixels: 160^2 / 96^2 = 2.78 (up to the stride's rounding)
+    for name in TINY:
+        grow = by[(name, 160)]['block_traffic_mb'] / by[(name, 96)]['block_traffic_mb']
+        assert 2.5 < grow < 3.1, (name, grow)
     # 96² and 160²: a warm step of these models needs 0.1-2.5 MiB, which the RSS resolves
     # (at 64² one read 0, and a zero has no logarithm)
     for e in data['summary'].values():

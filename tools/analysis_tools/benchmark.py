@@ -148,6 +148,9 @@ def parse_args(argv=None):
                    help='store the top-K ops of one profiled step per case (torch.profiler)')
     p.add_argument('--matmul-size', type=int, default=None,
                    help='n of the n x n matmul rate probe (default 2048 CPU, 8192 CUDA)')
+    p.add_argument('--copy-mib', type=int, default=512,
+                   help='MiB copied by the bandwidth probe (the memory side of the roofline '
+                        'bound; default 512, above any last-level cache)')
     p.add_argument('--quick', action='store_true',
                    help='small sizes, fewer repeats: all families and peers in < 5 min on '
                         '2 CPU cores')
@@ -212,6 +215,7 @@ def main(argv=None) -> dict:
                        profile=args.profile)
     res = run_sweep(specs, sizes, s['modes'], case_kwargs, timeout=s['timeout'],
                     interleave=s['interleave'], matmul_size=s['matmul_size'],
+                    copy_mib=args.copy_mib,
                     no_skip=args.no_skip, interleave_pairs=args.interleave_pairs,
                     extra_sizes=GPU_EXTRA_SIZES if s['cuda'] and not args.sizes else None,
                     log=log)
