@@ -91,33 +91,74 @@ def test_gpu_checks_script_without_a_gpu_says_so(tmp_path):
 
 def test_gpu_checks_script_runs_its_checks_in_order_and_skips_a_zero_limit(tmp_path):
     """With an interpreter that claims a GPU and records its arguments: the checks run in
-    their order with their logs in OUT_DIR, and a time limit of 0 skips a check."""
+    their order with their logs in OUT_DIR, the benchmarks with mmdet's peers where mmdet
+    imports, and a time limit of 0 skips a check.  Without mmdet, the wheels of
+    tools/misc/device_wheels.sh are installed into a site folder first, with the stand-in
+    for mmcv's compiled ops, and that folder leads the checks' PYTHONPATH."""
     fake = tmp_path / 'python'
-    calls = tmp_path / 'calls.txt'
-    fake.write_text(f'#!/bin/bash\necho "$*" >> {calls}\n')
+    calls, paths = tmp_path / 'calls.txt', tmp_path / 'paths.txt'
+    # no mmdet while $NO_MMDET is set; "pip install --target DIR" makes DIR/mmcv
+    fake.write_text(f"""#!/bin/bash
+echo "$*" >> {calls}
+echo "$PYTHONPATH" >> {paths}
+if [ "$1" = -c ] && [[ "$2" == *mmdet* ]] && [ -n "$NO_MMDET" ]; then exit 1; fi
+if [ "$1" = -m ] && [ "$2" = pip ]; then mkdir -p "$SITE/mmcv"; fi
+exit 0
+""")
     fake.chmod(0o755)
     out = tmp_path / 'out'
 
-    def run(**limits):
+    def run(**env):
         calls.write_text('')
+        paths.write_text('')
         proc = subprocess.run(['bash', osp.join(ROOT, 'tools', 'misc', 'gpu_checks.sh'),
                                str(out)], cwd=ROOT, capture_output=True, text=True,
-                              env={**os.environ, 'PYTHON': str(fake), **limits})
+                              env={**os.environ, 'PYTHON': str(fake), **env})
         assert proc.returncode == 0, proc.stderr
-        return proc.stdout, calls.read_text().splitlines()[1:]  # after the GPU probe
-    stdout, ran = run()
+        lines = calls.read_text().splitlines()
+        return proc.stdout, [c for c in lines if not c.startswith('-c ')], lines, \
+            paths.read_text().splitlines()
+    stdout, ran, _, _ = run()
     assert [c.split()[0] for c in ran] == ['tools/misc/bench_token_sums.py',
                                           'tools/misc/bench_triton_core.py',
                                           'tools/misc/check_amp_gpu.py',
                                           'tools/analysis_tools/benchmark.py',
+                                          'tools/analysis_tools/benchmark.py',
+                                          'tools/analysis_tools/benchmark.py',
                                           'tools/misc/check_amp_gpu.py'], ran
-    assert '--no-parity' in ran[2] and '--parity-only' in ran[4], ran
+    assert '--no-parity' in ran[2] and '--parity-only' in ran[6], ran
     assert '--profile' in ran[3], ran
-    names = ('token_sums', 'triton_core', 'autocast', 'benchmark')
+    assert '--sizes 1333x800 --batch 2' in ran[4] and '--sizes 512 --batch 8' in ran[5], ran
+    assert all('--modes train' in c for c in ran[4:6]), ran
+    assert all('Swin-T ResNet-50' in c for c in ran[3:6]), ran
+    names = ('token_sums', 'triton_core', 'autocast', 'benchmark', 'train_det', 'train_seg')
     assert all((out / f'{name}.log').exists() for name in names + ('parity', ))
-    stdout, ran = run(TOKEN_SUMS_S='0', TRITON_CORE_S='0', AUTOCAST_S='0', BENCHMARK_S='0')
+    stdout, ran, _, _ = run(**{f'{n.upper()}_S': '0' for n in names})
     assert len(ran) == 1 and '--parity-only' in ran[0], ran
     assert all(f'{name}: skipped' in stdout for name in names)
+
+    wheels, site = tmp_path / 'wheels', tmp_path / 'site'
+    wheels.mkdir()
+    (wheels / 'mmengine-0-py3-none-any.whl').write_text('')
+    stdout, ran, lines, pythonpaths = run(NO_MMDET='1', WHEELS=str(wheels), SITE=str(site),
+                                          PARITY_S='0')
+    install = [c for c in ran if c.startswith('-m pip install')]
+    assert len(install) == 1 and f'--target {site}' in install[0], ran
+    assert str(wheels / 'mmengine-0-py3-none-any.whl') in install[0]
+    assert (site / 'mmcv' / '_ext.py').read_text() == open(
+        osp.join(ROOT, 'tools', 'misc', 'mmcv_ext_stub.py')).read()
+    checks = [p for c, p in zip(lines, pythonpaths) if c.startswith('tools/')]
+    assert checks and all(p.split(':')[:2] == [str(site), ROOT] for p in checks), checks
+    assert not any('Swin-T' in c for c in ran), ran      # no mmdet: no peers
+
+
+def test_mmcv_ext_stub_lets_ops_load_and_names_a_missing_op():
+    """tools/misc/mmcv_ext_stub.py: mmcv's loader finds every op it asks for (its
+    ``hasattr`` check passes), and calling one names it and the missing build."""
+    stub = _tool('mmcv_ext_stub')
+    assert hasattr(stub, 'roi_align_forward') and not hasattr(stub, '__wrapped__')
+    with pytest.raises(RuntimeError, match='roi_align_forward is not compiled'):
+        stub.roi_align_forward(torch.zeros(1))
 
 
 def test_token_sums_benchmark_times_every_segment_and_checks_the_values(tmp_path, capsys):

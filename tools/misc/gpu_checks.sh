@@ -11,15 +11,21 @@
 #      SOFT++ with 49 pooled landmarks: the paper's m = 4096 ran out of an H100's 80 GB; and
 #      SOFT++ pinv='cholesky', the paper's rule)
 #   4. inference latency and memory of every family's small arch, fp16, 2048^2 and 8192^2,
-#      with the 15 kernels that took the most GPU time in one profiled step of each
-#   5. every family on the GPU against the CPU in float64 (check_amp_gpu.py, check 0)
+#      with the 15 kernels that took the most GPU time in one profiled step of each, and each
+#      record's roofline bound; Swin-T and ResNet-50 beside them where mmdet imports
+#   5. training steps under fp16 autocast of every family's small arch (and the peers):
+#      1333x800 batch 2 (train_det) and 512^2 batch 8 (train_seg)
+#   6. every family on the GPU against the CPU in float64 (check_amp_gpu.py, check 0)
 # Usage: bash tools/misc/gpu_checks.sh [OUT_DIR]
 # Time limits in seconds: $TOKEN_SUMS_S (60), $TRITON_CORE_S (120), $AUTOCAST_S (240),
-# $BENCHMARK_S (300), $PARITY_S (420: five of its six models took 280 s on an H200 with a
-# cold compile cache); lower them when device time is short (a check cut off by its limit
-# keeps its log); 0 skips a check, e.g. PARITY_S=0 first, then TOKEN_SUMS_S=0
-# TRITON_CORE_S=0 AUTOCAST_S=0 BENCHMARK_S=0 where one call may not take 10 min.
+# $BENCHMARK_S (300), $TRAIN_DET_S (180), $TRAIN_SEG_S (180), $PARITY_S (420: five of its
+# six models took 280 s on an H200 with a cold compile cache); lower them when device time
+# is short (a check cut off by its limit keeps its log); 0 skips a check: one call may take
+# 10 min, so split them, e.g. AUTOCAST_S=0 TRAIN_DET_S=0 TRAIN_SEG_S=0 PARITY_S=0 first.
 # The interpreter: $PYTHON, else .venv/bin/python where tools/setup.sh made it, else python3.
+# On a machine without mmdet: the wheels of tools/misc/device_wheels.sh in $WHEELS (default
+# .whl, carried with the tree) are installed into $SITE (default /tmp/mmlinattn-site) first,
+# and the benchmark then times mmdet's Swin-T and ResNet-50 beside our backbones.
 set -u
 cd "$(dirname "$0")/../.."
 OUT=${1:-work_dirs/gpu_checks}
@@ -33,6 +39,17 @@ if ! "$PY" -c 'import sys, torch; sys.exit(not torch.cuda.is_available())'; then
     echo "gpu_checks.sh needs a CUDA GPU that $PY's torch can see; none found." >&2
     exit 2
 fi
+WHEELS=${WHEELS:-.whl}
+SITE=${SITE:-/tmp/mmlinattn-site}
+if [ -d "$WHEELS" ] && ! "$PY" -c 'import mmdet' 2>/dev/null; then
+    echo "== installing the wheels of $WHEELS into $SITE"
+    "$PY" -m pip install -q --no-index --no-deps --no-compile --upgrade --target "$SITE" \
+        "$WHEELS"/*.whl || exit 2
+    [ -e "$SITE/mmcv/_ext.py" ] || cp tools/misc/mmcv_ext_stub.py "$SITE/mmcv/_ext.py"
+    export PYTHONPATH="$SITE:$PWD${PYTHONPATH:+:$PYTHONPATH}"
+fi
+PEERS=()
+if "$PY" -c 'import mmdet.models' 2>/dev/null; then PEERS=(Swin-T ResNet-50); fi
 status=0
 
 run() {  # run NAME SECONDS COMMAND...  (0 seconds: skip it)
@@ -56,8 +73,19 @@ run autocast "${AUTOCAST_S:-240}" "$PY" tools/misc/check_amp_gpu.py --no-parity 
 run benchmark "${BENCHMARK_S:-300}" "$PY" tools/analysis_tools/benchmark.py \
     --device cuda --dtype float16 \
     --models SOFT:small:max_landmarks=49 NaLaFormer:small InfViT:small LDN:small InfViTPlain:l4 \
-    --sizes 2048 8192 --repeats 3 --budget 5 --timeout 80 --profile 15 \
+    ${PEERS[@]+"${PEERS[@]}"} --sizes 2048 8192 --repeats 3 --budget 5 --timeout 80 --profile 15 \
     --json "$OUT/benchmark.json" --plot "$OUT/benchmark.png"
+# issue targets: training under fp16 autocast at a detector's and a segmentor's size, every
+# family's small arch beside the peers (same run: one card, minutes apart)
+TRAIN_MODELS=(SOFT:small:max_landmarks=49 NaLaFormer:small InfViT:small LDN:small)
+run train_det "${TRAIN_DET_S:-180}" "$PY" tools/analysis_tools/benchmark.py \
+    --device cuda --dtype float16 --modes train --models "${TRAIN_MODELS[@]}" \
+    ${PEERS[@]+"${PEERS[@]}"} --sizes 1333x800 --batch 2 --repeats 3 --budget 5 --timeout 80 \
+    --json "$OUT/train_det.json"
+run train_seg "${TRAIN_SEG_S:-180}" "$PY" tools/analysis_tools/benchmark.py \
+    --device cuda --dtype float16 --modes train --models "${TRAIN_MODELS[@]}" \
+    ${PEERS[@]+"${PEERS[@]}"} --sizes 512 --batch 8 --repeats 3 --budget 5 --timeout 80 \
+    --json "$OUT/train_seg.json"
 run parity "${PARITY_S:-420}" "$PY" tools/misc/check_amp_gpu.py --parity-only \
     --json "$OUT/parity.json"
 exit $status

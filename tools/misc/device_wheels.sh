@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The wheels a bare GPU machine lacks for tools/misc/gpu_checks.sh with the OpenMMLab peers
+# (mmdet's Swin-T and ResNet-50 beside our backbones): mmengine, mmdet and their pure-Python
+# or manylinux dependencies at the versions of requirements/constraints.txt, for that
+# machine's Python (default 3.12), and mmcv built here without its compiled ops (pure
+# Python; gpu_checks.sh adds tools/misc/mmcv_ext_stub.py as its mmcv._ext, so that mmdet's
+# imports of mmcv.ops succeed: the backbones call none of them).  About 7 MB, into DIR
+# (default .whl, git-ignored), which gpu_checks.sh installs when it finds it:
+#   bash tools/misc/device_wheels.sh [DIR] [PYTHON_VERSION]
+# Needs network access to the package index (run it here, carry DIR to the GPU machine).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+DIR=${1:-.whl}
+PYV=${2:-3.12}
+CONSTRAINTS=requirements/constraints.txt
+if [ -n "${PYTHON:-}" ]; then PY=$PYTHON
+elif [ -x .venv/bin/python ]; then PY=.venv/bin/python
+else PY=python3
+fi
+pin() { sed -n "s/^$1==//p" "$CONSTRAINTS"; }
+mkdir -p "$DIR"
+PKGS=()
+for name in mmengine mmdet addict yapf platformdirs termcolor terminaltables pycocotools shapely; do
+    PKGS+=("$name==$(pin "$name")")
+done
+"$PY" -m pip download -q --disable-pip-version-check --no-deps --only-binary=:all: \
+    --python-version "$PYV" --implementation cp --platform manylinux_2_28_x86_64 \
+    --platform manylinux_2_24_x86_64 --platform manylinux_2_17_x86_64 \
+    --platform manylinux2014_x86_64 -d "$DIR" "${PKGS[@]}"
+MMCV=$(pin mmcv)
+if ! ls "$DIR"/mmcv_lite-"$MMCV"-*.whl >/dev/null 2>&1; then
+    BUILD=$(mktemp -d)
+    "$PY" -m pip download -q --disable-pip-version-check --no-deps --no-binary=:all: \
+        --no-build-isolation "mmcv==$MMCV" -d "$BUILD"
+    tar -xzf "$BUILD/mmcv-$MMCV.tar.gz" -C "$BUILD"
+    MMCV_WITH_OPS=0 "$PY" -m pip wheel -q --disable-pip-version-check --no-deps \
+        --no-build-isolation "$BUILD/mmcv-$MMCV" -w "$DIR" > "$BUILD/build.log" 2>&1 \
+        || { cat "$BUILD/build.log" >&2; exit 1; }
+    rm -rf "$BUILD"
+fi
+ls "$DIR"
+du -sh "$DIR"
