@@ -37,7 +37,7 @@ from .specs import ModelSpec, build_model
 from .stats import time_stats
 
 __all__ = ['Case', 'run_case', 'case_child', 'make_step', 'prepared_model', 'case_input',
-           'sync', 'matmul_rate', 'matmul_child', 'copy_bandwidth']
+           'sync', 'median_ms', 'matmul_rate', 'matmul_child', 'copy_bandwidth']
 
 
 @dataclass
@@ -66,6 +66,20 @@ def sync(device: str) -> None:
     import torch
     if device.startswith('cuda'):
         torch.cuda.synchronize()
+
+
+def median_ms(fn, device: str, repeats: int) -> float:
+    """Median wall milliseconds of ``repeats`` calls of ``fn`` after one untimed call
+    (compilation, library handles), each synchronised on ``device``."""
+    fn()
+    times = []
+    for _ in range(repeats):
+        sync(device)
+        t0 = time.perf_counter()
+        fn()
+        sync(device)
+        times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
 
 
 def _autocast(case: Case):

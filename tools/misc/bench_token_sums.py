@@ -12,28 +12,14 @@ matmul's (max |diff| / max |value| below 1e-4).
 """
 import argparse
 import json
-import statistics
 import sys
-import time
 
 import torch
 
-from mmlinattn.benchmark.cases import sync
+from mmlinattn.benchmark.cases import median_ms
 
 import mmlinattn.kernels.chunked as la
 from mmlinattn.kernels import policy
-
-
-def time_ms(fn, device: str, repeats: int) -> float:
-    fn()  # warm-up: cuBLAS handles, kernel choice
-    times = []
-    for _ in range(repeats):
-        sync(device)
-        t0 = time.perf_counter()
-        fn()
-        sync(device)
-        times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times)
 
 
 def main(argv=None) -> int:
@@ -60,7 +46,7 @@ def main(argv=None) -> int:
         for seg in args.segments:
             err = ((la._token_sum(a, b, seg) - want).abs().max() / want.abs().max()).item()
             ok &= err < 1e-4
-            row['ms'][seg] = time_ms(lambda: la._token_sum(a, b, seg), args.device, args.repeats)
+            row['ms'][seg] = median_ms(lambda: la._token_sum(a, b, seg), args.device, args.repeats)
         row['fastest'] = min(row['ms'], key=row['ms'].get)
         rows.append(row)
         cells = '  '.join(f'{s}: {t:7.3f}' for s, t in row['ms'].items())

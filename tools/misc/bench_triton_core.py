@@ -14,29 +14,15 @@ status 0 when every error is within the dtype's tolerance (float32 1e-5, half 1e
 import argparse
 import json
 import os
-import statistics
 import sys
-import time
 
 import torch
 
 from mmlinattn import kernels, ops
-from mmlinattn.benchmark.cases import sync
+from mmlinattn.benchmark.cases import median_ms
 from mmlinattn.kernels import policy
 
 TOLERANCE = {torch.float32: 1e-5, torch.float16: 1e-2, torch.bfloat16: 1e-2}
-
-
-def time_ms(fn, device: str, repeats: int) -> float:
-    fn()  # warm-up: compilation, cuBLAS handles
-    times = []
-    for _ in range(repeats):
-        sync(device)
-        t0 = time.perf_counter()
-        fn()
-        sync(device)
-        times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times)
 
 
 def run_core(q, k, v, triton: bool):
@@ -83,7 +69,7 @@ def main(argv=None) -> int:
                         err = ((got.double() - want).abs().max() / want.abs().max()).item()
                         row[f'{way}_error'] = err
                         ok &= err <= TOLERANCE[dtype]
-                        row[f'{way}_ms'] = time_ms(lambda: run_core(qd, kd, vd, flag),
+                        row[f'{way}_ms'] = median_ms(lambda: run_core(qd, kd, vd, flag),
                                                    args.device, args.repeats)
                     except torch.cuda.OutOfMemoryError as exc:
                         row[f'{way}_ms'] = None
