@@ -359,12 +359,5 @@ def copy_bandwidth(device: str, mib: int, repeats: int = 5) -> Dict[str, Any]:
     import torch
     src = torch.ones(mib * 2**18, device=device)     # float32: 2^18 per MiB
     dst = torch.empty_like(src)
-    dst.copy_(src)
-    sync(device)
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        dst.copy_(src)
-        sync(device)
-        times.append(time.perf_counter() - t0)
-    return dict(copy_mib=mib, bandwidth_gb_per_s=2 * mib * 2**20 / statistics.median(times) / 1e9)
+    ms = median_ms(lambda: dst.copy_(src), device, repeats)
+    return dict(copy_mib=mib, bandwidth_gb_per_s=2 * mib * 2**20 / (ms / 1e3) / 1e9)
