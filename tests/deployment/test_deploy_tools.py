@@ -173,3 +173,45 @@ def test_runtime_benchmark_groups_each_model_with_the_peer():
     assert groups_of(['a', 'p', 'b'], 'p') == [['a', 'p'], ['b', 'p']]
     with pytest.raises(ValueError, match='peer'):
         groups_of(['a', 'b'], 'p')
+
+
+
+@pytest.mark.filterwarnings('ignore::torch.jit.TracerWarning')
+@pytest.mark.parametrize('runtime', ['onnxruntime', 'openvino'])
+def test_int8_benchmark_times_float32_and_int8_in_either_runtime(tmp_path, runtime,
+                                                                 monkeypatch, capsys):
+    """tools/deployment/benchmark_int8.py's main: one of ours (exported once, dynamic) and a
+    small Swin (exported per size) at two sizes, both precisions timed in the chosen
+    runtime.  The graphs come from the TorchScript-based exporter (1 s instead of 12 s for
+    ``export_onnx``, which test_onnx_export.py checks); quantization and runtimes are the
+    tool's own."""
+    import importlib.util
+    import json
+    spec = importlib.util.spec_from_file_location(
+        'benchmark_int8', f'{ROOT}/tools/deployment/benchmark_int8.py')
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+
+    def export(graph, x, path, dynamic_hw=True):
+        axes = {'input': {2: 'height', 3: 'width'}} if dynamic_hw else None
+        torch.onnx.export(graph, (x, ), path, dynamo=False, input_names=['input'],
+                          dynamic_axes=axes)
+    monkeypatch.setattr(bench, 'export_onnx', export)
+    loaded, load = [], bench.load_runtime
+    monkeypatch.setattr(bench, 'load_runtime',
+                        lambda path, rt, *a, **k: loaded.append(rt) or load(path, rt, *a, **k))
+    out = tmp_path / 'int8.json'
+    ldn = "LDN:{'embed_dims':[16,16,16,16],'depths':[1,1,1,1],'num_heads':[1,1,1,1]}"
+    swin = 'Swin-T:embed_dims=24:depths=[1,1,1,1]'
+    assert bench.main(['--models', ldn, swin, '--sizes', '64', '96', '--rounds', '1',
+                       '--threads', '1', '--calib-size', '64', '--calib-inputs', '1',
+                       '--peer-max-size', '64', '--runtime', runtime,
+                       '--json', str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert result['runtime'] == runtime and loaded == [runtime] * 6
+    # the peer's calibration above --peer-max-size is skipped, and says so
+    assert f'{swin} at 96: skipped' in capsys.readouterr().out
+    assert {(r['model'], r['precision'], r['size']) for r in result['records']} == {
+        (m, p, size) for m, size in ((ldn, 64), (ldn, 96), (swin, 64))
+        for p in ('float32', 'int8')}
+    assert all(r['ms'] > 0 and len(r['runs']) == 1 for r in result['records'])

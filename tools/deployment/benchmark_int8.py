@@ -1,10 +1,13 @@
-"""Latency of backbones in ONNX Runtime, float32 against int8 (static QDQ, Conv / MatMul /
-Gemm), batch 1 on the CPU, in one process: the timed forwards of a size interleaved across
-models and precisions, the median of ``--rounds``.
+"""Latency of backbones in ONNX Runtime or OpenVINO, float32 against int8 (static QDQ,
+Conv / MatMul / Gemm), batch 1 on the CPU, in one process: the timed forwards of a size
+interleaved across models and precisions, the median of ``--rounds``.
 
     python tools/deployment/benchmark_int8.py [--models SOFT:small:max_landmarks=49 ...
         Swin-T] [--sizes 1024 2048] [--rounds 3] [--threads 2] [--calib-size 512]
-        [--calib-inputs 4] [--json out.json]
+        [--calib-inputs 4] [--runtime onnxruntime|openvino] [--json out.json]
+
+Both runtimes run the same two graphs: ONNX Runtime executes the QDQ pairs as written,
+OpenVINO folds them into its own int8 kernels.
 
 Our backbones are exported once with dynamic H, W and calibrated at ``--calib-size``; a
 peer whose forward fixes its size (Swin-T) is exported and calibrated per size (its
@@ -33,7 +36,7 @@ DEFAULT_MODELS = ['SOFT:small:max_landmarks=49', 'NaLaFormer:small', 'InfViT:sma
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description='ONNX Runtime float32 vs int8 latency')
+    p = argparse.ArgumentParser(description='float32 vs int8 latency in a CPU runtime')
     p.add_argument('--models', nargs='+', default=DEFAULT_MODELS)
     p.add_argument('--sizes', nargs='+', type=int, default=[1024, 2048])
     p.add_argument('--rounds', type=int, default=3)
@@ -41,6 +44,8 @@ def parse_args(argv=None):
     p.add_argument('--calib-size', type=int, default=512)
     p.add_argument('--calib-inputs', type=int, default=4)
     p.add_argument('--peer-max-size', type=int, default=1024)
+    p.add_argument('--runtime', default='onnxruntime', choices=('onnxruntime', 'openvino'),
+                   help='runtime of both graphs (OpenVINO with static shapes)')
     p.add_argument('--fixed', action='store_true',
                    help='export and calibrate every model per size (fixed H, W)')
     p.add_argument('--json', help='write the records here')
@@ -80,8 +85,9 @@ def main(argv=None):
                 paths = _graphs(label, graph, size, args.calib_size, args.calib_inputs,
                                 workdir, fixed)
                 for precision, path in zip(('float32', 'int8'), paths):
-                    runners[label, precision] = load_runtime(path, 'onnxruntime',
-                                                             args.threads)
+                    runners[label, precision] = load_runtime(
+                        path, args.runtime, args.threads,
+                        static_shapes=args.runtime == 'openvino')
             x = torch.randn(1, 3, size, size, generator=torch.Generator().manual_seed(1))
             times = {key: [] for key in runners}
             for run in runners.values():  # warm-up
@@ -100,8 +106,8 @@ def main(argv=None):
                       f'speed-up {f / i:.2f}x', flush=True)
     if args.json:
         with open(args.json, 'w') as f:
-            json.dump(dict(cpu=cpu_name(), threads=args.threads, rounds=args.rounds,
-                           records=records), f, indent=1)
+            json.dump(dict(cpu=cpu_name(), runtime=args.runtime, threads=args.threads,
+                           rounds=args.rounds, records=records), f, indent=1)
     return 0
 
 
