@@ -159,12 +159,11 @@ def test_semantic_fpn_learns_nuts(family, tmp_path):
         assert_same_metrics(after, ('mIoU', ), 1.0)
 
 
-# Mask R-CNN: 12 epochs (84 iterations, batch 2) at 320 x 240, LR step at epoch 10, 64
+# Mask R-CNN: 12 epochs (84 iterations, batch 2) at 384 x 288, LR step at epoch 10, 64
 # sampled RoIs per image (of the config's 128: mmcv's RoIAlign backward is a third of a step).
-# At 384 x 288 the run took a fifth longer for the same metrics (0.212 / 0.228 seed 0).
-MASK = {'train_dataloader.dataset.pipeline.2.scale': '(320,240)',
-        'test_dataloader.dataset.pipeline.1.scale': '(320,240)',
-        'val_dataloader.dataset.pipeline.1.scale': '(320,240)',
+MASK = {'train_dataloader.dataset.pipeline.2.scale': '(384,288)',
+        'test_dataloader.dataset.pipeline.1.scale': '(384,288)',
+        'val_dataloader.dataset.pipeline.1.scale': '(384,288)',
         'train_cfg.max_epochs': 12, 'train_cfg.val_interval': 12,
         'param_scheduler.1.milestones': '[10]', 'param_scheduler.1.end': 12,
         'default_hooks.checkpoint.interval': 12, 'model.train_cfg.rcnn.sampler.num': 64,
@@ -173,8 +172,8 @@ MASK = {'train_dataloader.dataset.pipeline.2.scale': '(320,240)',
 
 def test_mask_rcnn_learns_nut_masks(tmp_path):
     """Boxes and masks of the 38 nuts in the 4 held-out photos: bbox and segm mAP at least
-    0.1 above the initialisation's.  Measured (AVX-512 EPYC): 0.196 / 0.225 seed 0, 0.215 /
-    0.239 seed 1; untrained 0 / 0.  The RoI heads pool the backbone's maps through mmcv's
+    0.1 above the initialisation's.  Measured (AVX-512 EPYC, seed 0): 0.212 / 0.228,
+    untrained 0 / 0.  The RoI heads pool the backbone's maps through mmcv's
     RoIAlign, which reads its input as contiguous NCHW; with the channels-last maps the
     backbones returned before 2026-11-25 this detector learned nothing
     (tests/backbones/test_mmcv_ops_on_outputs.py checks the layout itself)."""
