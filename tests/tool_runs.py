@@ -122,17 +122,24 @@ def convert(*argv):
     return tool([sys.executable, 'tools/model_converters/convert_checkpoint.py', *argv])
 
 
+def tool_module(path: str):
+    """The tool script at ``path`` (relative to the repository) as a module, to call its
+    functions or ``main`` in this process."""
+    import importlib.util
+    name = osp.splitext(osp.basename(path))[0]
+    spec = importlib.util.spec_from_file_location(name, osp.join(ROOT, path))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def convert_in_process(*argv):
     """The same tool's ``main`` called in this process (no interpreter start-up and
     imports): for tests about what it writes, not about its command line."""
     import contextlib
-    import importlib.util
     import io
     import types
-    spec = importlib.util.spec_from_file_location(
-        'convert_checkpoint', osp.join(ROOT, 'tools', 'model_converters', 'convert_checkpoint.py'))
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
+    tool = tool_module('tools/model_converters/convert_checkpoint.py')
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:

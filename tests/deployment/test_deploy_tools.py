@@ -7,6 +7,7 @@ import torch
 from archs import build
 from repo_paths import ROOT
 from tool_runs import tool as tool_process
+from tool_runs import tool_module
 
 from mmlinattn.benchmark.model_flops import build_config_model
 from mmlinattn.deployment import DeployedModel, TensorGraph
@@ -185,12 +186,8 @@ def test_int8_benchmark_times_float32_and_int8_in_either_runtime(tmp_path, runti
     runtime.  The graphs come from the TorchScript-based exporter (1 s instead of 12 s for
     ``export_onnx``, which test_onnx_export.py checks); quantization and runtimes are the
     tool's own."""
-    import importlib.util
     import json
-    spec = importlib.util.spec_from_file_location(
-        'benchmark_int8', f'{ROOT}/tools/deployment/benchmark_int8.py')
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = tool_module('tools/deployment/benchmark_int8.py')
 
     def export(graph, x, path, dynamic_hw=True):
         axes = {'input': {2: 'height', 3: 'width'}} if dynamic_hw else None

@@ -3,7 +3,6 @@ and gpu_checks.sh, the GPU checks, kept runnable where CI has no GPU: the parity
 the token-sum timing, the Triton core's timing (in Triton's interpreter) and the on / off
 timing of the off-CPU paths with the CPU standing in for the GPU, and their answer without a
 GPU."""
-import importlib.util
 import json
 import os
 import os.path as osp
@@ -15,17 +14,14 @@ import torch
 
 from repo_paths import ROOT
 from tool_runs import tool as tool_process
+from tool_runs import tool_module
 
 SCRIPT = osp.join(ROOT, 'tools', 'misc', 'check_amp_gpu.py')
 
 
 def _tool(name: str):
     """``tools/misc/<name>.py`` as a module."""
-    spec = importlib.util.spec_from_file_location(name, osp.join(ROOT, 'tools', 'misc',
-                                                                 f'{name}.py'))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return tool_module(f'tools/misc/{name}.py')
 
 
 def _script():

@@ -1,19 +1,11 @@
 """tools/analysis_tools/seed_study.py: its table from a results record (the runs themselves
 are tools/train.py and tools/test.py, exercised end to end elsewhere)."""
-import importlib.util
-import os.path as osp
-
 import pytest
-
-from repo_paths import ROOT
+from tool_runs import tool_module
 
 
 def _tool():
-    path = osp.join(ROOT, 'tools', 'analysis_tools', 'seed_study.py')
-    spec = importlib.util.spec_from_file_location('seed_study', path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return tool_module('tools/analysis_tools/seed_study.py')
 
 
 def test_table_gives_mean_spread_and_kept_fraction():
