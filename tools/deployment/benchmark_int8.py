@@ -1,6 +1,8 @@
 """Latency of backbones in ONNX Runtime or OpenVINO, float32 against int8 (static QDQ,
 Conv / MatMul / Gemm), batch 1 on the CPU, in one process: the timed forwards of a size
-interleaved across models and precisions, the median of ``--rounds``.
+interleaved across models and precisions, the median of ``--rounds``; above
+``--together-max-size`` one model's two graphs at a time (each record names the models
+timed in its rounds, ``timed_with``).
 
     python tools/deployment/benchmark_int8.py [--models SOFT:small:max_landmarks=49 ...
         Swin-T] [--sizes 1024 2048] [--rounds 3] [--threads 2] [--calib-size 512]
@@ -44,6 +46,10 @@ def parse_args(argv=None):
     p.add_argument('--calib-size', type=int, default=512)
     p.add_argument('--calib-inputs', type=int, default=4)
     p.add_argument('--peer-max-size', type=int, default=1024)
+    p.add_argument('--together-max-size', type=int, default=1024,
+                   help='up to this size all models are loaded and timed in the same rounds; '
+                        'above it one model (its two graphs) at a time: at 2048² the '
+                        'runtimes of the four families and the peer together exceed 24 GiB')
     p.add_argument('--runtime', default='onnxruntime', choices=('onnxruntime', 'openvino'),
                    help='runtime of both graphs (OpenVINO with static shapes)')
     p.add_argument('--fixed', action='store_true',
@@ -66,6 +72,34 @@ def _graphs(label, graph, size, calib_size, calib_inputs, workdir, fixed):
     return fp32, int8
 
 
+def _time_group(labels, models, size, args, workdir):
+    """Both precisions of every model of ``labels`` loaded together and timed in the same
+    rounds (so drift reaches them alike); their records, each naming the group."""
+    runners = {}
+    for label in labels:
+        graph, fixed = models[label]
+        paths = _graphs(label, graph, size, args.calib_size, args.calib_inputs, workdir, fixed)
+        for precision, path in zip(('float32', 'int8'), paths):
+            runners[label, precision] = load_runtime(path, args.runtime, args.threads,
+                                                     static_shapes=args.runtime == 'openvino')
+    x = torch.randn(1, 3, size, size, generator=torch.Generator().manual_seed(1))
+    times = {key: [] for key in runners}
+    for run in runners.values():  # warm-up
+        run(x)
+    for _ in range(args.rounds):
+        for key, run in runners.items():
+            t = time.perf_counter()
+            run(x)
+            times[key].append(1000 * (time.perf_counter() - t))
+    for label in labels:
+        f, i = (statistics.median(times[label, p]) for p in ('float32', 'int8'))
+        print(f'{size}² {label:32s} float32 {f:8.1f} ms  int8 {i:8.1f} ms  '
+              f'speed-up {f / i:.2f}x', flush=True)
+    return [dict(model=label, precision=precision, size=size, ms=statistics.median(ts),
+                 runs=ts, timed_with=list(labels))
+            for (label, precision), ts in times.items()]
+
+
 def main(argv=None):
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -77,33 +111,15 @@ def main(argv=None):
             models[text] = (TensorGraph(build_model(spec)).eval(),
                             spec.model in FIXED_SIZE_EXPORT or args.fixed)
         for size in args.sizes:
-            runners = {}
+            labels = []
             for label, (graph, fixed) in models.items():
                 if fixed and size > args.peer_max_size:
                     print(f'{label} at {size}: skipped (calibration above --peer-max-size)')
                     continue
-                paths = _graphs(label, graph, size, args.calib_size, args.calib_inputs,
-                                workdir, fixed)
-                for precision, path in zip(('float32', 'int8'), paths):
-                    runners[label, precision] = load_runtime(
-                        path, args.runtime, args.threads,
-                        static_shapes=args.runtime == 'openvino')
-            x = torch.randn(1, 3, size, size, generator=torch.Generator().manual_seed(1))
-            times = {key: [] for key in runners}
-            for run in runners.values():  # warm-up
-                run(x)
-            for _ in range(args.rounds):
-                for key, run in runners.items():
-                    t = time.perf_counter()
-                    run(x)
-                    times[key].append(1000 * (time.perf_counter() - t))
-            for (label, precision), ts in times.items():
-                records.append(dict(model=label, precision=precision, size=size,
-                                    ms=statistics.median(ts), runs=ts))
-            for label in dict.fromkeys(k[0] for k in times):
-                f, i = (statistics.median(times[label, p]) for p in ('float32', 'int8'))
-                print(f'{size}² {label:32s} float32 {f:8.1f} ms  int8 {i:8.1f} ms  '
-                      f'speed-up {f / i:.2f}x', flush=True)
+                labels.append(label)
+            groups = [labels] if size <= args.together_max_size else [[l] for l in labels]
+            for group in groups:
+                records += _time_group(group, models, size, args, workdir)
     if args.json:
         with open(args.json, 'w') as f:
             json.dump(dict(cpu=cpu_name(), runtime=args.runtime, threads=args.threads,
