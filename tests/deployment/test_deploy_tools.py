@@ -6,8 +6,7 @@ import pytest
 import torch
 from archs import build
 from repo_paths import ROOT
-from tool_runs import tool as tool_process
-from tool_runs import tool_module
+from tool_runs import tool as tool_process, tool_module
 
 from mmlinattn.benchmark.model_flops import build_config_model
 from mmlinattn.deployment import DeployedModel, TensorGraph

@@ -13,8 +13,7 @@ import pytest
 import torch
 
 from repo_paths import ROOT
-from tool_runs import tool as tool_process
-from tool_runs import tool_module
+from tool_runs import tool as tool_process, tool_module
 
 SCRIPT = osp.join(ROOT, 'tools', 'misc', 'check_amp_gpu.py')
 
