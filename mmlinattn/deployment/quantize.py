@@ -54,10 +54,15 @@ def calibration_inputs(cfg, model, num_images: int, split: str = 'train') -> Ite
 
 
 def quantize_static(fp32_path: str, out_path: str, inputs, input_name: str = 'input',
-                    keep_float: Sequence[str] = (), per_channel: bool = True) -> dict:
+                    keep_float: Sequence[str] = (), per_channel: bool = True,
+                    float_depthwise: bool = False) -> dict:
     """Write the int8 (QDQ) form of ``fp32_path`` to ``out_path``, calibrated (min-max) on
     ``inputs`` (arrays for ``input_name``); nodes whose name matches a pattern of
-    ``keep_float`` stay float32.  Returns counts of the quantized and float nodes."""
+    ``keep_float`` stay float32, and with ``float_depthwise`` the grouped (depthwise)
+    convolutions too.  Returns counts of the quantized and float nodes.
+
+    ``float_depthwise`` is a choice per runtime: OpenVINO ran NaLaFormer's depthwise
+    convolutions slower in int8 than in float32, ONNX Runtime faster (docs/deployment.md)."""
     try:
         import onnx
         from onnxruntime import quantization as q
@@ -71,7 +76,8 @@ def quantize_static(fp32_path: str, out_path: str, inputs, input_name: str = 'in
     # kernels, Newton-Schulz) stays float: both operands would be re-quantized per call
     kept = [n.name for n in graph.node if n.op_type in QUANTIZED_OPS
             and (any(p.search(n.name) for p in patterns)
-                 or not any(i in weights for i in n.input))]
+                 or not any(i in weights for i in n.input)
+                 or float_depthwise and _grouped(n))]
 
     class Reader(q.CalibrationDataReader):
         def __init__(self):
@@ -88,3 +94,28 @@ def quantize_static(fp32_path: str, out_path: str, inputs, input_name: str = 'in
                       extra_options={'ActivationSymmetric': False, 'WeightSymmetric': True})
     total = sum(n.op_type in QUANTIZED_OPS for n in graph.node)
     return {'quantized': total - len(kept), 'kept_float': len(kept)}
+
+
+def _grouped(node) -> bool:
+    """A Conv with more than one group (our depthwise convolutions)."""
+    return node.op_type == 'Conv' and any(a.name == 'group' and a.i > 1
+                                          for a in node.attribute)
+
+
+def quantize_nncf(fp32_path: str, out_path: str, inputs) -> dict:
+    """Write OpenVINO's own int8 form of ``fp32_path`` (NNCF's post-training quantization,
+    its default preset, calibrated on ``inputs``) to ``out_path`` (an OpenVINO IR ``.xml``
+    with its ``.bin``).  NNCF chooses what to quantize itself (activation products included)
+    and may fix a quantizer's shape to the calibration's token count: calibrate at the size
+    the graph will run at.  Returns the count of its FakeQuantize nodes."""
+    try:
+        import nncf
+        import openvino as ov
+    except ImportError as err:
+        raise ImportError(f'nncf or openvino is not installed; {DEPLOY_HINT}') from err
+    items = [np.ascontiguousarray(x) for x in inputs]
+    model = nncf.quantize(ov.Core().read_model(fp32_path), nncf.Dataset(items),
+                          subset_size=len(items))
+    ov.save_model(model, out_path)
+    return {'fake_quantize': sum(op.get_type_name() == 'FakeQuantize'
+                                 for op in model.get_ops())}

@@ -217,3 +217,74 @@ def test_int8_benchmark_times_float32_and_int8_in_either_runtime(tmp_path, runti
     for r in result['records']:
         both = r['size'] == 64 and not alone
         assert r['timed_with'] == ([ldn, swin] if both else [r['model']]), r
+
+
+@pytest.mark.filterwarnings('ignore::torch.jit.TracerWarning')
+def test_int8_benchmark_with_nncf_quantizes_per_size_for_openvino(tmp_path, monkeypatch):
+    """``--quantizer nncf``: OpenVINO's own quantizer writes an IR with FakeQuantize nodes,
+    calibrated at each timed size, and only OpenVINO runs it."""
+    import json
+    bench = tool_module('tools/deployment/benchmark_int8.py')
+
+    def export(graph, x, path, dynamic_hw=True):
+        torch.onnx.export(graph, (x, ), path, dynamo=False, input_names=['input'],
+                          dynamic_axes={'input': {2: 'height', 3: 'width'}})
+    monkeypatch.setattr(bench, 'export_onnx', export)
+    written, quantize = {}, bench.quantize_nncf
+
+    def record(fp32, out, inputs):
+        inputs = list(inputs)
+        written[out] = ({x.shape for x in inputs}, quantize(fp32, out, inputs))
+        return written[out][1]
+    monkeypatch.setattr(bench, 'quantize_nncf', record)
+    ldn = "LDN:{'embed_dims':[16,16,16,16],'depths':[1,1,1,1],'num_heads':[1,1,1,1]}"
+    out = tmp_path / 'nncf.json'
+    assert bench.main(['--models', ldn, '--sizes', '64', '96', '--rounds', '1', '--threads',
+                       '1', '--calib-inputs', '1', '--runtime', 'openvino', '--quantizer',
+                       'nncf', '--json', str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert result['quantizer'] == 'nncf'
+    assert {(r['precision'], r['size']) for r in result['records']} == {
+        (p, s) for p in ('float32', 'int8') for s in (64, 96)}
+    assert sorted(shapes for shapes, _ in written.values()) == [{(1, 3, 64, 64)},
+                                                                {(1, 3, 96, 96)}]
+    assert all(path.endswith('.xml') and counts['fake_quantize'] > 0
+               for path, (_, counts) in written.items())
+    with pytest.raises(SystemExit, match='--runtime openvino'):
+        bench.main(['--models', ldn, '--quantizer', 'nncf'])
+
+
+def _int8_convs(path):
+    """Names of the Conv nodes of an ONNX graph, and of those that read a dequantized input
+    (int8), and of the grouped ones."""
+    import onnx
+    nodes = onnx.load(path).graph.node
+    dequantized = {o for n in nodes if n.op_type == 'DequantizeLinear' for o in n.output}
+    convs = [n for n in nodes if n.op_type == 'Conv']
+    return ({n.name for n in convs if any(i in dequantized for i in n.input)},
+            {n.name for n in convs if any(a.name == 'group' and a.i > 1 for a in n.attribute)})
+
+
+def test_quantize_tool_calibrates_on_the_configs_images(tmp_path, monkeypatch, capsys):
+    """tools/deployment/quantize_onnx.py on the NaLaFormer photo RetinaNet's backbone graph,
+    calibrated on two training photos through the config's test pipeline and data
+    preprocessor; ``--float-depthwise`` keeps exactly the grouped convolutions in float32.
+    The graph comes from the TorchScript-based exporter (seconds instead of
+    ``pytorch2onnx.py``'s whole detector); the tool only reads its input."""
+    import os.path as osp
+    monkeypatch.chdir(ROOT)  # the config's data_root is relative
+    quantize = tool_module('tools/deployment/quantize_onnx.py')
+    config = osp.join(ROOT, 'configs/photos/retinanet_nalaformer_pico_bccd.py')
+    model, _ = build_config_model(config, {})
+    path = str(tmp_path / 'backbone.onnx')
+    torch.onnx.export(TensorGraph(model.backbone).eval(), (torch.randn(1, 3, 96, 128), ), path,
+                      dynamo=False, input_names=['input'],
+                      dynamic_axes={'input': {2: 'height', 3: 'width'}})
+    int8 = {}
+    for flag in ((), ('--float-depthwise', )):
+        out = str(tmp_path / f'int8{len(flag)}.onnx')
+        assert quantize.main([config, path, '--out', out, '--calib-images', '2', *flag]) == 0
+        assert f'{out}: ' in capsys.readouterr().out
+        int8[bool(flag)], grouped = _int8_convs(out)
+    assert grouped and grouped <= int8[False]
+    assert int8[True] == int8[False] - grouped

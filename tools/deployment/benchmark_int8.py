@@ -6,10 +6,12 @@ timed in its rounds, ``timed_with``).
 
     python tools/deployment/benchmark_int8.py [--models SOFT:small:max_landmarks=49 ...
         Swin-T] [--sizes 1024 2048] [--rounds 3] [--threads 2] [--calib-size 512]
-        [--calib-inputs 4] [--runtime onnxruntime|openvino] [--json out.json]
+        [--calib-inputs 4] [--runtime onnxruntime|openvino] [--float-depthwise]
+        [--quantizer onnxruntime|nncf] [--json out.json]
 
 Both runtimes run the same two graphs: ONNX Runtime executes the QDQ pairs as written,
-OpenVINO folds them into its own int8 kernels.
+OpenVINO folds them into its own int8 kernels.  ``--quantizer nncf`` times OpenVINO's own
+quantizer (NNCF, its default preset) instead, calibrated at each timed size.
 
 Our backbones are exported once with dynamic H, W and calibrated at ``--calib-size``; a
 peer whose forward fixes its size (Swin-T) is exported and calibrated per size (its
@@ -30,7 +32,7 @@ import torch
 
 from mmlinattn.benchmark.specs import FIXED_SIZE_EXPORT, build_model, parse_model_spec
 from mmlinattn.deployment import TensorGraph, export_onnx, load_runtime
-from mmlinattn.deployment.quantize import quantize_static
+from mmlinattn.deployment.quantize import quantize_nncf, quantize_static
 from mmlinattn.utils.machine import cpu_name
 
 DEFAULT_MODELS = ['SOFT:small:max_landmarks=49', 'NaLaFormer:small', 'InfViT:small',
@@ -52,23 +54,37 @@ def parse_args(argv=None):
                         'runtimes of the four families and the peer together exceed 24 GiB')
     p.add_argument('--runtime', default='onnxruntime', choices=('onnxruntime', 'openvino'),
                    help='runtime of both graphs (OpenVINO with static shapes)')
+    p.add_argument('--quantizer', default='onnxruntime', choices=('onnxruntime', 'nncf'),
+                   help="onnxruntime: the static QDQ graph of quantize_onnx.py (either "
+                        "runtime); nncf: OpenVINO's NNCF, calibrated at each size (OpenVINO "
+                        "only)")
+    p.add_argument('--float-depthwise', action='store_true',
+                   help='keep the depthwise convolutions of the int8 graphs in float32')
     p.add_argument('--fixed', action='store_true',
                    help='export and calibrate every model per size (fixed H, W)')
     p.add_argument('--json', help='write the records here')
     return p.parse_args(argv)
 
 
-def _graphs(label, graph, size, calib_size, calib_inputs, workdir, fixed):
+def _graphs(label, graph, size, args, workdir, fixed):
     """(float32 path, int8 path) for ``graph`` at ``size``."""
-    at = size if fixed else calib_size
+    at = size if fixed else args.calib_size
     stem = os.path.join(workdir, f'{label.replace(":", "_")}' + (f'_{size}' if fixed else ''))
-    fp32, int8 = stem + '.onnx', stem + '.int8.onnx'
-    if not os.path.exists(int8):
+    fp32 = stem + '.onnx'
+    nncf = args.quantizer == 'nncf'
+    # NNCF's graph may hold the calibration's token count: its own per size
+    int8 = f'{stem}_{size}.nncf.xml' if nncf else stem + '.int8.onnx'
+    if not os.path.exists(fp32):
         export_onnx(graph, torch.randn(1, 3, at, at), fp32, dynamic_hw=not fixed)
+    if not os.path.exists(int8):
+        at = size if nncf else at
         gen = torch.Generator().manual_seed(0)
         inputs = [torch.randn(1, 3, at, at, generator=gen).numpy()
-                  for _ in range(calib_inputs)]
-        quantize_static(fp32, int8, inputs)
+                  for _ in range(args.calib_inputs)]
+        if nncf:
+            quantize_nncf(fp32, int8, inputs)
+        else:
+            quantize_static(fp32, int8, inputs, float_depthwise=args.float_depthwise)
     return fp32, int8
 
 
@@ -78,7 +94,7 @@ def _time_group(labels, models, size, args, workdir):
     runners = {}
     for label in labels:
         graph, fixed = models[label]
-        paths = _graphs(label, graph, size, args.calib_size, args.calib_inputs, workdir, fixed)
+        paths = _graphs(label, graph, size, args, workdir, fixed)
         for precision, path in zip(('float32', 'int8'), paths):
             runners[label, precision] = load_runtime(path, args.runtime, args.threads,
                                                      static_shapes=args.runtime == 'openvino')
@@ -102,6 +118,9 @@ def _time_group(labels, models, size, args, workdir):
 
 def main(argv=None):
     args = parse_args(argv)
+    if args.quantizer == 'nncf' and (args.runtime != 'openvino' or args.float_depthwise):
+        raise SystemExit('--quantizer nncf writes an OpenVINO graph of its own choice: use it '
+                         'with --runtime openvino and without --float-depthwise')
     torch.set_num_threads(args.threads)
     records = []
     with tempfile.TemporaryDirectory() as workdir:
@@ -123,7 +142,9 @@ def main(argv=None):
     if args.json:
         with open(args.json, 'w') as f:
             json.dump(dict(cpu=cpu_name(), runtime=args.runtime, threads=args.threads,
-                           rounds=args.rounds, records=records), f, indent=1)
+                           rounds=args.rounds, quantizer=args.quantizer,
+                           float_depthwise=args.float_depthwise,
+                           records=records), f, indent=1)
     return 0
 
 

@@ -2,12 +2,14 @@
 ``tools/deployment/pytorch2onnx.py``, calibrated on the config's own images.
 
     python tools/deployment/quantize_onnx.py CONFIG MODEL.onnx --out MODEL.int8.onnx
-        [--calib-images 200] [--split train] [--keep-float REGEX ...] [--cfg-options k=v ...]
+        [--calib-images 200] [--split train] [--keep-float REGEX ...] [--float-depthwise]
+        [--cfg-options k=v ...]
 
 Only ``Conv``, ``MatMul`` and ``Gemm`` are quantized (int8 weights per output channel,
 uint8 activations, min-max ranges over ``--calib-images`` images of the ``--split``
 dataloader through the test pipeline); ``--keep-float`` keeps the matching nodes in float32
-too.  Evaluate the result as any exported graph:
+too, ``--float-depthwise`` the depthwise convolutions (for OpenVINO: NaLaFormer's run slower
+in int8 there; ONNX Runtime runs them faster in int8).  Evaluate the result as any exported graph:
 ``python tools/test.py CONFIG MODEL.int8.onnx --backend onnxruntime``.  One-stage detectors,
 segmentors and backbones; a two-stage detector's RoI graphs are not quantized.
 """
@@ -32,6 +34,9 @@ def parse_args(argv=None):
                         help='dataloader whose images calibrate (default train)')
     parser.add_argument('--keep-float', nargs='+', default=None, metavar='REGEX',
                         help="node names kept in float32 (default: the family's rule)")
+    parser.add_argument('--float-depthwise', action='store_true',
+                        help='keep the depthwise convolutions in float32 (faster for '
+                             'NaLaFormer in OpenVINO, slower in ONNX Runtime)')
     parser.add_argument('--cfg-options', nargs='+', action=DictAction,
                         help='override config settings')
     return parser.parse_args(argv)
@@ -51,7 +56,7 @@ def main(argv=None):
     keep = args.keep_float if args.keep_float is not None else KEEP_FLOAT.get(family, ())
     counts = quantize_static(args.model, args.out,
                              calibration_inputs(cfg, model, args.calib_images, args.split),
-                             keep_float=keep)
+                             keep_float=keep, float_depthwise=args.float_depthwise)
     print(f'{args.out}: {counts["quantized"]} Conv/MatMul/Gemm nodes in int8, '
           f'{counts["kept_float"]} kept in float32 ({family}: {list(keep)})')
     return 0
