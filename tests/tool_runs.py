@@ -23,9 +23,16 @@ FRESH_ENV = 'MMLINATTN_TEST_FRESH_TOOLS'
 _server = {}
 
 
+#: Variables with a start-up prefix that are read on each use instead.  torch sets
+#: TORCHINDUCTOR_CACHE_DIR itself in ``os.environ`` when it first needs its cache (as in
+#: NNCF's quantization): counted, it would make every later tool run of that test process
+#: a fresh interpreter.
+READ_ON_USE = ('OMP_NUM_THREADS', 'PYTHONUNBUFFERED', 'TORCHINDUCTOR_CACHE_DIR')
+
+
 def _startup_env(env):
     return {k: v for k, v in env.items() if k.startswith(STARTUP_VARS)
-            and k not in ('OMP_NUM_THREADS', 'PYTHONUNBUFFERED')}
+            and k not in READ_ON_USE}
 
 
 def _warm_server():

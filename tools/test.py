@@ -87,7 +87,9 @@ def main():
         raise SystemExit('--static-shapes is an OpenVINO option (--backend openvino); ONNX '
                          'Runtime runs the graph as exported and PyTorch needs no shapes')
     if deployed:
-        if not args.checkpoint.endswith('.onnx') or args.tta:
+        # OpenVINO also reads its own IR (.xml), as quantize_onnx.py --quantizer nncf writes
+        graphs = ('.onnx', '.xml') if args.backend == 'openvino' else ('.onnx', )
+        if not args.checkpoint.endswith(graphs) or args.tta:
             raise SystemExit(f'--backend {args.backend} evaluates an exported .onnx graph '
                              f'(got {args.checkpoint!r}) and has no --tta; export it with '
                              f'tools/deployment/pytorch2onnx.py {args.config} --out MODEL.onnx '

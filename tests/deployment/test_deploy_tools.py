@@ -23,8 +23,13 @@ def test_verify_at_another_size_needs_dynamic(tmp_path):
     assert not (tmp_path / 'm.onnx').exists()
 
 
-def test_backend_needs_an_onnx_file():
-    proc = tool('tools/test.py', 'configs/retinanet_ldn_tiny_1x.py', 'README.md',
+# an OpenVINO IR (.xml) is OpenVINO's alone
+@pytest.mark.parametrize('graph', ['README.md', 'model.xml'])
+def test_backend_needs_an_onnx_file(graph, tmp_path):
+    if graph.endswith('.xml'):
+        (tmp_path / graph).write_text('')
+        graph = str(tmp_path / graph)
+    proc = tool('tools/test.py', 'configs/retinanet_ldn_tiny_1x.py', graph,
                 '--backend', 'onnxruntime')
     assert proc.returncode != 0
     assert 'exported .onnx graph' in proc.stderr and 'pytorch2onnx.py' in proc.stderr
@@ -268,7 +273,8 @@ def _int8_convs(path):
 def test_quantize_tool_calibrates_on_the_configs_images(tmp_path, monkeypatch, capsys):
     """tools/deployment/quantize_onnx.py on the NaLaFormer photo RetinaNet's backbone graph,
     calibrated on two training photos through the config's test pipeline and data
-    preprocessor; ``--float-depthwise`` keeps exactly the grouped convolutions in float32.
+    preprocessor; ``--float-depthwise`` keeps exactly the grouped convolutions in float32;
+    ``--quantizer nncf`` writes OpenVINO's IR.
     The graph comes from the TorchScript-based exporter (seconds instead of
     ``pytorch2onnx.py``'s whole detector); the tool only reads its input."""
     import os.path as osp
@@ -288,3 +294,11 @@ def test_quantize_tool_calibrates_on_the_configs_images(tmp_path, monkeypatch, c
         int8[bool(flag)], grouped = _int8_convs(out)
     assert grouped and grouped <= int8[False]
     assert int8[True] == int8[False] - grouped
+    # OpenVINO's NNCF on the same images: an IR only OpenVINO reads, no rule of ours
+    xml = str(tmp_path / 'int8.xml')
+    assert quantize.main([config, path, '--out', xml, '--calib-images', '2', '--quantizer',
+                          'nncf']) == 0
+    assert 'FakeQuantize nodes (NNCF)' in capsys.readouterr().out
+    assert (tmp_path / 'int8.bin').is_file()
+    with pytest.raises(SystemExit, match='MODEL.xml'):
+        quantize.main([config, path, '--out', str(tmp_path / 'x.onnx'), '--quantizer', 'nncf'])

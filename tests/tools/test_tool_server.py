@@ -54,3 +54,19 @@ def test_command_string_runs_as_python_c(tmp_path, monkeypatch):
     warm, fresh = both([sys.executable, '-c', code, 'arg'], tmp_path, monkeypatch)
     assert (warm.returncode, warm.stdout, warm.stderr) == \
         (fresh.returncode, fresh.stdout, fresh.stderr) == (4, "__main__ ['-c', 'arg'] ''\n", '')
+
+
+def test_a_compile_in_the_test_process_keeps_its_tool_runs_warm(monkeypatch):
+    """torch sets TORCHINDUCTOR_CACHE_DIR in ``os.environ`` on its first compile in a
+    process (NNCF's quantization does too); it is read on each use, so the tool runs of a
+    test process after that still fork from its warm server, and see the variable."""
+    import tool_runs
+    from torch._inductor.runtime.cache_dir_utils import cache_dir
+    monkeypatch.delenv('TORCHINDUCTOR_CACHE_DIR', raising=False)
+    before = dict(os.environ)
+    cache_dir()  # what the first compile calls
+    assert os.environ['TORCHINDUCTOR_CACHE_DIR'] != before.get('TORCHINDUCTOR_CACHE_DIR')
+    assert tool_runs._startup_env(os.environ) == tool_runs._startup_env(before)
+    code = 'import os; print(os.environ["TORCHINDUCTOR_CACHE_DIR"])'
+    warm = tool_runs._warm([sys.executable, '-c', code], dict(os.environ), os.getcwd())
+    assert warm is not None and warm.stdout.strip() == os.environ['TORCHINDUCTOR_CACHE_DIR']

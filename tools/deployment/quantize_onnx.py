@@ -4,6 +4,8 @@
     python tools/deployment/quantize_onnx.py CONFIG MODEL.onnx --out MODEL.int8.onnx
         [--calib-images 200] [--split train] [--keep-float REGEX ...] [--float-depthwise]
         [--cfg-options k=v ...]
+    python tools/deployment/quantize_onnx.py CONFIG MODEL.onnx --out MODEL.int8.xml \
+        --quantizer nncf [--calib-images 200] [--split train]
 
 Only ``Conv``, ``MatMul`` and ``Gemm`` are quantized (int8 weights per output channel,
 uint8 activations, min-max ranges over ``--calib-images`` images of the ``--split``
@@ -12,6 +14,12 @@ too, ``--float-depthwise`` the depthwise convolutions (for OpenVINO: NaLaFormer'
 in int8 there; ONNX Runtime runs them faster in int8).  Evaluate the result as any exported graph:
 ``python tools/test.py CONFIG MODEL.int8.onnx --backend onnxruntime``.  One-stage detectors,
 segmentors and backbones; a two-stage detector's RoI graphs are not quantized.
+
+``--quantizer nncf``: OpenVINO's own quantizer (NNCF, default preset) on the same
+calibration images instead, written as an OpenVINO IR (``.xml`` and ``.bin``) that only
+OpenVINO runs (``tools/test.py CONFIG MODEL.int8.xml --backend openvino --static-shapes``).
+NNCF chooses what to quantize; some of its quantizers may hold the calibration's token
+count, so evaluate at the calibration images' size.
 """
 import argparse
 import os.path as osp
@@ -20,20 +28,25 @@ import sys
 from mmengine.config import DictAction
 
 from mmlinattn.benchmark.model_flops import build_config_model
-from mmlinattn.deployment.quantize import KEEP_FLOAT, calibration_inputs, quantize_static
+from mmlinattn.deployment.quantize import (KEEP_FLOAT, calibration_inputs, quantize_nncf,
+                                           quantize_static)
 
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description='int8 post-training quantization')
     parser.add_argument('config', help='config the graph was exported from')
     parser.add_argument('model', help='float32 .onnx from tools/deployment/pytorch2onnx.py')
-    parser.add_argument('--out', required=True, help='path of the int8 .onnx to write')
+    parser.add_argument('--out', required=True,
+                        help='path of the int8 .onnx (.xml with --quantizer nncf) to write')
     parser.add_argument('--calib-images', type=int, default=200,
                         help='calibration images (default 200)')
     parser.add_argument('--split', default='train', choices=('train', 'val', 'test'),
                         help='dataloader whose images calibrate (default train)')
     parser.add_argument('--keep-float', nargs='+', default=None, metavar='REGEX',
                         help="node names kept in float32 (default: the family's rule)")
+    parser.add_argument('--quantizer', default='onnxruntime', choices=('onnxruntime', 'nncf'),
+                        help="onnxruntime: a QDQ .onnx by this project's rule (default); "
+                             "nncf: OpenVINO's NNCF, an OpenVINO IR .xml")
     parser.add_argument('--float-depthwise', action='store_true',
                         help='keep the depthwise convolutions in float32 (faster for '
                              'NaLaFormer in OpenVINO, slower in ONNX Runtime)')
@@ -51,12 +64,22 @@ def main(argv=None):
             raise SystemExit(f'{path!r} does not exist')
     if args.calib_images < 1:
         raise SystemExit('--calib-images must be at least 1')
+    nncf = args.quantizer == 'nncf'
+    if nncf and (args.keep_float is not None or args.float_depthwise
+                 or not args.out.endswith('.xml')):
+        raise SystemExit('--quantizer nncf chooses what stays float itself and writes an '
+                         'OpenVINO IR: give --out MODEL.xml, without --keep-float and '
+                         '--float-depthwise')
     model, cfg = build_config_model(args.config, args.cfg_options)
+    inputs = calibration_inputs(cfg, model, args.calib_images, args.split)
+    if nncf:
+        counts = quantize_nncf(args.model, args.out, inputs)
+        print(f'{args.out}: {counts["fake_quantize"]} FakeQuantize nodes (NNCF)')
+        return 0
     family = type(getattr(model, 'backbone', model)).__name__
     keep = args.keep_float if args.keep_float is not None else KEEP_FLOAT.get(family, ())
-    counts = quantize_static(args.model, args.out,
-                             calibration_inputs(cfg, model, args.calib_images, args.split),
-                             keep_float=keep, float_depthwise=args.float_depthwise)
+    counts = quantize_static(args.model, args.out, inputs, keep_float=keep,
+                             float_depthwise=args.float_depthwise)
     print(f'{args.out}: {counts["quantized"]} Conv/MatMul/Gemm nodes in int8, '
           f'{counts["kept_float"]} kept in float32 ({family}: {list(keep)})')
     return 0
