@@ -34,18 +34,6 @@ def pytest_configure(config):
 
 
 @pytest.fixture
-def own_environ():
-    """This process's environment restored after the test, whatever the test imported:
-    scikit-learn (imported by NNCF) sets KMP_DUPLICATE_LIB_OK and KMP_INIT_AT_FORK on
-    import, and a start-up variable that differs from the warm tool server's makes every
-    later tool run of this process a fresh interpreter (tests/tool_runs.py)."""
-    saved = dict(os.environ)
-    yield
-    os.environ.clear()
-    os.environ.update(saved)
-
-
-@pytest.fixture
 def compile_on(monkeypatch):
     """The compiled fast paths on (the default outside the test suite)."""
     monkeypatch.setenv(COMPILE_ENV, '1')

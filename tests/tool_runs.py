@@ -40,6 +40,13 @@ def _warm_server():
     import atexit
     import tempfile
     if 'proc' not in _server:
+        # the server's imports made here first: one that sets a start-up variable on import
+        # (scikit-learn, imported by mmdet.models where installed, sets KMP_*) then sets it
+        # before the reference below is taken, as in the server, not in a later test
+        import importlib
+        from tool_server import PRELOAD
+        for name in PRELOAD:
+            importlib.import_module(name)
         path = osp.join(tempfile.mkdtemp(prefix='tools-'), 'socket')
         env = dict(os.environ)
         proc = subprocess.Popen([sys.executable, osp.join(ROOT, 'tests', 'tool_server.py'),

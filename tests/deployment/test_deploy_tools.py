@@ -225,8 +225,7 @@ def test_int8_benchmark_times_float32_and_int8_in_either_runtime(tmp_path, runti
 
 
 @pytest.mark.filterwarnings('ignore::torch.jit.TracerWarning')
-def test_int8_benchmark_with_nncf_quantizes_per_size_for_openvino(tmp_path, monkeypatch,
-                                                                 own_environ):
+def test_int8_benchmark_with_nncf_quantizes_per_size_for_openvino(tmp_path, monkeypatch):
     """``--quantizer nncf``: OpenVINO's own quantizer writes an IR with FakeQuantize nodes,
     calibrated at each timed size, and only OpenVINO runs it."""
     import json
@@ -271,8 +270,7 @@ def _int8_convs(path):
             {n.name for n in convs if any(a.name == 'group' and a.i > 1 for a in n.attribute)})
 
 
-def test_quantize_tool_calibrates_on_the_configs_images(tmp_path, monkeypatch, capsys,
-                                                        own_environ):
+def test_quantize_tool_calibrates_on_the_configs_images(tmp_path, monkeypatch, capsys):
     """tools/deployment/quantize_onnx.py on the NaLaFormer photo RetinaNet's backbone graph,
     calibrated on two training photos through the config's test pipeline and data
     preprocessor; ``--float-depthwise`` keeps exactly the grouped convolutions in float32;
