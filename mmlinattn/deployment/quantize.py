@@ -1,4 +1,5 @@
-"""Post-training int8 quantization of an exported graph with ONNX Runtime (static, QDQ).
+"""Post-training int8 quantization of an exported graph with ONNX Runtime (static, QDQ),
+or with OpenVINO's NNCF (:func:`quantize_nncf`).
 
 The graph's input is what the config's data preprocessor hands the model (see
 :mod:`.onnx_export`), so calibration feeds it real images through the config's own dataset

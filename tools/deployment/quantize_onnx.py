@@ -1,5 +1,5 @@
-"""Post-training int8 quantization (ONNX Runtime, static, QDQ) of a graph exported by
-``tools/deployment/pytorch2onnx.py``, calibrated on the config's own images.
+"""Post-training int8 quantization (ONNX Runtime static QDQ, or OpenVINO's NNCF) of a graph
+exported by ``tools/deployment/pytorch2onnx.py``, calibrated on the config's own images.
 
     python tools/deployment/quantize_onnx.py CONFIG MODEL.onnx --out MODEL.int8.onnx
         [--calib-images 200] [--split train] [--keep-float REGEX ...] [--float-depthwise]
@@ -11,8 +11,8 @@ Only ``Conv``, ``MatMul`` and ``Gemm`` are quantized (int8 weights per output ch
 uint8 activations, min-max ranges over ``--calib-images`` images of the ``--split``
 dataloader through the test pipeline); ``--keep-float`` keeps the matching nodes in float32
 too, ``--float-depthwise`` the depthwise convolutions (for OpenVINO: NaLaFormer's run slower
-in int8 there; ONNX Runtime runs them faster in int8).  Evaluate the result as any exported graph:
-``python tools/test.py CONFIG MODEL.int8.onnx --backend onnxruntime``.  One-stage detectors,
+in int8 there; ONNX Runtime runs them faster in int8).  Evaluate the result as any exported
+graph: ``python tools/test.py CONFIG MODEL.int8.onnx --backend onnxruntime``.  One-stage detectors,
 segmentors and backbones; a two-stage detector's RoI graphs are not quantized.
 
 ``--quantizer nncf``: OpenVINO's own quantizer (NNCF, default preset) on the same
