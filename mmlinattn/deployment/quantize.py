@@ -103,20 +103,31 @@ def _grouped(node) -> bool:
                                           for a in node.attribute)
 
 
-def quantize_nncf(fp32_path: str, out_path: str, inputs) -> dict:
+def quantize_nncf(fp32_path: str, out_path: str, inputs, float_depthwise: bool = False) -> dict:
     """Write OpenVINO's own int8 form of ``fp32_path`` (NNCF's post-training quantization,
     its default preset, calibrated on ``inputs``) to ``out_path`` (an OpenVINO IR ``.xml``
-    with its ``.bin``).  NNCF chooses what to quantize itself (activation products included)
-    and may fix a quantizer's shape to the calibration's token count: calibrate at the size
-    the graph will run at.  Returns the count of its FakeQuantize nodes."""
+    with its ``.bin``).  NNCF chooses what to quantize itself (activation products
+    included); its activation quantizers are one scale per tensor, so the graph runs at any
+    input size.  ``float_depthwise`` keeps the grouped (depthwise) convolutions and their
+    inputs in float.  Returns the count of its FakeQuantize nodes."""
     try:
         import nncf
         import openvino as ov
+        from nncf.quantization.advanced_parameters import (AdvancedQuantizationParameters,
+                                                           QuantizationParameters)
     except ImportError as err:
         raise ImportError(f'nncf or openvino is not installed; {DEPLOY_HINT}') from err
     items = [np.ascontiguousarray(x) for x in inputs]
+    # NNCF's CPU preset gives a depthwise convolution's input one scale per channel; InfViT's
+    # Mix-FFN reaches its convolution through a token-to-grid transpose, above which NNCF
+    # places that quantizer with one scale per token: a graph fixed to the calibration's
+    # token count, which fails at any other size.
+    per_tensor = AdvancedQuantizationParameters(
+        activations_quantization_params=QuantizationParameters(per_channel=False))
+    ignored = nncf.IgnoredScope(types=['GroupConvolution']) if float_depthwise else None
     model = nncf.quantize(ov.Core().read_model(fp32_path), nncf.Dataset(items),
-                          subset_size=len(items))
+                          subset_size=len(items), advanced_parameters=per_tensor,
+                          ignored_scope=ignored)
     ov.save_model(model, out_path)
     return {'fake_quantize': sum(op.get_type_name() == 'FakeQuantize'
                                  for op in model.get_ops())}

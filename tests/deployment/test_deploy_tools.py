@@ -225,9 +225,9 @@ def test_int8_benchmark_times_float32_and_int8_in_either_runtime(tmp_path, runti
 
 
 @pytest.mark.filterwarnings('ignore::torch.jit.TracerWarning')
-def test_int8_benchmark_with_nncf_quantizes_per_size_for_openvino(tmp_path, monkeypatch):
+def test_int8_benchmark_with_nncf_quantizes_once_for_openvino(tmp_path, monkeypatch):
     """``--quantizer nncf``: OpenVINO's own quantizer writes an IR with FakeQuantize nodes,
-    calibrated at each timed size, and only OpenVINO runs it."""
+    calibrated once at ``--calib-size`` and timed at every size, and only OpenVINO runs it."""
     import json
     bench = tool_module('tools/deployment/benchmark_int8.py')
 
@@ -237,22 +237,22 @@ def test_int8_benchmark_with_nncf_quantizes_per_size_for_openvino(tmp_path, monk
     monkeypatch.setattr(bench, 'export_onnx', export)
     written, quantize = {}, bench.quantize_nncf
 
-    def record(fp32, out, inputs):
+    def record(fp32, out, inputs, float_depthwise):
         inputs = list(inputs)
-        written[out] = ({x.shape for x in inputs}, quantize(fp32, out, inputs))
+        written[out] = ({x.shape for x in inputs}, quantize(fp32, out, inputs,
+                                                            float_depthwise))
         return written[out][1]
     monkeypatch.setattr(bench, 'quantize_nncf', record)
     ldn = "LDN:{'embed_dims':[16,16,16,16],'depths':[1,1,1,1],'num_heads':[1,1,1,1]}"
     out = tmp_path / 'nncf.json'
     assert bench.main(['--models', ldn, '--sizes', '64', '96', '--rounds', '1', '--threads',
-                       '1', '--calib-inputs', '1', '--runtime', 'openvino', '--quantizer',
-                       'nncf', '--json', str(out)]) == 0
+                       '1', '--calib-size', '80', '--calib-inputs', '1', '--runtime',
+                       'openvino', '--quantizer', 'nncf', '--json', str(out)]) == 0
     result = json.loads(out.read_text())
     assert result['quantizer'] == 'nncf'
     assert {(r['precision'], r['size']) for r in result['records']} == {
         (p, s) for p in ('float32', 'int8') for s in (64, 96)}
-    assert sorted(shapes for shapes, _ in written.values()) == [{(1, 3, 64, 64)},
-                                                                {(1, 3, 96, 96)}]
+    assert [shapes for shapes, _ in written.values()] == [{(1, 3, 80, 80)}]
     assert all(path.endswith('.xml') and counts['fake_quantize'] > 0
                for path, (_, counts) in written.items())
     with pytest.raises(SystemExit, match='--runtime openvino'):
@@ -268,6 +268,23 @@ def _int8_convs(path):
     convs = [n for n in nodes if n.op_type == 'Conv']
     return ({n.name for n in convs if any(i in dequantized for i in n.input)},
             {n.name for n in convs if any(a.name == 'group' and a.i > 1 for a in n.attribute)})
+
+
+def _quantized_group_convs(xml):
+    """(count, count fed by a FakeQuantize) of the GroupConvolutions of an OpenVINO IR,
+    looking through the reshapes and transposes between a quantizer and its convolution."""
+    import openvino as ov
+    passing = {'Reshape', 'Transpose', 'Convert'}
+
+    def quantized(output):
+        node = output.get_node()
+        while node.get_type_name() in passing:
+            node = node.input(0).get_source_output().get_node()
+        return node.get_type_name() == 'FakeQuantize'
+    convs = [op for op in ov.Core().read_model(xml).get_ops()
+             if op.get_type_name() == 'GroupConvolution']
+    return len(convs), sum(any(quantized(i.get_source_output()) for i in op.inputs())
+                           for op in convs)
 
 
 def test_quantize_tool_calibrates_on_the_configs_images(tmp_path, monkeypatch, capsys):
@@ -294,11 +311,20 @@ def test_quantize_tool_calibrates_on_the_configs_images(tmp_path, monkeypatch, c
         int8[bool(flag)], grouped = _int8_convs(out)
     assert grouped and grouped <= int8[False]
     assert int8[True] == int8[False] - grouped
-    # OpenVINO's NNCF on the same images: an IR only OpenVINO reads, no rule of ours
-    xml = str(tmp_path / 'int8.xml')
-    assert quantize.main([config, path, '--out', xml, '--calib-images', '2', '--quantizer',
-                          'nncf']) == 0
-    assert 'FakeQuantize nodes (NNCF)' in capsys.readouterr().out
-    assert (tmp_path / 'int8.bin').is_file()
+    # OpenVINO's NNCF on the same images: an IR only OpenVINO reads, no rule of ours;
+    # --float-depthwise leaves its grouped convolutions without a FakeQuantize
+    quantized = {}
+    for flag in ((), ('--float-depthwise', )):
+        xml = str(tmp_path / f'int8{len(flag)}.xml')
+        assert quantize.main([config, path, '--out', xml, '--calib-images', '2',
+                              '--quantizer', 'nncf', *flag]) == 0
+        assert 'FakeQuantize nodes (NNCF)' in capsys.readouterr().out
+        assert (tmp_path / f'int8{len(flag)}.bin').is_file()
+        quantized[bool(flag)] = _quantized_group_convs(xml)
+    grouped, with_fq = quantized[False]
+    assert grouped > 0 and with_fq == grouped
+    assert quantized[True] == (grouped, 0)
     with pytest.raises(SystemExit, match='MODEL.xml'):
         quantize.main([config, path, '--out', str(tmp_path / 'x.onnx'), '--quantizer', 'nncf'])
+    with pytest.raises(SystemExit, match='without --keep-float'):
+        quantize.main([config, path, '--out', xml, '--quantizer', 'nncf', '--keep-float', 'x'])

@@ -314,3 +314,19 @@ def _from_activation(graph, name) -> bool:
     dq = producer[name]
     q = producer.get(dq.input[0])
     return q is not None and q.op_type == 'QuantizeLinear' and q.input[0] not in inits
+
+
+@pytest.mark.slow
+def test_nncf_graph_runs_at_sizes_it_was_not_calibrated_at(exported, tmp_path):
+    """OpenVINO's NNCF (``quantize_onnx.py --quantizer nncf``) calibrated at the export's
+    size runs at other sizes, close to eager.  InfViT is the case: NNCF's default per-channel
+    quantizer of a depthwise convolution's input lands, above its Mix-FFN's token-to-grid
+    transpose, with one scale per token, a graph that fails at any other token count."""
+    from mmlinattn.deployment.quantize import quantize_nncf
+    graph, path = exported('InfViT')
+    gen = torch.Generator().manual_seed(0)
+    calib = [torch.randn(1, 3, *EXPORT_HW, generator=gen).numpy() for _ in range(2)]
+    out = str(tmp_path / 'int8.xml')
+    assert quantize_nncf(path, out, calib)['fake_quantize'] > 0
+    diffs = parity(graph, out, 'openvino')
+    assert max(diffs) <= 0.25, diffs

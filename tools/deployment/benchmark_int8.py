@@ -11,7 +11,7 @@ timed in its rounds, ``timed_with``).
 
 Both runtimes run the same two graphs: ONNX Runtime executes the QDQ pairs as written,
 OpenVINO folds them into its own int8 kernels.  ``--quantizer nncf`` times OpenVINO's own
-quantizer (NNCF, its default preset) instead, calibrated at each timed size.
+quantizer (NNCF, its default preset with one scale per activation tensor) instead.
 
 Our backbones are exported once with dynamic H, W and calibrated at ``--calib-size``; a
 peer whose forward fixes its size (Swin-T) is exported and calibrated per size (its
@@ -41,13 +41,19 @@ DEFAULT_MODELS = ['SOFT:small:max_landmarks=49', 'NaLaFormer:small', 'InfViT:sma
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description='float32 vs int8 latency in a CPU runtime')
-    p.add_argument('--models', nargs='+', default=DEFAULT_MODELS)
-    p.add_argument('--sizes', nargs='+', type=int, default=[1024, 2048])
-    p.add_argument('--rounds', type=int, default=3)
-    p.add_argument('--threads', type=int, default=2)
-    p.add_argument('--calib-size', type=int, default=512)
-    p.add_argument('--calib-inputs', type=int, default=4)
-    p.add_argument('--peer-max-size', type=int, default=1024)
+    p.add_argument('--models', nargs='+', default=DEFAULT_MODELS,
+                   help='model specs, e.g. NaLaFormer:small or Swin-T (default: the four '
+                        "families' small archs and Swin-T)")
+    p.add_argument('--sizes', nargs='+', type=int, default=[1024, 2048],
+                   help='square input sizes to time')
+    p.add_argument('--rounds', type=int, default=3, help='timed forwards per graph (median)')
+    p.add_argument('--threads', type=int, default=2, help="the runtimes' intra-op threads")
+    p.add_argument('--calib-size', type=int, default=512,
+                   help='square size of the calibration inputs (dynamic-size exports)')
+    p.add_argument('--calib-inputs', type=int, default=4,
+                   help='random calibration inputs per int8 graph')
+    p.add_argument('--peer-max-size', type=int, default=1024,
+                   help='largest size at which a fixed-size model (Swin-T) is calibrated')
     p.add_argument('--together-max-size', type=int, default=1024,
                    help='up to this size all models are loaded and timed in the same rounds; '
                         'above it one model (its two graphs) at a time: at 2048² the '
@@ -56,8 +62,7 @@ def parse_args(argv=None):
                    help='runtime of both graphs (OpenVINO with static shapes)')
     p.add_argument('--quantizer', default='onnxruntime', choices=('onnxruntime', 'nncf'),
                    help="onnxruntime: the static QDQ graph of quantize_onnx.py (either "
-                        "runtime); nncf: OpenVINO's NNCF, calibrated at each size (OpenVINO "
-                        "only)")
+                        "runtime); nncf: OpenVINO's NNCF (OpenVINO only)")
     p.add_argument('--float-depthwise', action='store_true',
                    help='keep the depthwise convolutions of the int8 graphs in float32')
     p.add_argument('--fixed', action='store_true',
@@ -72,17 +77,15 @@ def _graphs(label, graph, size, args, workdir, fixed):
     stem = os.path.join(workdir, f'{label.replace(":", "_")}' + (f'_{size}' if fixed else ''))
     fp32 = stem + '.onnx'
     nncf = args.quantizer == 'nncf'
-    # NNCF's graph may hold the calibration's token count: its own per size
-    int8 = f'{stem}_{size}.nncf.xml' if nncf else stem + '.int8.onnx'
+    int8 = stem + ('.nncf.xml' if nncf else '.int8.onnx')
     if not os.path.exists(fp32):
         export_onnx(graph, torch.randn(1, 3, at, at), fp32, dynamic_hw=not fixed)
     if not os.path.exists(int8):
-        at = size if nncf else at
         gen = torch.Generator().manual_seed(0)
         inputs = [torch.randn(1, 3, at, at, generator=gen).numpy()
                   for _ in range(args.calib_inputs)]
         if nncf:
-            quantize_nncf(fp32, int8, inputs)
+            quantize_nncf(fp32, int8, inputs, args.float_depthwise)
         else:
             quantize_static(fp32, int8, inputs, float_depthwise=args.float_depthwise)
     return fp32, int8
@@ -118,9 +121,9 @@ def _time_group(labels, models, size, args, workdir):
 
 def main(argv=None):
     args = parse_args(argv)
-    if args.quantizer == 'nncf' and (args.runtime != 'openvino' or args.float_depthwise):
-        raise SystemExit('--quantizer nncf writes an OpenVINO graph of its own choice: use it '
-                         'with --runtime openvino and without --float-depthwise')
+    if args.quantizer == 'nncf' and args.runtime != 'openvino':
+        raise SystemExit('--quantizer nncf writes an OpenVINO graph: use it with --runtime '
+                         'openvino')
     torch.set_num_threads(args.threads)
     records = []
     with tempfile.TemporaryDirectory() as workdir:

@@ -5,7 +5,7 @@ exported by ``tools/deployment/pytorch2onnx.py``, calibrated on the config's own
         [--calib-images 200] [--split train] [--keep-float REGEX ...] [--float-depthwise]
         [--cfg-options k=v ...]
     python tools/deployment/quantize_onnx.py CONFIG MODEL.onnx --out MODEL.int8.xml \
-        --quantizer nncf [--calib-images 200] [--split train]
+        --quantizer nncf [--calib-images 200] [--split train] [--float-depthwise]
 
 Only ``Conv``, ``MatMul`` and ``Gemm`` are quantized (int8 weights per output channel,
 uint8 activations, min-max ranges over ``--calib-images`` images of the ``--split``
@@ -18,8 +18,8 @@ segmentors and backbones; a two-stage detector's RoI graphs are not quantized.
 ``--quantizer nncf``: OpenVINO's own quantizer (NNCF, default preset) on the same
 calibration images instead, written as an OpenVINO IR (``.xml`` and ``.bin``) that only
 OpenVINO runs (``tools/test.py CONFIG MODEL.int8.xml --backend openvino --static-shapes``).
-NNCF chooses what to quantize; some of its quantizers may hold the calibration's token
-count, so evaluate at the calibration images' size.
+NNCF chooses what to quantize (one scale per activation tensor, so the graph runs at any
+size); ``--float-depthwise`` keeps the depthwise convolutions float there too.
 """
 import argparse
 import os.path as osp
@@ -49,7 +49,7 @@ def parse_args(argv=None):
                              "nncf: OpenVINO's NNCF, an OpenVINO IR .xml")
     parser.add_argument('--float-depthwise', action='store_true',
                         help='keep the depthwise convolutions in float32 (faster for '
-                             'NaLaFormer in OpenVINO, slower in ONNX Runtime)')
+                             'NaLaFormer and InfViT in OpenVINO, slower in ONNX Runtime)')
     parser.add_argument('--cfg-options', nargs='+', action=DictAction,
                         help='override config settings')
     return parser.parse_args(argv)
@@ -65,15 +65,13 @@ def main(argv=None):
     if args.calib_images < 1:
         raise SystemExit('--calib-images must be at least 1')
     nncf = args.quantizer == 'nncf'
-    if nncf and (args.keep_float is not None or args.float_depthwise
-                 or not args.out.endswith('.xml')):
+    if nncf and (args.keep_float is not None or not args.out.endswith('.xml')):
         raise SystemExit('--quantizer nncf chooses what stays float itself and writes an '
-                         'OpenVINO IR: give --out MODEL.xml, without --keep-float and '
-                         '--float-depthwise')
+                         'OpenVINO IR: give --out MODEL.xml, without --keep-float')
     model, cfg = build_config_model(args.config, args.cfg_options)
     inputs = calibration_inputs(cfg, model, args.calib_images, args.split)
     if nncf:
-        counts = quantize_nncf(args.model, args.out, inputs)
+        counts = quantize_nncf(args.model, args.out, inputs, args.float_depthwise)
         print(f'{args.out}: {counts["fake_quantize"]} FakeQuantize nodes (NNCF)')
         return 0
     family = type(getattr(model, 'backbone', model)).__name__
