@@ -19,7 +19,9 @@ config's random initialisation (enough to check export and parity).
 
 ``--verify H W`` runs the exported graph in ``--runtime`` at that size on a random input
 and prints its max relative difference (max |onnx - eager| / max |eager|, worst output)
-against eager PyTorch; the exit status is 1 when one exceeds ``--tolerance``.
+against eager PyTorch; the exit status is 1 when one exceeds ``--tolerance`` and, against
+eager in float64, four times float32 eager's own error there (a trained network's float32
+rounding alone can exceed ``--tolerance``).
 """
 import argparse
 import os
@@ -31,8 +33,8 @@ import torch
 from mmengine.config import DictAction
 
 from mmlinattn.benchmark.model_flops import build_config_model
-from mmlinattn.deployment import (RUNTIMES, TensorGraph, export_onnx, load_runtime,
-                                  max_relative_difference)
+from mmlinattn.deployment import RUNTIMES, TensorGraph, export_onnx, load_runtime
+from mmlinattn.deployment.runtimes import difference_from_eager
 from mmlinattn.deployment.roi_graph import export_roi_graphs, roi_difference
 
 
@@ -106,15 +108,24 @@ def main(argv=None) -> int:
         x = torch.randn(1, 3, h, w, generator=torch.Generator().manual_seed(h * 10007 + w))
         with torch.no_grad():
             refs = graph(x)
-        diffs = {'': max_relative_difference(run(x), refs)}
+        # beyond --tolerance the graph is judged against eager in float64 (see
+        # difference_from_eager): a trained network's float32 error alone can pass it
+        diffs = {'': difference_from_eager(run(x), graph, x, args.tolerance, refs)}
         if graph.kind == 'two_stage':  # the RoI stages on the eager features of x
-            diffs.update({f' ({head} RoI stage)': diff for head, diff in roi_difference(
-                model, refs[:len(refs) // 3], args.out, args.runtime).items()})
-        for stage, diff in diffs.items():
-            failed |= not diff <= args.tolerance
-            print(f'{args.runtime} {h} x {w}{stage}: max relative difference vs eager '
-                  f'{diff:.2e}'
-                  f'{"" if diff <= args.tolerance else f"  > tolerance {args.tolerance:g}"}')
+            diffs.update({f' ({head} RoI stage)': (diff, args.tolerance)
+                          for head, diff in roi_difference(
+                              model, refs[:len(refs) // 3], args.out, args.runtime).items()})
+        for stage, (diff, allowed) in diffs.items():
+            failed |= not diff <= allowed
+            line = f'{args.runtime} {h} x {w}{stage}: max relative difference vs eager'
+            if allowed > args.tolerance:
+                line += ' in float64'
+            line += f' {diff:.2e}'
+            if allowed > args.tolerance:
+                line += f' (allowed {allowed:.1e}: 4x float32 eager\'s own)'
+            if not diff <= allowed:
+                line += f'  > allowed {allowed:.1e}'
+            print(line)
     return int(failed)
 
 
