@@ -109,6 +109,7 @@ def fold_weights(path: str) -> None:
     if not folded:
         return
     used = {i for n in kept for i in n.input} | {o.name for o in graph.output}
+    kept = [n for n in kept if n.op_type != 'Constant' or any(o in used for o in n.output)]
     initializers = [t for t in list(graph.initializer) + folded if t.name in used]
     del graph.node[:], graph.initializer[:]
     graph.node.extend(kept)
