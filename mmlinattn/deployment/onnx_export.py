@@ -76,8 +76,8 @@ def export_program_onnx(program, inputs: Sequence[torch.Tensor], path: str, opse
 def fold_weights(path: str) -> None:
     """Replace every node of the graph at ``path`` whose inputs are all constants by the
     constants it computes, whatever their size (the exporter's own folding stops at
-    8192-element inputs and at nodes with several outputs).  The blocks fold a LayerScale,
-    a norm's affine or a scale into a linear's weight in the forward pass, and split fused
+    8192-element inputs and at nodes with several outputs).  The blocks fold a LayerScale
+    or another per-channel scale into a linear's weight in the forward pass, and split fused
     weights, so the exported graph derives those weights from the parameters at every run;
     folded, they are initializers, which the int8 quantizers need: neither ONNX Runtime's
     nor NNCF quantizes a product whose weight is computed (NaLaFormer-small: 137 of its 267

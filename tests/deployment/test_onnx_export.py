@@ -360,9 +360,10 @@ def test_a_graph_is_judged_against_float64_beyond_float32_eagers_own_error():
 @pytest.mark.parametrize('family', FAMILIES)
 def test_exported_weights_are_constants(exported, family):
     """No node of an exported graph computes from constants alone: weights the forward
-    pass derives from parameters (a LayerScale or a norm folded into a linear) are written
-    folded, as initializers, so the int8 quantizers see them as weights.  Before, 137 of
-    NaLaFormer-small's 267 products had a computed weight, and stayed float32 in int8."""
+    pass derives from parameters (a LayerScale folded into a linear, a fused weight split)
+    are written folded, as initializers, so the int8 quantizers see them as weights.
+    Before, 137 of NaLaFormer-small's 267 products had a computed weight, and stayed
+    float32 in int8."""
     import onnx
     _, path = exported(family)
     graph = onnx.load(path).graph
