@@ -104,8 +104,6 @@ def difference_from_eager(outs, module, x, tol: float, refs=None) -> Tuple[float
     above ``tol`` in float32 alone (NaLaFormer's demo detector: 1.2e-4 from float64), while a
     graph fixed to its example's size is off by 1e-2 or more."""
     import copy
-
-    import torch
     if refs is None:
         with torch.no_grad():
             refs = module(x)
