@@ -97,6 +97,19 @@ if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$(digest)" ]; then
   exit 0
 fi
 
+STEP="check free disk space"
+# A full disk otherwise shows up as pip's "[Errno 28] No space left on device" half-way
+# through torch.  The finished .venv takes about 6.5 GB (5.5 GB of it torch's CUDA wheels,
+# which its import needs even on a CPU-only machine).
+if ! ls -d "$VENV"/lib/python3*/site-packages/torch >/dev/null 2>&1; then
+  mkdir -p "$VENV"
+  free_kb="$(df -Pk "$VENV" | awk 'NR==2 {print $4}')"
+  need_kb=$((7 * 1024 * 1024))
+  [ "$free_kb" -ge "$need_kb" ] || fail "the environment needs about 7 GB free on the disk \
+that holds $VENV, and only $((free_kb / 1024)) MB are free; free some space there (pip's \
+cache: ~/.cache/pip; old clones' .venv folders) and run tools/setup.sh again"
+fi
+
 STEP="create virtual environment"
 [ -x "$PY" ] || { log "creating $VENV"; python3 -m venv "$VENV"; }
 quiet "$PY" -m pip install --disable-pip-version-check -q --upgrade "pip>=24"
