@@ -3,19 +3,18 @@ import json
 import types
 
 import pytest
-from durations import BUDGET_S, DurationsRecord, budget_for
-
-from mmlinattn.utils.machine import vector_units
+from durations import BUDGET_S, DurationsRecord, budget_for, machine_type
 
 
 @pytest.mark.parametrize('cpu, units, budget', [
     ('AMD EPYC (family 25 model 1, AVX2)', 'AVX2', 25 * 60),
     ('AMD EPYC (family 26 model 2, AVX-512)', 'AVX-512', 10 * 60),
+    ('AMD EPYC (family 25 model 17, AVX-512)', 'AVX-512, family 25', 15 * 60),
     ('Intel Xeon (family 6 model 143, AVX-512, AMX)', 'AMX', 10 * 60),
 ])
 def test_budget_per_machine_type(cpu, units, budget, monkeypatch):
     monkeypatch.delenv('MMLINATTN_TEST_BUDGET_S', raising=False)
-    assert vector_units(cpu) == units and budget_for(cpu) == budget == BUDGET_S[units]
+    assert machine_type(cpu) == units and budget_for(cpu) == budget == BUDGET_S[units]
     monkeypatch.setenv('MMLINATTN_TEST_BUDGET_S', '7')
     assert budget_for(cpu) == 7
 
