@@ -4,6 +4,7 @@ H and W are exported as symbolic dimensions, so the graph runs at sizes it never
 the batch size stays the one of the example input (the token grid of a padded batch is
 resolved from Python sizes, see docs/deployment.md).
 """
+import os
 import re
 from typing import Iterable, List, Optional, Sequence, Tuple
 
@@ -46,18 +47,34 @@ def export_onnx(module: nn.Module, example: torch.Tensor, path: str, *,
             print_log(f'{type(module).__name__}: one graph for H, W in {min_size}..{max_size}',
                       logger='current')
         export_program_onnx(program, [example], path, opset, ['input'], output_names)
-    check_onnx(path)
-    if dynamic_hw:
-        check_onnx_sizes(path, module, example, min_size)
-    if dynamic_hw:
-        fixed = [name for name, dim in zip('HW', _input_dims(path)[2:]) if dim is not None]
-        if fixed:
-            raise RuntimeError(
-                f'{path}: {" and ".join(fixed)} of the input came out fixed although dynamic '
-                f'sizes were asked for: a Python int taken from the input size inside the '
-                f'model pins the graph to {tuple(example.shape[2:])}; export with '
-                f'dynamic_hw=False (then it runs at this size only) or report the model')
+    try:
+        check_onnx(path)
+        if dynamic_hw:
+            check_onnx_sizes(path, module, example, min_size)
+            _check_sizes_symbolic(path, example)
+    except Exception as err:
+        raise _set_aside(path, err) from err
     return path
+
+
+def _check_sizes_symbolic(path: str, example: torch.Tensor) -> None:
+    fixed = [name for name, dim in zip('HW', _input_dims(path)[2:]) if dim is not None]
+    if fixed:
+        raise RuntimeError(
+            f'{path}: {" and ".join(fixed)} of the input came out fixed although dynamic '
+            f'sizes were asked for: a Python int taken from the input size inside the '
+            f'model pins the graph to {tuple(example.shape[2:])}; export with '
+            f'dynamic_hw=False (then it runs at this size only) or report the model')
+
+
+def _set_aside(path: str, err: Exception) -> Exception:
+    """A written graph that failed a check moves to ``NAME.rejected.onnx``: nothing is
+    left at ``path`` that a later step could take for a good export, and the graph stays
+    for a look.  Returns ``err``'s message with where it went."""
+    rejected = (path[:-len('.onnx')] if path.endswith('.onnx') else path) + '.rejected.onnx'
+    os.replace(path, rejected)
+    msg = f'{err}\n(the graph that failed is kept as {rejected}; nothing is left at {path})'
+    return type(err)(msg) if isinstance(err, (RuntimeError, ValueError)) else RuntimeError(msg)
 
 
 def export_program_onnx(program, inputs: Sequence[torch.Tensor], path: str, opset: int,

@@ -208,6 +208,29 @@ def test_dynamic_export_states_the_smallest_size_the_graph_runs_at(module, small
         graph(torch.randn(1, 3, low - 1, low + 7))
 
 
+class _Doubles(torch.nn.Module):
+    def forward(self, x):
+        return (x * 2, )
+
+
+def test_a_graph_that_fails_its_size_check_is_set_aside(tmp_path, monkeypatch):
+    """A dynamic export whose written graph differs from eager at another size raises, and
+    the graph moves to NAME.rejected.onnx: nothing is left at the requested path for a
+    later step to take for a good export.  (A stand-in difference: a real graph that
+    fails needs an ONNX translation bug.)"""
+    import mmlinattn.deployment.onnx_export as onnx_export
+    # ONNX Runtime's outputs (numpy) differ; the traced program's (torch) check passes
+    monkeypatch.setattr(onnx_export, 'difference_from_eager', lambda outs, *args: (
+        0.5 if not isinstance(outs[0], torch.Tensor) else 0.0, 1e-4))
+    path = tmp_path / 'model.onnx'
+    with pytest.raises(RuntimeError, match=r'differs from eager.*\n.*model\.rejected\.onnx'):
+        export_onnx(_Doubles(), torch.randn(1, 3, 64, 96), str(path))
+    assert not path.exists() and (tmp_path / 'model.rejected.onnx').exists()
+    monkeypatch.undo()
+    export_onnx(_Doubles(), torch.randn(1, 3, 64, 96), str(path))   # the control passes
+    assert path.exists()
+
+
 def test_export_rejects_a_non_image_example(tmp_path):
     with pytest.raises(ValueError, match=r'\(B, C, H, W\)'):
         export_onnx(TensorGraph(build('LDN')), torch.randn(3, 64, 64), str(tmp_path / 'x.onnx'))
