@@ -28,17 +28,19 @@ class DeployedModel(BaseModel):
     """``model``'s pre- and post-processing around the graph in ``path`` run by
     ``runtime`` (see the module docstring).  ``static_shapes`` (OpenVINO): the image graph
     is compiled per input size (:func:`.runtimes.load_runtime`); RoI graphs, whose RoI count
-    changes with every image, stay dynamic."""
+    changes with every image, stay dynamic.  ``precision`` (OpenVINO): ``'f32'`` or
+    ``'bf16'`` for every graph (:func:`.runtimes.load_runtime`)."""
 
     def __init__(self, model: torch.nn.Module, path: str, runtime: str = 'onnxruntime',
-                 static_shapes: bool = False):
+                 static_shapes: bool = False, precision: str = 'f32'):
         self.kind = kind_of(model)
         if self.kind == 'backbone':
             raise ValueError(f'{path}: a backbone alone has no metric to evaluate; export '
                              'the whole detector or segmentor (without --backbone-only)')
         super().__init__(data_preprocessor=model.data_preprocessor)
-        self.path, self.runtime = path, runtime
-        self.run = load_runtime(path, runtime, static_shapes=static_shapes)
+        self.path, self.runtime, self.precision = path, runtime, precision
+        self.run = load_runtime(path, runtime, static_shapes=static_shapes,
+                                precision=precision)
         if self.kind == 'two_stage':
             model = self._route_roi_steps(copy.deepcopy(model))
         self.head_model = [model]  # a list: not a submodule, its weights are not ours
@@ -54,7 +56,8 @@ class DeployedModel(BaseModel):
                 f'{self.path} is the image graph of a two-stage detector, but its RoI '
                 f'graphs {missing} are not beside it; export the model with '
                 'tools/deployment/pytorch2onnx.py, which writes all of them')
-        runs = {head: load_runtime(p, self.runtime) for head, p in paths.items()}
+        runs = {head: load_runtime(p, self.runtime, precision=self.precision)
+                for head, p in paths.items()}
 
         def step(head, feats, rois):
             extractor = getattr(roi_head, f'{head}_roi_extractor')

@@ -33,7 +33,8 @@ from .onnx_export import export_onnx
 from .runtimes import load_runtime
 from .tensor_graph import TensorGraph
 
-RUNTIME_CHOICES = ('eager', 'compile', 'onnxruntime', 'openvino')
+#: ``openvino-bf16``: OpenVINO with bf16 inference precision (CPUs with bf16 instructions)
+RUNTIME_CHOICES = ('eager', 'compile', 'onnxruntime', 'openvino', 'openvino-bf16')
 
 
 class _Model:
@@ -52,7 +53,7 @@ class _Model:
         """``'dynamic'`` (one graph for all sizes) or ``'fixed'`` (per size); None for eager."""
         if runtime == 'compile':
             return 'dynamic' if self.compile_dynamic else 'fixed'
-        return self.export_mode if runtime in ('onnxruntime', 'openvino') else None
+        return self.export_mode if runtime.startswith(('onnxruntime', 'openvino')) else None
 
     def onnx_path(self, h: int, w: int) -> str:
         if self.export_mode is None:  # first use: try one dynamic export
@@ -78,8 +79,10 @@ class _Model:
             return self.compiled
         # OpenVINO with the graph's H, W fixed to the size timed (as a peer's per-size export
         # is): its kernels for dynamic shapes are much slower (load_runtime's static_shapes)
-        return load_runtime(self.onnx_path(h, w), runtime, self.threads,
-                            static_shapes=runtime == 'openvino')
+        openvino = runtime.startswith('openvino')
+        return load_runtime(self.onnx_path(h, w), 'openvino' if openvino else runtime,
+                            self.threads, static_shapes=openvino,
+                            precision='bf16' if runtime == 'openvino-bf16' else 'f32')
 
 
 def groups_of(labels: Sequence[str], peer: Optional[str]) -> List[List[str]]:

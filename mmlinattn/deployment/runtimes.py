@@ -15,6 +15,11 @@ DEPLOY_HINT = ('install the deployment extra: bash tools/setup.sh --with deploy 
 
 RUNTIMES = ('onnxruntime', 'openvino')
 
+#: OpenVINO's inference precisions on the CPU.  Its own default is bf16 on CPUs with bf16
+#: instructions (AVX512_BF16, AMX) and f32 elsewhere; ours is f32 everywhere, the precision
+#: the export was checked in.
+PRECISIONS = ('f32', 'bf16')
+
 
 def _as_array(x) -> np.ndarray:
     if hasattr(x, 'detach'):
@@ -23,7 +28,8 @@ def _as_array(x) -> np.ndarray:
 
 
 def load_runtime(path: str, runtime: str = 'onnxruntime', threads: Optional[int] = None,
-                 static_shapes: bool = False) -> Callable[..., List[np.ndarray]]:
+                 static_shapes: bool = False,
+                 precision: str = 'f32') -> Callable[..., List[np.ndarray]]:
     """A CPU session for ``path`` (``threads``: intra-op threads; default torch's
     ``torch.get_num_threads()``, so the runtime follows ``OMP_NUM_THREADS`` /
     ``torch.set_num_threads`` as the eager model does, instead of taking every core: two
@@ -35,12 +41,20 @@ def load_runtime(path: str, runtime: str = 'onnxruntime', threads: Optional[int]
     compile per new shape: for inputs of few sizes (a benchmark, a fixed-size service), not
     for RoI graphs whose RoI count changes every image.  ONNX Runtime gained nothing from
     fixed dimensions in the same measurement, so it takes no such option.
+
+    ``precision`` (OpenVINO only, :data:`PRECISIONS`): ``'bf16'`` runs the graph's products
+    in bfloat16 with float32 accumulation, on CPUs with bf16 instructions only (elsewhere
+    OpenVINO would quietly run f32, so this refuses); docs/deployment.md has its speed and
+    metric.
     """
+    if precision not in PRECISIONS:
+        raise ValueError(f'unknown precision {precision!r}; choose one of {PRECISIONS}')
     threads = threads or torch.get_num_threads()
     if runtime == 'onnxruntime':
-        if static_shapes:
-            raise ValueError('static_shapes is an OpenVINO option; ONNX Runtime runs the '
-                             'graph as exported')
+        if static_shapes or precision != 'f32':
+            raise ValueError(f'{"static_shapes" if static_shapes else "precision"} is an '
+                             'OpenVINO option; ONNX Runtime runs the graph as exported, '
+                             'in float32')
         try:
             import onnxruntime as ort
         except ImportError as err:
@@ -51,7 +65,7 @@ def load_runtime(path: str, runtime: str = 'onnxruntime', threads: Optional[int]
         names = [i.name for i in session.get_inputs()]
         return lambda *xs: session.run(None, {n: _as_array(x) for n, x in zip(names, xs)})
     if runtime == 'openvino':
-        return _openvino_runner(path, threads, static_shapes)
+        return _openvino_runner(path, threads, static_shapes, precision)
     raise ValueError(f'unknown runtime {runtime!r}; choose one of {RUNTIMES}')
 
 
@@ -59,14 +73,18 @@ def load_runtime(path: str, runtime: str = 'onnxruntime', threads: Optional[int]
 STATIC_SHAPES_KEPT = 4
 
 
-def _openvino_runner(path: str, threads: int, static_shapes: bool):
+def _openvino_runner(path: str, threads: int, static_shapes: bool, precision: str):
     try:
         import openvino as ov
     except ImportError as err:
         raise ImportError(f'openvino is not installed; {DEPLOY_HINT}') from err
     core = ov.Core()
-    # f32 inference precision: OpenVINO may otherwise run bf16 on CPUs that have it.
-    config = {'INFERENCE_NUM_THREADS': threads, 'INFERENCE_PRECISION_HINT': 'f32'}
+    if precision == 'bf16' and 'BF16' not in core.get_property('CPU',
+                                                               'OPTIMIZATION_CAPABILITIES'):
+        raise ValueError('precision bf16: this CPU has no bf16 instructions (AVX512_BF16 or '
+                         'AMX), and OpenVINO would run f32 instead; use f32')
+    # the precision always set: OpenVINO's own default is bf16 on CPUs that have it
+    config = {'INFERENCE_NUM_THREADS': threads, 'INFERENCE_PRECISION_HINT': precision}
 
     def compile_for(shapes=None):
         model = core.read_model(path)

@@ -10,6 +10,7 @@ from tool_runs import tool as tool_process, tool_module
 
 from mmlinattn.benchmark.model_flops import build_config_model
 from mmlinattn.deployment import DeployedModel, TensorGraph
+from mmlinattn.utils.machine import cpu_name
 
 
 def tool(*argv):
@@ -36,10 +37,12 @@ def test_backend_needs_an_onnx_file(graph, tmp_path):
 
 
 @pytest.mark.parametrize('backend', ['pytorch', 'onnxruntime'])
-def test_static_shapes_is_an_openvino_option(backend):
+@pytest.mark.parametrize('option', [['--static-shapes'], ['--precision', 'bf16']])
+def test_static_shapes_and_precision_are_openvino_options(backend, option):
     proc = tool('tools/test.py', 'configs/retinanet_ldn_tiny_1x.py', 'README.md',
-                '--backend', backend, '--static-shapes')
-    assert proc.returncode != 0 and 'OpenVINO option' in proc.stderr, proc.stderr
+                '--backend', backend, *option)
+    assert proc.returncode != 0 and f'{option[0]}' in proc.stderr, proc.stderr
+    assert 'is an OpenVINO option' in proc.stderr, proc.stderr
 
 
 def test_tensor_graph_of_a_mask_rcnn_is_features_then_rpn_outputs():
@@ -108,6 +111,7 @@ def test_runtime_benchmark_times_ours_and_an_mmdet_peer(tmp_path, paired):
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(out.read_text())
     assert result['cpu_malloc'] == ('reuse' if paired else 'system')   # glibc
+    assert result['cpu'] == cpu_name() and result['date']              # where and when
     records = result['records']
     assert {(r['model'].split(':')[0], r['runtime'], r['status']) for r in records} == {
         (m, rt, 'ok') for m in ('LDN', 'Swin-T') for rt in runtimes}
@@ -125,6 +129,22 @@ def test_runtime_benchmark_times_ours_and_an_mmdet_peer(tmp_path, paired):
         assert f'| {swin} (with {ldn}) | 64² |' in proc.stdout
     else:
         assert '| LDN:' in proc.stdout and f'| {swin} | 64² |' in proc.stdout
+
+
+@pytest.mark.parametrize('runtime, expected', [
+    ('onnxruntime', ('onnxruntime', False, 'f32')), ('openvino', ('openvino', True, 'f32')),
+    ('openvino-bf16', ('openvino', True, 'bf16'))])
+def test_runtime_benchmark_loads_each_runtime_as_named(runtime, expected, monkeypatch):
+    """``openvino-bf16`` is OpenVINO (static shapes, as ``openvino``) at bf16 precision;
+    the others run float32."""
+    import mmlinattn.deployment.runtime_benchmark as rb
+    seen = []
+    monkeypatch.setattr(rb, 'load_runtime', lambda path, rt, threads, static_shapes,
+                        precision: seen.append((rt, static_shapes, precision)))
+    model = rb._Model('m', build('LDN'), '/nonexistent', threads=1)
+    monkeypatch.setattr(model, 'onnx_path', lambda h, w: 'm.onnx')
+    model.runner(runtime, 64, 64)
+    assert seen == [expected]
 
 
 def test_runtime_benchmark_compiles_peers_per_size(monkeypatch):

@@ -127,9 +127,36 @@ def test_runtimes_take_torchs_thread_count(exported, runtime, monkeypatch):
     assert seen == [1, 2]
 
 
-def test_static_shapes_is_refused_for_onnxruntime(tmp_path):
-    with pytest.raises(ValueError, match='OpenVINO'):
-        load_runtime(str(tmp_path / 'x.onnx'), 'onnxruntime', static_shapes=True)
+@pytest.mark.parametrize('options, match', [
+    (dict(static_shapes=True), 'static_shapes is an OpenVINO option'),
+    (dict(precision='bf16'), 'precision is an OpenVINO option'),
+    (dict(runtime='openvino', precision='fp8'), "unknown precision 'fp8'.*bf16")])
+def test_runtime_options_are_checked(options, match, tmp_path):
+    options = dict(dict(runtime='onnxruntime'), **options)
+    with pytest.raises(ValueError, match=match):
+        load_runtime(str(tmp_path / 'x.onnx'), **options)
+
+
+@pytest.mark.slow
+def test_openvino_bf16_runs_in_bfloat16_or_says_the_cpu_cannot(exported, monkeypatch):
+    """``precision='bf16'`` on a CPU with bf16 instructions: OpenVINO's outputs move from
+    float32's rounding to bfloat16's (8 bits of mantissa), still near eager.  Where
+    OpenVINO reports no bf16, it refuses instead of running float32 under a bf16 label."""
+    import openvino as ov
+    graph, path = exported('LDN')
+    x = torch.randn(1, 3, *CHECK_HW[0])
+    if 'BF16' in ov.Core().get_property('CPU', 'OPTIMIZATION_CAPABILITIES'):
+        with torch.no_grad():
+            ref = graph(x)
+        f32 = max_relative_difference(load_runtime(path, 'openvino')(x), ref)
+        bf16 = max_relative_difference(load_runtime(path, 'openvino', precision='bf16')(x), ref)
+        assert f32 <= TOL < bf16 <= 0.05, (f32, bf16)
+    get_property = ov.Core.get_property
+    monkeypatch.setattr(ov.Core, 'get_property', lambda self, device, name: (
+        ['FP32', 'INT8'] if name == 'OPTIMIZATION_CAPABILITIES'
+        else get_property(self, device, name)))
+    with pytest.raises(ValueError, match='no bf16 instructions.*use f32'):
+        load_runtime(path, 'openvino', precision='bf16')
 
 
 @pytest.mark.slow

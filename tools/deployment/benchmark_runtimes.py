@@ -1,9 +1,10 @@
 """Latency of backbones in eager PyTorch, torch.compile, ONNX Runtime and OpenVINO, in one
-process on one machine (batch 1, float32, CPU).
+process on one machine (batch 1, float32 unless ``openvino-bf16``, CPU).
 
     python tools/deployment/benchmark_runtimes.py \\
         [--models NaLaFormer:small SOFT:small:max_landmarks=49 Swin-T ...] \\
-        [--sizes 512 1024 2048] [--runtimes eager onnxruntime openvino [compile]] \\
+        [--sizes 512 1024 2048] [--runtimes eager onnxruntime openvino [compile]
+        [openvino-bf16]] \\
         [--rounds 3] [--threads 2] [--pair-with Swin-T] [--cpu-malloc reuse|system]
         [--json out.json] [--markdown out.md] [--plot out.png]
 
@@ -24,10 +25,12 @@ docs/benchmarks.md ("Runtimes").
 import argparse
 import json
 import sys
+import time
 
 from mmlinattn.benchmark.memory import apply_cpu_malloc
 from mmlinattn.benchmark.specs import FIXED_SIZE_EXPORT, build_model, parse_model_spec
 from mmlinattn.deployment.runtime_benchmark import RUNTIME_CHOICES, benchmark, speedups
+from mmlinattn.utils.machine import cpu_name
 
 DEFAULT_MODELS = ['SOFT:small:max_landmarks=49', 'NaLaFormer:small', 'InfViT:small',
                   'LDN:small', 'Swin-T']
@@ -131,7 +134,8 @@ def main(argv=None) -> int:
     print(table)
     if args.json:
         with open(args.json, 'w') as f:
-            json.dump(dict(threads=args.threads, rounds=args.rounds, cpu_malloc=cpu_malloc,
+            json.dump(dict(cpu=cpu_name(), date=time.strftime('%Y-%m-%d %H:%M', time.gmtime()),
+                           threads=args.threads, rounds=args.rounds, cpu_malloc=cpu_malloc,
                            records=records), f, indent=1)
     if args.markdown:
         with open(args.markdown, 'w') as f:
