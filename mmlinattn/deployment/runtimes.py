@@ -42,10 +42,10 @@ def load_runtime(path: str, runtime: str = 'onnxruntime', threads: Optional[int]
     for RoI graphs whose RoI count changes every image.  ONNX Runtime gained nothing from
     fixed dimensions in the same measurement, so it takes no such option.
 
-    ``precision`` (OpenVINO only, :data:`PRECISIONS`): ``'bf16'`` runs the graph's products
-    in bfloat16 with float32 accumulation, on CPUs with bf16 instructions only (elsewhere
-    OpenVINO would quietly run f32, so this refuses); docs/deployment.md has its speed and
-    metric.
+    ``precision`` (OpenVINO only, :data:`PRECISIONS`): ``'bf16'`` lets OpenVINO run the
+    graph in bfloat16 (its tensors rounded to 8 bits of mantissa), on CPUs with bf16
+    instructions only (elsewhere OpenVINO would quietly run f32, so this refuses);
+    docs/deployment.md has its speed and metric.
     """
     if precision not in PRECISIONS:
         raise ValueError(f'unknown precision {precision!r}; choose one of {PRECISIONS}')
