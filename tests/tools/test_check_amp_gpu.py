@@ -117,16 +117,17 @@ exit 0
     assert [c.split()[0] for c in ran] == ['tools/misc/bench_token_sums.py',
                                           'tools/misc/bench_triton_core.py',
                                           'tools/misc/check_amp_gpu.py',
-                                          'tools/analysis_tools/benchmark.py',
-                                          'tools/analysis_tools/benchmark.py',
-                                          'tools/analysis_tools/benchmark.py',
+                                          *['tools/analysis_tools/benchmark.py'] * 5,
                                           'tools/misc/check_amp_gpu.py'], ran
-    assert '--no-parity' in ran[2] and '--parity-only' in ran[6], ran
+    assert '--no-parity' in ran[2] and '--parity-only' in ran[8], ran
     assert '--profile' in ran[3], ran
-    assert '--sizes 1333x800 --batch 2' in ran[4] and '--sizes 512 --batch 8' in ran[5], ran
-    assert all('--modes train' in c for c in ran[4:6]), ran
-    assert all('Swin-T ResNet-50' in c for c in ran[3:6]), ran
-    names = ('token_sums', 'triton_core', 'autocast', 'benchmark', 'train_det', 'train_seg')
+    for i, dtype in ((4, 'float16'), (6, 'bfloat16')):  # a detector's, a segmentor's size
+        assert '--sizes 1333x800 --batch 2' in ran[i], ran
+        assert '--sizes 512 --batch 8' in ran[i + 1], ran
+        assert all(f'--dtype {dtype} --modes train' in c for c in ran[i:i + 2]), ran
+    assert all('Swin-T ResNet-50' in c for c in ran[3:8]), ran
+    names = ('token_sums', 'triton_core', 'autocast', 'benchmark', 'train_det', 'train_seg',
+             'train_det_bf16', 'train_seg_bf16')
     assert all((out / f'{name}.log').exists() for name in names + ('parity', ))
     stdout, ran, _, _ = run(**{f'{n.upper()}_S': '0' for n in names})
     assert len(ran) == 1 and '--parity-only' in ran[0], ran

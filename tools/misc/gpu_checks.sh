@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The checks that need a CUDA GPU, in the order that pays off when GPU time is short (about
-# 10 minutes on an H100, most of it compiling kernels), each under its own time limit, with
+# 10 minutes on an H100 before the bf16 training checks were added, most of it compiling
+# kernels), each under its own time limit, with
 # its log and JSON in OUT_DIR:
 #   1. the linear-attention core's sums over tokens, one matmul against segments
 #      (bench_token_sums.py, float32, the stages of a 2048^2 pyramid; seconds)
@@ -14,14 +15,17 @@
 #      with the 15 kernels that took the most GPU time in one profiled step of each, and each
 #      record's roofline bound; Swin-T and ResNet-50 beside them where mmdet imports
 #   5. training steps under fp16 autocast of every family's small arch (and the peers):
-#      1333x800 batch 2 (train_det) and 512^2 batch 8 (train_seg)
+#      1333x800 batch 2 (train_det) and 512^2 batch 8 (train_seg); then the same under
+#      bf16 autocast (train_det_bf16, train_seg_bf16)
 #   6. every family on the GPU against the CPU in float64 (check_amp_gpu.py, check 0)
 # Usage: bash tools/misc/gpu_checks.sh [OUT_DIR]
 # Time limits in seconds: $TOKEN_SUMS_S (60), $TRITON_CORE_S (120), $AUTOCAST_S (240),
-# $BENCHMARK_S (300), $TRAIN_DET_S (180), $TRAIN_SEG_S (180), $PARITY_S (420: five of its
+# $BENCHMARK_S (300), $TRAIN_DET_S (180), $TRAIN_SEG_S (180), $TRAIN_DET_BF16_S (180),
+# $TRAIN_SEG_BF16_S (180), $PARITY_S (420: five of its
 # six models took 280 s on an H200 with a cold compile cache); lower them when device time
 # is short (a check cut off by its limit keeps its log); 0 skips a check: one call may take
-# 10 min, so split them, e.g. AUTOCAST_S=0 TRAIN_DET_S=0 TRAIN_SEG_S=0 PARITY_S=0 first.
+# 10 min, so split them, e.g. AUTOCAST_S=0 TRAIN_DET_S=0 TRAIN_SEG_S=0 TRAIN_DET_BF16_S=0
+# TRAIN_SEG_BF16_S=0 PARITY_S=0 first.
 # The interpreter: $PYTHON, else .venv/bin/python where tools/setup.sh made it, else python3.
 # On a machine without mmdet: the wheels of tools/misc/device_wheels.sh in $WHEELS (default
 # .whl, carried with the tree) are installed into $SITE (default /tmp/mmlinattn-site) first,
@@ -75,17 +79,19 @@ run benchmark "${BENCHMARK_S:-300}" "$PY" tools/analysis_tools/benchmark.py \
     --models SOFT:small:max_landmarks=49 NaLaFormer:small InfViT:small LDN:small InfViTPlain:l4 \
     ${PEERS[@]+"${PEERS[@]}"} --sizes 2048 8192 --repeats 3 --budget 5 --timeout 80 --profile 15 \
     --json "$OUT/benchmark.json" --plot "$OUT/benchmark.png"
-# issue targets: training under fp16 autocast at a detector's and a segmentor's size, every
-# family's small arch beside the peers (same run: one card, minutes apart)
+# issue targets: training under fp16 and bf16 autocast at a detector's and a segmentor's
+# size, every family's small arch beside the peers (same run: one card, minutes apart)
 TRAIN_MODELS=(SOFT:small:max_landmarks=49 NaLaFormer:small InfViT:small LDN:small)
-run train_det "${TRAIN_DET_S:-180}" "$PY" tools/analysis_tools/benchmark.py \
-    --device cuda --dtype float16 --modes train --models "${TRAIN_MODELS[@]}" \
-    ${PEERS[@]+"${PEERS[@]}"} --sizes 1333x800 --batch 2 --repeats 3 --budget 5 --timeout 80 \
-    --json "$OUT/train_det.json"
-run train_seg "${TRAIN_SEG_S:-180}" "$PY" tools/analysis_tools/benchmark.py \
-    --device cuda --dtype float16 --modes train --models "${TRAIN_MODELS[@]}" \
-    ${PEERS[@]+"${PEERS[@]}"} --sizes 512 --batch 8 --repeats 3 --budget 5 --timeout 80 \
-    --json "$OUT/train_seg.json"
+train_check() {  # train_check NAME LIMIT DTYPE SIZE BATCH
+    run "$1" "$2" "$PY" tools/analysis_tools/benchmark.py \
+        --device cuda --dtype "$3" --modes train --models "${TRAIN_MODELS[@]}" \
+        ${PEERS[@]+"${PEERS[@]}"} --sizes "$4" --batch "$5" --repeats 3 --budget 5 --timeout 80 \
+        --json "$OUT/$1.json"
+}
+train_check train_det "${TRAIN_DET_S:-180}" float16 1333x800 2
+train_check train_seg "${TRAIN_SEG_S:-180}" float16 512 8
+train_check train_det_bf16 "${TRAIN_DET_BF16_S:-180}" bfloat16 1333x800 2
+train_check train_seg_bf16 "${TRAIN_SEG_BF16_S:-180}" bfloat16 512 8
 run parity "${PARITY_S:-420}" "$PY" tools/misc/check_amp_gpu.py --parity-only \
     --json "$OUT/parity.json"
 exit $status
