@@ -27,6 +27,7 @@ import os.path as osp
 from mmengine.config import Config, DictAction
 from mmengine.runner import Runner
 
+from mmlinattn.deployment.runtimes import PRECISIONS
 from mmlinattn.utils.checkpoint_schemes import install_safe_checkpoint_loading
 from mmlinattn.engine.runner import (add_custom_hook, check_config_channels,
                                     check_config_datasets, close_process_group, enable_show,
@@ -45,7 +46,7 @@ def parse_args():
                         help='--backend openvino: compile the image graph once per input '
                         'size, H and W fixed (faster kernels, ~1-2 s per new size; for test '
                         'pipelines of few sizes, e.g. fixed-size resizes or slide windows)')
-    parser.add_argument('--precision', choices=['f32', 'bf16'], default='f32',
+    parser.add_argument('--precision', choices=PRECISIONS, default='f32',
                         help='--backend openvino: the inference precision (bf16 on CPUs '
                         'with AVX512_BF16 or AMX only; OpenVINO itself defaults to bf16 '
                         'there, this tool to f32)')

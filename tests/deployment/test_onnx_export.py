@@ -132,7 +132,7 @@ def test_runtimes_take_torchs_thread_count(exported, runtime, monkeypatch):
     (dict(precision='bf16'), 'precision is an OpenVINO option'),
     (dict(runtime='openvino', precision='fp8'), "unknown precision 'fp8'.*bf16")])
 def test_runtime_options_are_checked(options, match, tmp_path):
-    options = dict(dict(runtime='onnxruntime'), **options)
+    options = {'runtime': 'onnxruntime', **options}
     with pytest.raises(ValueError, match=match):
         load_runtime(str(tmp_path / 'x.onnx'), **options)
 
