@@ -420,7 +420,7 @@ def test_replot_shows_sizes_and_marks_peers(tmp_path):
     from unittest import mock
 
     from PIL import Image
-    src = os.path.join(ROOT, 'docs', 'benchmark_cpu.json')
+    src = os.path.join(ROOT, 'records', 'benchmark_cpu.json')
     png = tmp_path / 'replot.png'
     proc = tool_process([sys.executable, 'tools/analysis_tools/benchmark.py', '--replot', src,
                          '--plot', str(png)])
@@ -442,7 +442,7 @@ def test_replot_shows_sizes_and_marks_peers(tmp_path):
         'peer: Swin-T', 'peer: ResNet-50', 'peer: PVTv2-b1', 'peer: PVTv2-b2'}
     assert not any(t.startswith('peer: ') for t in legend if 'SOFT' in t or 'LDN' in t)
     assert captured['fig']._suptitle.get_text().startswith('inference: cpu float32')
-    train = os.path.join(ROOT, 'docs', 'benchmark_cpu_train.json')
+    train = os.path.join(ROOT, 'records', 'benchmark_cpu_train.json')
     with mock.patch.object(plt.Figure, 'savefig', grab):
         B.replot(train, str(tmp_path / 'train.png'))
     assert captured['fig']._suptitle.get_text().startswith(

@@ -9,7 +9,7 @@ params / FLOPs at the standard input (COCO 800x1280, ADE20K 512x512, Cityscapes 
 Each measurement is ``tools/analysis_tools/get_flops.py CONFIG --json ...`` in a fresh
 subprocess with a time limit (a crash, out-of-memory or time-out becomes a "not measured"
 cell, not a failed run). Configs whose ``model`` dicts and input sizes are identical (e.g. a
-1x and a 3x schedule) share one measurement. Results are cached in ``docs/model_zoo.json``
+1x and a 3x schedule) share one measurement. Results are cached in ``records/model_zoo.json``
 keyed by the model dict, so a rerun only measures new or changed models (``--retry-failed``
 also retries earlier failures). The cache does not know the code version: after changing a
 backbone, remeasure (``--remeasure`` or ``--remeasure 'GLOB'``). The paper numbers and the
@@ -32,7 +32,7 @@ from mmlinattn.benchmark.model_zoo import model_key, param_gaps, render
 TOOLS = osp.dirname(osp.abspath(__file__))
 ROOT = osp.dirname(osp.dirname(TOOLS))
 DOC = osp.join(ROOT, 'docs', 'model_zoo.md')
-CACHE = osp.join(ROOT, 'docs', 'model_zoo.json')
+CACHE = osp.join(ROOT, 'records', 'model_zoo.json')
 
 
 def measure_config(path: str, timeout: float) -> dict:
