@@ -1,4 +1,4 @@
-"""Reuse in users' own configs: the two example configs of ``docs/usage.md`` are written into
+"""Reuse in users' own configs: the two example configs of ``docs/user_guides/configs.md`` are written into
 a temporary directory outside the repository, loaded with ``Config.fromfile`` (which runs
 ``custom_imports``), built with mmdet's / mmseg's registries through the
 ``type='mmlinattn.<Family>'`` scope prefix, given a saved backbone checkpoint through
@@ -15,7 +15,7 @@ from dense_helpers import (build_model, det_batch, num_classes_of, predict, seg_
                            shrink_seg_model_cfg, small_input_env, train_step)
 from repo_paths import ROOT
 
-DOC = osp.join(ROOT, 'docs', 'usage.md')
+DOC = osp.join(ROOT, 'docs', 'user_guides', 'configs.md')
 
 
 @pytest.fixture(scope='module', autouse=True)
@@ -25,10 +25,10 @@ def _fast_config_loading():
 
 
 def doc_config(kind: str) -> str:
-    """The python block under ``<!-- user-config: kind -->`` in docs/usage.md."""
+    """The python block under ``<!-- user-config: kind -->`` in docs/user_guides/configs.md."""
     text = open(DOC).read()
     match = re.search(rf'<!-- user-config: {kind} -->\n```python\n(.*?)```', text, re.S)
-    assert match, f'docs/usage.md has no user-config block for {kind}'
+    assert match, f'docs/user_guides/configs.md has no user-config block for {kind}'
     return match.group(1)
 
 
