@@ -4,7 +4,7 @@ segments, ``DEVICE_SEGMENT_TOKENS``; off: one matmul) or ``slices`` (depthwise c
 cuDNN's 32-bit index limit on channel slices, ``INDEX32_ELEMENTS``; off: whole).  Meant for
 a GPU; on the CPU neither path runs, so both sides time the same code.
 
-    python tools/misc/ab_device_paths.py --change segments --models LDN:small \\
+    python dev/ab_device_paths.py --change segments --models LDN:small \\
         NaLaFormer:small --sizes 2048 8192 --json ab.json
 
 Eval forward, batch 1, under autocast in ``--dtype``; after one warm-up forward per side

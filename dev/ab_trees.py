@@ -3,7 +3,7 @@ worker process per tree (model built, warmed up), stepped alternately in a shuff
 medians compared.  For "no slower than before" checks of a refactor on one machine: the two
 trees share every drift of the machine's speed.
 
-    python tools/misc/ab_trees.py --before /tmp/old-checkout --after . --rounds 5 \\
+    python dev/ab_trees.py --before /tmp/old-checkout --after . --rounds 5 \\
         --json ab.json
 
 Prints one row per case: median ms of each tree and after / before.  CPU, float32; batch 1

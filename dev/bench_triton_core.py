@@ -5,7 +5,7 @@ in float16, bfloat16 and float32; and checks every result against the plain op i
 on the same device.  Meant for a GPU: the kernels run on CUDA, or on the CPU in Triton's
 interpreter (``TRITON_INTERPRET=1``, small ``--sizes``: a check of this script, not a time).
 
-    python tools/misc/bench_triton_core.py --sizes 2048 8192 --json triton_core.json
+    python dev/bench_triton_core.py --sizes 2048 8192 --json triton_core.json
 
 Prints one row per (size, stage, dtype): milliseconds per call, median of ``--repeats``,
 both ways, their ratio and each way's relative error (max |diff| / max |float64|); exit

@@ -1,12 +1,12 @@
 """Checks that need a CUDA GPU: the GPU against the CPU, and mixed precision.  Not part of
 the CPU test suite; run it on any CUDA machine:
 
-    python tools/misc/check_amp_gpu.py               # fp16 + bf16 autocast at 2048 x 2048
-    python tools/misc/check_amp_gpu.py --train-amp   # also tools/train.py --amp on GPU configs
-    python tools/misc/check_amp_gpu.py --families SOFT --size 1024 --dtypes fp16
-    python tools/misc/check_amp_gpu.py --no-parity   # checks 1 (and 2) only
-    python tools/misc/check_amp_gpu.py --parity-only # check 0 only
-    bash tools/misc/gpu_checks.sh OUT_DIR            # checks 1 and 0, the GPU benchmark and more
+    python dev/check_amp_gpu.py               # fp16 + bf16 autocast at 2048 x 2048
+    python dev/check_amp_gpu.py --train-amp   # also tools/train.py --amp on GPU configs
+    python dev/check_amp_gpu.py --families SOFT --size 1024 --dtypes fp16
+    python dev/check_amp_gpu.py --no-parity   # checks 1 (and 2) only
+    python dev/check_amp_gpu.py --parity-only # check 0 only
+    bash dev/gpu_checks.sh OUT_DIR            # checks 1 and 0, the GPU benchmark and more
 
 0. For the smallest real arch of every family (and SOFT++ with ``pinv='cholesky'``): the
    same weights in float32 on the GPU (TF32 off) and on the CPU, each against the CPU in
@@ -43,7 +43,7 @@ import time
 
 import torch
 
-ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 
 SMALLEST = {
     'SOFT': dict(type='SOFT', arch='tiny'),

@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
-# The wheels a bare GPU machine lacks for tools/misc/gpu_checks.sh with the OpenMMLab peers
+# The wheels a bare GPU machine lacks for dev/gpu_checks.sh with the OpenMMLab peers
 # (mmdet's Swin-T and ResNet-50 beside our backbones): mmengine, mmdet and their pure-Python
 # or manylinux dependencies at the versions of requirements/constraints.txt, for that
 # machine's Python (default 3.12), and mmcv built here without its compiled ops (pure
-# Python; gpu_checks.sh adds tools/misc/mmcv_ext_stub.py as its mmcv._ext, so that mmdet's
+# Python; gpu_checks.sh adds dev/mmcv_ext_stub.py as its mmcv._ext, so that mmdet's
 # imports of mmcv.ops succeed: the backbones call none of them).  About 7 MB, into DIR
 # (default .whl, git-ignored), which gpu_checks.sh installs when it finds it:
-#   bash tools/misc/device_wheels.sh [DIR] [PYTHON_VERSION]
+#   bash dev/device_wheels.sh [DIR] [PYTHON_VERSION]
 # Needs network access to the package index (run it here, carry DIR to the GPU machine).
 set -euo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/.."
 DIR=${1:-.whl}
 PYV=${2:-3.12}
 CONSTRAINTS=requirements/constraints.txt

@@ -18,7 +18,7 @@
 #      1333x800 batch 2 (train_det) and 512^2 batch 8 (train_seg); then the same under
 #      bf16 autocast (train_det_bf16, train_seg_bf16)
 #   6. every family on the GPU against the CPU in float64 (check_amp_gpu.py, check 0)
-# Usage: bash tools/misc/gpu_checks.sh [OUT_DIR]
+# Usage: bash dev/gpu_checks.sh [OUT_DIR]
 # Time limits in seconds: $TOKEN_SUMS_S (60), $TRITON_CORE_S (120), $AUTOCAST_S (240),
 # $BENCHMARK_S (300), $TRAIN_DET_S (180), $TRAIN_SEG_S (180), $TRAIN_DET_BF16_S (180),
 # $TRAIN_SEG_BF16_S (180), $PARITY_S (420: five of its
@@ -27,11 +27,11 @@
 # 10 min, so split them, e.g. AUTOCAST_S=0 TRAIN_DET_S=0 TRAIN_SEG_S=0 TRAIN_DET_BF16_S=0
 # TRAIN_SEG_BF16_S=0 PARITY_S=0 first.
 # The interpreter: $PYTHON, else .venv/bin/python where tools/setup.sh made it, else python3.
-# On a machine without mmdet: the wheels of tools/misc/device_wheels.sh in $WHEELS (default
+# On a machine without mmdet: the wheels of dev/device_wheels.sh in $WHEELS (default
 # .whl, carried with the tree) are installed into $SITE (default /tmp/mmlinattn-site) first,
 # and the benchmark then times mmdet's Swin-T and ResNet-50 beside our backbones.
 set -u
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/.."
 OUT=${1:-work_dirs/gpu_checks}
 if [ -n "${PYTHON:-}" ]; then PY=$PYTHON
 elif [ -x .venv/bin/python ]; then PY=.venv/bin/python
@@ -49,7 +49,7 @@ if [ -d "$WHEELS" ] && ! "$PY" -c 'import mmdet' 2>/dev/null; then
     echo "== installing the wheels of $WHEELS into $SITE"
     "$PY" -m pip install -q --no-index --no-deps --no-compile --upgrade --target "$SITE" \
         "$WHEELS"/*.whl || exit 2
-    [ -e "$SITE/mmcv/_ext.py" ] || cp tools/misc/mmcv_ext_stub.py "$SITE/mmcv/_ext.py"
+    [ -e "$SITE/mmcv/_ext.py" ] || cp dev/mmcv_ext_stub.py "$SITE/mmcv/_ext.py"
     export PYTHONPATH="$SITE:$PWD${PYTHONPATH:+:$PYTHONPATH}"
 fi
 PEERS=()
@@ -68,11 +68,11 @@ run() {  # run NAME SECONDS COMMAND...  (0 seconds: skip it)
     [ $rc = 0 ] || status=1
 }
 
-run token_sums "${TOKEN_SUMS_S:-60}" "$PY" tools/misc/bench_token_sums.py --device cuda \
+run token_sums "${TOKEN_SUMS_S:-60}" "$PY" dev/bench_token_sums.py --device cuda \
     --size 2048 --json "$OUT/token_sums.json"
-run triton_core "${TRITON_CORE_S:-120}" "$PY" tools/misc/bench_triton_core.py \
+run triton_core "${TRITON_CORE_S:-120}" "$PY" dev/bench_triton_core.py \
     --sizes 2048 8192 --json "$OUT/triton_core.json"
-run autocast "${AUTOCAST_S:-240}" "$PY" tools/misc/check_amp_gpu.py --no-parity --size 2048 \
+run autocast "${AUTOCAST_S:-240}" "$PY" dev/check_amp_gpu.py --no-parity --size 2048 \
     --soft-max-landmarks 49 --json "$OUT/autocast.json"
 run benchmark "${BENCHMARK_S:-300}" "$PY" tools/analysis_tools/benchmark.py \
     --device cuda --dtype float16 \
@@ -92,6 +92,6 @@ train_check train_det "${TRAIN_DET_S:-180}" float16 1333x800 2
 train_check train_seg "${TRAIN_SEG_S:-180}" float16 512 8
 train_check train_det_bf16 "${TRAIN_DET_BF16_S:-180}" bfloat16 1333x800 2
 train_check train_seg_bf16 "${TRAIN_SEG_BF16_S:-180}" bfloat16 512 8
-run parity "${PARITY_S:-420}" "$PY" tools/misc/check_amp_gpu.py --parity-only \
+run parity "${PARITY_S:-420}" "$PY" dev/check_amp_gpu.py --parity-only \
     --json "$OUT/parity.json"
 exit $status

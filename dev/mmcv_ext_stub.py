@@ -1,5 +1,5 @@
 """A stand-in for mmcv's compiled ops (``mmcv._ext``) in an mmcv built without them, installed
-by tools/misc/gpu_checks.sh on a GPU machine that has no compiled mmcv: importing mmcv.ops
+by dev/gpu_checks.sh on a GPU machine that has no compiled mmcv: importing mmcv.ops
 (which mmdet's model registry does) then works, and calling any op says that it is missing.
 The peers' backbones (Swin-T, ResNet-50) call none."""
 
@@ -10,5 +10,5 @@ def __getattr__(name):
 
     def missing(*args, **kwargs):
         raise RuntimeError(f"mmcv's op {name} is not compiled in this mmcv (built without its "
-                           f'ops: tools/misc/device_wheels.sh)')
+                           f'ops: dev/device_wheels.sh)')
     return missing

@@ -11,7 +11,7 @@
   PyTorch runs bf16 products in reference kernels: the real archs at 1024 x 1024 took
   61-145 s a family there (with ``ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2`` on the
   AVX-512 EPYC), 441 s for the five.  The fp16 / bf16 runs of the real archs at 2048 x 2048
-  on a GPU are ``tools/misc/check_amp_gpu.py``.
+  on a GPU are ``dev/check_amp_gpu.py``.
 * The float32 islands (kernels, norms, pseudo-inverse, N-length reductions) are fed
   large-magnitude activations (x 100) in bfloat16 under autocast and must match a float64
   evaluation of the same inputs to bf16 output precision.
@@ -33,7 +33,7 @@ from mmlinattn.registry import MODELS
 # The smallest real arch of each family.  SOFT's paper setting has m = (H/32)(W/32)
 # landmarks per attention (1024 at 1024^2: 94 Newton-Schulz inversions of 1024 x 1024
 # matrices, about 8 TFLOP), so the CPU tests cap m with the arch's own max_landmarks option;
-# the uncapped setting runs in tools/misc/check_amp_gpu.py.
+# the uncapped setting runs in dev/check_amp_gpu.py.
 SMALLEST = {
     'SOFT': dict(type='SOFT', arch='tiny', max_landmarks=256),
     'NaLaFormer': dict(type='NaLaFormer', arch='tiny'),

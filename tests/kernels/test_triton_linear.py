@@ -2,7 +2,7 @@
 run by Triton's interpreter on the CPU: against a dense N x M reference in float64, at the
 inputs' rounding in float32 and float16, and chosen by the policy only where they may run.
 
-The GPU itself (compilation, speed, bfloat16) is checked by tools/misc/gpu_checks.sh:
+The GPU itself (compilation, speed, bfloat16) is checked by dev/gpu_checks.sh:
 Triton's interpreter multiplies bfloat16 tiles as the integers of their bit patterns
 (2.7e10 off for a 16 x 16 product), so bfloat16 is not checked here."""
 import pytest

@@ -1,4 +1,4 @@
-"""tools/misc/check_amp_gpu.py, bench_token_sums.py, bench_triton_core.py, ab_device_paths.py
+"""dev/check_amp_gpu.py, bench_token_sums.py, bench_triton_core.py, ab_device_paths.py
 and gpu_checks.sh, the GPU checks, kept runnable where CI has no GPU: the parity check (0),
 the token-sum timing, the Triton core's timing (in Triton's interpreter) and the on / off
 timing of the off-CPU paths with the CPU standing in for the GPU, and their answer without a
@@ -15,12 +15,12 @@ import torch
 from repo_paths import ROOT
 from tool_runs import tool as tool_process, tool_module
 
-SCRIPT = osp.join(ROOT, 'tools', 'misc', 'check_amp_gpu.py')
+SCRIPT = osp.join(ROOT, 'dev', 'check_amp_gpu.py')
 
 
 def _tool(name: str):
-    """``tools/misc/<name>.py`` as a module."""
-    return tool_module(f'tools/misc/{name}.py')
+    """``dev/<name>.py`` as a module."""
+    return tool_module(f'dev/{name}.py')
 
 
 def _script():
@@ -78,7 +78,7 @@ def test_without_a_gpu_it_says_so():
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason='about machines without a GPU')
 def test_gpu_checks_script_without_a_gpu_says_so(tmp_path):
-    proc = subprocess.run(['bash', osp.join(ROOT, 'tools', 'misc', 'gpu_checks.sh'),
+    proc = subprocess.run(['bash', osp.join(ROOT, 'dev', 'gpu_checks.sh'),
                            str(tmp_path / 'out')], cwd=ROOT, capture_output=True, text=True,
                           env={**os.environ, 'PYTHON': sys.executable})
     assert proc.returncode == 2 and 'needs a CUDA GPU' in proc.stderr, proc.stderr
@@ -88,7 +88,7 @@ def test_gpu_checks_script_runs_its_checks_in_order_and_skips_a_zero_limit(tmp_p
     """With an interpreter that claims a GPU and records its arguments: the checks run in
     their order with their logs in OUT_DIR, the benchmarks with mmdet's peers where mmdet
     imports, and a time limit of 0 skips a check.  Without mmdet, the wheels of
-    tools/misc/device_wheels.sh are installed into a site folder first, with the stand-in
+    dev/device_wheels.sh are installed into a site folder first, with the stand-in
     for mmcv's compiled ops, and that folder leads the checks' PYTHONPATH."""
     fake = tmp_path / 'python'
     calls, paths = tmp_path / 'calls.txt', tmp_path / 'paths.txt'
@@ -106,7 +106,7 @@ exit 0
     def run(**env):
         calls.write_text('')
         paths.write_text('')
-        proc = subprocess.run(['bash', osp.join(ROOT, 'tools', 'misc', 'gpu_checks.sh'),
+        proc = subprocess.run(['bash', osp.join(ROOT, 'dev', 'gpu_checks.sh'),
                                str(out)], cwd=ROOT, capture_output=True, text=True,
                               env={**os.environ, 'PYTHON': str(fake), **env})
         assert proc.returncode == 0, proc.stderr
@@ -114,11 +114,11 @@ exit 0
         return proc.stdout, [c for c in lines if not c.startswith('-c ')], lines, \
             paths.read_text().splitlines()
     stdout, ran, _, _ = run()
-    assert [c.split()[0] for c in ran] == ['tools/misc/bench_token_sums.py',
-                                          'tools/misc/bench_triton_core.py',
-                                          'tools/misc/check_amp_gpu.py',
+    assert [c.split()[0] for c in ran] == ['dev/bench_token_sums.py',
+                                          'dev/bench_triton_core.py',
+                                          'dev/check_amp_gpu.py',
                                           *['tools/analysis_tools/benchmark.py'] * 5,
-                                          'tools/misc/check_amp_gpu.py'], ran
+                                          'dev/check_amp_gpu.py'], ran
     assert '--no-parity' in ran[2] and '--parity-only' in ran[8], ran
     assert '--profile' in ran[3], ran
     for i, dtype in ((4, 'float16'), (6, 'bfloat16')):  # a detector's, a segmentor's size
@@ -142,14 +142,14 @@ exit 0
     assert len(install) == 1 and f'--target {site}' in install[0], ran
     assert str(wheels / 'mmengine-0-py3-none-any.whl') in install[0]
     assert (site / 'mmcv' / '_ext.py').read_text() == open(
-        osp.join(ROOT, 'tools', 'misc', 'mmcv_ext_stub.py')).read()
+        osp.join(ROOT, 'dev', 'mmcv_ext_stub.py')).read()
     checks = [p for c, p in zip(lines, pythonpaths) if c.startswith('tools/')]
     assert checks and all(p.split(':')[:2] == [str(site), ROOT] for p in checks), checks
     assert not any('Swin-T' in c for c in ran), ran      # no mmdet: no peers
 
 
 def test_mmcv_ext_stub_lets_ops_load_and_names_a_missing_op():
-    """tools/misc/mmcv_ext_stub.py: mmcv's loader finds every op it asks for (its
+    """dev/mmcv_ext_stub.py: mmcv's loader finds every op it asks for (its
     ``hasattr`` check passes), and calling one names it and the missing build."""
     stub = _tool('mmcv_ext_stub')
     assert hasattr(stub, 'roi_align_forward') and not hasattr(stub, '__wrapped__')
