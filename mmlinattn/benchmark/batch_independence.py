@@ -2,7 +2,7 @@
 pads a batch to its largest image): a real mmdet RetinaNet per family runs ``test_step`` on
 the image alone and batched, and the differences inside the image's valid region are
 measured (``tools/analysis_tools/measure_batch_independence.py`` prints them per family,
-``docs/batch_independence.md`` explains them).  Imports mmdet when used.
+``docs/advanced/batch_independence.md`` explains them).  Imports mmdet when used.
 """
 import copy
 import math

@@ -2,7 +2,7 @@
 
 H and W are exported as symbolic dimensions, so the graph runs at sizes it never saw;
 the batch size stays the one of the example input (the token grid of a padded batch is
-resolved from Python sizes, see docs/deployment.md).
+resolved from Python sizes, see docs/user_guides/deployment.md).
 """
 import os
 import re

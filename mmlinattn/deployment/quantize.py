@@ -8,7 +8,7 @@ pipeline and preprocessor.  Only the matrix products with a weight are quantized
 runs in float32: the products of two activations (the attention cores, SOFT++'s landmark
 kernel and its Newton-Schulz iteration, whose error would compound over 20 steps), the
 feature maps, the normalisers' sums and divisions, and the norms.  Measured with that rule,
-every family's RetinaNet keeps its float32 bbox mAP within 0.003 (docs/deployment.md), so
+every family's RetinaNet keeps its float32 bbox mAP within 0.003 (docs/user_guides/deployment.md), so
 :data:`KEEP_FLOAT` (node names kept in float on top, per family) is empty.
 """
 import re
@@ -63,7 +63,7 @@ def quantize_static(fp32_path: str, out_path: str, inputs, input_name: str = 'in
     convolutions too.  Returns counts of the quantized and float nodes.
 
     ``float_depthwise`` is a choice per runtime: OpenVINO ran NaLaFormer's depthwise
-    convolutions slower in int8 than in float32, ONNX Runtime faster (docs/deployment.md)."""
+    convolutions slower in int8 than in float32, ONNX Runtime faster (docs/user_guides/deployment.md)."""
     try:
         import onnx
         from onnxruntime import quantization as q

@@ -7,7 +7,7 @@ cannot serve every size (e.g. a peer that branches on the input size) is exporte
 (``export: fixed``).  ``torch.compile`` compiles ours with ``dynamic=True`` (one graph for
 every size, as they promise) and the models named in ``static_compile`` (the peers) per size
 (``dynamic=False``, ``export: fixed``): mmdet's Swin-T compiles far faster per size than
-with ``dynamic=True`` (docs/deployment.md).  The timed
+with ``dynamic=True`` (docs/user_guides/deployment.md).  The timed
 forwards of all (model, runtime) pairs of a size are interleaved round by round in a
 shuffled order, so that a drifting machine speed falls on all of them alike; each pair gets
 one untimed warm-up forward first.

@@ -37,7 +37,7 @@ def load_runtime(path: str, runtime: str = 'onnxruntime', threads: Optional[int]
 
     ``static_shapes`` (OpenVINO only): compile the graph once per distinct set of input
     shapes, with its symbolic dimensions fixed to them (the last :data:`STATIC_SHAPES_KEPT`
-    kept).  OpenVINO picks faster kernels for static shapes (docs/deployment.md) at a
+    kept).  OpenVINO picks faster kernels for static shapes (docs/user_guides/deployment.md) at a
     compile per new shape: for inputs of few sizes (a benchmark, a fixed-size service), not
     for RoI graphs whose RoI count changes every image.  ONNX Runtime gained nothing from
     fixed dimensions in the same measurement, so it takes no such option.
@@ -45,7 +45,7 @@ def load_runtime(path: str, runtime: str = 'onnxruntime', threads: Optional[int]
     ``precision`` (OpenVINO only, :data:`PRECISIONS`): ``'bf16'`` lets OpenVINO run the
     graph in bfloat16 (its tensors rounded to 8 bits of mantissa), on CPUs with bf16
     instructions only (elsewhere OpenVINO would quietly run f32, so this refuses);
-    docs/deployment.md has its speed and metric.
+    docs/user_guides/deployment.md has its speed and metric.
     """
     if precision not in PRECISIONS:
         raise ValueError(f'unknown precision {precision!r}; choose one of {PRECISIONS}')

@@ -1,4 +1,4 @@
-"""Batch-independent predictions in OpenMMLab runners (``docs/batch_independence.md``).
+"""Batch-independent predictions in OpenMMLab runners (``docs/advanced/batch_independence.md``).
 
 The hand-off from mmengine's data preprocessor to an mmlinattn backbone: a forward hook on the
 preprocessor reads ``img_shape`` from each data sample and records the sizes on the batch

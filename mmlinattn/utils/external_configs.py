@@ -7,7 +7,7 @@ metafile that index lists (about a hundred YAML files for mmdet or mmseg), and o
 finding no ``_base_/...`` file there, takes the path as it is.  Before that it asks whether
 the package is installed, reloading ``pkg_resources`` to do so.  It does both again for every
 external base of every config it parses: they were two thirds of the time it took to parse
-one of our configs (``docs/usage.md``, "Start-up").
+one of our configs (``docs/user_guides/configs.md``, "Start-up").
 
 :func:`cache_external_config_index` makes mmengine read each of those index files once per
 process, and remember that a package is installed once it has found it: its own lookup runs

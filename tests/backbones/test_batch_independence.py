@@ -1,4 +1,4 @@
-"""Batch-independent predictions (``docs/batch_independence.md``).
+"""Batch-independent predictions (``docs/advanced/batch_independence.md``).
 
 mmdet / mmseg pad a batch to its largest image.  With the image's valid size (``valid_hw``,
 or ``img_shape`` attached by the data preprocessor hook), every family's features inside the
@@ -92,7 +92,7 @@ def test_mmdet_retinanet_alone_vs_batched(family):
     """A real mmdet RetinaNet (random init, fixed seed, score_thr=0) with the family's tiny
     backbone: DetDataPreprocessor -> enable_valid_region -> backbone.  Backbone maps match to
     float32 round-off; head logits match away from the bottom / right edge, where mmdet's
-    FPN and head convolutions themselves see the padding (docs/batch_independence.md)."""
+    FPN and head convolutions themselves see the padding (docs/advanced/batch_independence.md)."""
     from mmlinattn.benchmark.batch_independence import build_detector, detector_cfg, measure
 
     from archs import TINY

@@ -42,7 +42,7 @@ ALL_MODELS = [(fam, name) for fam, names in FAMILY_MODELS.items() for name in na
 
 # Parameters (M, 1000-class head included) in the papers' ImageNet tables for the archs we
 # claim to reproduce (SOFT Table 1/3, NaLaFormer Table 1).  SOFT-Tiny and NaLaFormer-T are
-# left out: their printed counts are not reproducible (docs/pretraining.md).
+# left out: their printed counts are not reproducible (docs/user_guides/weights.md).
 PAPER_PARAMS_M = {'soft_small': 27, 'soft_medium': 48, 'soft_large': 85,
                   'nalaformer_small': 26, 'nalaformer_base': 52, 'nalaformer_large': 95}
 

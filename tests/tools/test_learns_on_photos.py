@@ -12,11 +12,11 @@ initialisation, before the first iteration (``--val-before-train``):
 - Mask R-CNN (LDN) on the nut photos' instance masks, boxes and masks.
 
 A stem that does not learn from scratch in a short schedule (InfViT's and LDN's patchify
-stems: 0.004-0.008 bbox mAP where the others reach 0.22-0.27, docs/photos.md) fails here.
+stems: 0.004-0.008 bbox mAP where the others reach 0.22-0.27, docs/user_guides/photos.md) fails here.
 The demo's end (demo/image_demo.py on a held-out photo) is checked with the SOFT++
 detector and the LDN segmentor; three trained models (InfViT RetinaNet, LDN Semantic FPN,
 Mask R-CNN) are converted by mmdeploy (configs/deploy/, ONNX Runtime, dynamic
-sizes) and evaluated through it: the metric equals the eager one (docs/deployment.md).
+sizes) and evaluated through it: the metric equals the eager one (docs/user_guides/deployment.md).
 """
 import os
 import os.path as osp
@@ -135,7 +135,7 @@ SEG = {'train_cfg.max_iters': 60, 'train_cfg.val_interval': 60,
 
 # Resolution transfer: the same held-out photos whole at twice the scale (768 x 576); the
 # metric is taken on the original label maps either way.  SOFT++ with the training crops'
-# landmark count (25), as docs/photos.md recommends for crops-to-whole transfer.
+# landmark count (25), as docs/user_guides/photos.md recommends for crops-to-whole transfer.
 TWICE = {'test_dataloader.dataset.pipeline.1.scale': '(768,576)'}
 TWICE_SOFT = dict(TWICE, **{'model.backbone.max_landmarks': 25})
 

@@ -9,7 +9,7 @@ For every family a real mmdet RetinaNet (the family's ``retinanet_*`` config, ra
 a fixed seed, ``score_thr=0``) runs ``test_step`` on one image alone and on the same image
 batched with a larger one (mmdet pads to the largest image, then to a multiple of 32), once
 without and once with the valid-region masking of ``mmlinattn.ValidRegionHook``
-(``docs/batch_independence.md``).  mmdet's own ResNet-18 in the same detector is the
+(``docs/advanced/batch_independence.md``).  mmdet's own ResNet-18 in the same detector is the
 reference for what a convolutional backbone gives.  Reported per run (image 0 only):
 
 * ``backbone``: max |difference| of the backbone maps inside the image's valid region,

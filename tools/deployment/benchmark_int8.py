@@ -18,7 +18,7 @@ peer whose forward fixes its size (Swin-T) is exported and calibrated per size (
 calibration at 2048² keeps every intermediate tensor of a forward, beyond 24 GiB: skipped
 above ``--peer-max-size``).  Calibration uses random normal inputs, which is enough for the
 latency: the metric drop is measured on real images with tools/deployment/quantize_onnx.py
-and tools/test.py (docs/deployment.md).
+and tools/test.py (docs/user_guides/deployment.md).
 """
 import argparse
 import json

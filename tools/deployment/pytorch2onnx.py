@@ -12,7 +12,7 @@ scores then box deltas, or a segmentor's logits at the decoder's stride.  A two-
 detector (Faster / Mask R-CNN) is written as ``OUT`` (image -> FPN features, RPN scores and
 deltas) and its RoI stages beside it, ``OUT`` with ``.bbox.onnx`` and ``.mask.onnx``
 ((features, RoIs) -> head tensors).  Box decoding, NMS and resizing to the image stay in
-Python (docs/deployment.md).  ``--dynamic``
+Python (docs/user_guides/deployment.md).  ``--dynamic``
 exports H and W as symbolic sizes (the batch size stays the one of ``--shape``'s example,
 1); without it the graph only runs at ``--shape``.  Without CHECKPOINT the weights are the
 config's random initialisation (enough to check export and parity).
