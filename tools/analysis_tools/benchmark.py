@@ -4,8 +4,8 @@ across input sizes, each case in its own process with a memory cap and a time li
 
 Examples::
 
-    .venv/bin/python tools/analysis_tools/benchmark.py --quick --json out.json
-    .venv/bin/python tools/analysis_tools/benchmark.py \\
+    python tools/analysis_tools/benchmark.py --quick --json out.json
+    python tools/analysis_tools/benchmark.py \\
         --models SOFT:small:max_landmarks=49 Swin-T \\
         --sizes 512 1024 2048 --json cpu.json --csv cpu.csv --plot cpu.png
     python tools/analysis_tools/benchmark.py --device cuda --dtype float16 \\
