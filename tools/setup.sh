@@ -52,7 +52,7 @@ quiet() { "$@" 2>&1 | { grep -v "^WARNING: Location '.*' is ignored" || true; };
 pipi() { quiet "$PY" -m pip install --disable-pip-version-check -q -c "$CONSTRAINTS" "$@"; }
 
 STEP="check system tools"
-command -v python3 >/dev/null || fail "python3 not found; install Python 3.10-3.12"
+command -v python3 >/dev/null || fail "python3 not found; install Python 3.9-3.12 (3.11 is the verified one)"
 python3 -c 'import sys; assert (3, 9) <= sys.version_info[:2] <= (3, 12), sys.version' \
   || fail "Python 3.9-3.12 is required (found $(python3 --version))"
 if ! command -v g++ >/dev/null; then
