@@ -1,86 +1,177 @@
-"""The model-zoo page (``docs/model_zoo.md``): one row per config with the paper's numbers
-and the measured params / FLOPs (:mod:`.model_flops`) at the standard input.  Measurements
-are cached keyed by :func:`model_key`, so configs with equal models share one."""
+"""The model zoo in the OpenMMLab form: one page and one ``metafile.yml`` per backbone family
+under ``docs/model_zoo/``, an overview page, and the root ``model-index.yml`` that imports the
+metafiles (the layout of mmdet's ``configs/<method>/README.md`` + ``metafile.yml``).
+
+Every number comes from a record: params and FLOPs per config from ``records/model_zoo.json``
+(:mod:`.model_flops` at the dataset's standard input, cached by :func:`model_key` so configs
+with equal models share one measurement), the backbone's CPU latency against mmdet's Swin-T
+from a ``benchmark.py`` record (:data:`LATENCY_RECORD`), and the accuracy from the papers
+(:data:`PAPER`, marked as the paper's: nothing here is trained)."""
 import hashlib
 import json
-from typing import Dict, List, Optional
+import os.path as osp
+import re
+from typing import Dict, List, Optional, Tuple
 
-__all__ = ['PAPER', 'SECTIONS', 'model_key', 'render', 'param_gaps']
+import yaml
 
-# The papers' reported numbers: (metric, params in M, FLOPs in G, source).  Only what the
-# papers print; a config that is not here shows "not reported".
-_S4 = 'SOFT++ Tab. 4'
-_S5 = 'SOFT++ Tab. 5'
-_S7 = 'SOFT++ Tab. 7'
-_N2 = 'NaLaFormer Tab. 2'
-_N3 = 'NaLaFormer Tab. 3'
+__all__ = ['PAPER', 'FAMILIES', 'SECTIONS', 'LATENCY_RECORD', 'ZOO_RECORD', 'model_key',
+           'family_of', 'bench_label', 'load_latency', 'render_family', 'render_metafile',
+           'render_overview', 'render_model_index', 'render_all', 'param_gaps', 'config_row',
+           'train_meta']
+
+ZOO_RECORD = 'records/model_zoo.json'
+LATENCY_RECORD = 'records/benchmark_zoo_1024_zen4.json'
+LATENCY_MACHINE = 'AMD EPYC, AVX-512, family 25 model 17 (Zen 4), 2 cores'
+LATENCY_SIZES = ('512x512', '1024x1024')
+PEERS = ('Swin-T', 'ResNet-50')
+
+# The papers' reported numbers for the exact setting of a config: (metrics, params in M,
+# FLOPs in G, source).  Only what the papers print; a config that is not here has none.
+_S4 = 'SOFT++ paper, Table 4'
+_S5 = 'SOFT++ paper, Table 5'
+_S7 = 'SOFT++ paper, Table 7'
+_N2 = 'NaLaFormer paper, Table 2'
+_N3 = 'NaLaFormer paper, Table 3'
 PAPER: Dict[str, tuple] = {
-    'retinanet_soft_tiny_1x': ('AP 41.9', 23, None, _S4),
-    'retinanet_soft_small_1x': ('AP 43.7', 38, None, _S4),
-    'retinanet_soft_medium_1x': ('AP 44.3', 59, None, _S4),
-    'retinanet_soft_large_1x': ('AP 47.0', 98, None, _S4),
-    'maskrcnn_soft_tiny_1x': ('AP 41.2 / 38.2', 32, None, _S5),
-    'maskrcnn_soft_small_1x': ('AP 43.8 / 40.1', 48, None, _S5),
-    'maskrcnn_soft_medium_1x': ('AP 46.6 / 42.0', 69, None, _S5),
-    'maskrcnn_soft_large_1x': ('AP 47.0 / 42.2', 106, None, _S5),
-    'upernet_soft_small_ade20k_160k': ('mIoU 46.5', 60, 237, _S7),
-    'upernet_soft_medium_ade20k_160k': ('mIoU 48.9', 81, 260, _S7),
-    'upernet_soft_large_ade20k_160k': ('mIoU 49.2', 121, 301, _S7),
-    'upernet_soft_small_cityscapes_40k': ('mIoU 81.2', 60, 545, _S7),
-    'upernet_soft_medium_cityscapes_40k': ('mIoU 82.0', 81, 607, _S7),
-    'upernet_soft_large_cityscapes_40k': ('mIoU 82.6', 121, 899, _S7),
-    'retinanet_nalaformer_tiny_1x': ('AP 46.2', None, None, _N2),
-    'retinanet_nalaformer_small_1x': ('AP 47.2', None, None, _N2),
-    'maskrcnn_nalaformer_tiny_1x': ('AP 47.6 / 43.0', None, None, _N2),
-    'maskrcnn_nalaformer_small_1x': ('AP 49.5 / 44.2', None, None, _N2),
-    'maskrcnn_nalaformer_tiny_3x': ('AP 46.7 / 42.0', None, None, _N3),
-    'maskrcnn_nalaformer_small_3x': ('AP 49.7 / 44.3', None, None, _N3),
-    'semfpn_nalaformer_tiny_ade20k_40k': ('mIoU 45.4', None, None, _N3),
-    'semfpn_nalaformer_small_ade20k_40k': ('mIoU 48.0', None, None, _N3),
-    'upernet_nalaformer_tiny_ade20k_160k': ('mIoU 46.9', None, None, _N3),
-    'upernet_nalaformer_small_ade20k_160k': ('mIoU 48.5', None, None, _N3),
+    'retinanet_soft_tiny_1x': ({'box AP': 41.9}, 23, None, _S4),
+    'retinanet_soft_small_1x': ({'box AP': 43.7}, 38, None, _S4),
+    'retinanet_soft_medium_1x': ({'box AP': 44.3}, 59, None, _S4),
+    'retinanet_soft_large_1x': ({'box AP': 47.0}, 98, None, _S4),
+    'maskrcnn_soft_tiny_1x': ({'box AP': 41.2, 'mask AP': 38.2}, 32, None, _S5),
+    'maskrcnn_soft_small_1x': ({'box AP': 43.8, 'mask AP': 40.1}, 48, None, _S5),
+    'maskrcnn_soft_medium_1x': ({'box AP': 46.6, 'mask AP': 42.0}, 69, None, _S5),
+    'maskrcnn_soft_large_1x': ({'box AP': 47.0, 'mask AP': 42.2}, 106, None, _S5),
+    'upernet_soft_small_ade20k_160k': ({'mIoU': 46.5}, 60, 237, _S7),
+    'upernet_soft_medium_ade20k_160k': ({'mIoU': 48.9}, 81, 260, _S7),
+    'upernet_soft_large_ade20k_160k': ({'mIoU': 49.2}, 121, 301, _S7),
+    'upernet_soft_small_cityscapes_40k': ({'mIoU': 81.2}, 60, 545, _S7),
+    'upernet_soft_medium_cityscapes_40k': ({'mIoU': 82.0}, 81, 607, _S7),
+    'upernet_soft_large_cityscapes_40k': ({'mIoU': 82.6}, 121, 899, _S7),
+    'retinanet_nalaformer_tiny_1x': ({'box AP': 46.2}, None, None, _N2),
+    'retinanet_nalaformer_small_1x': ({'box AP': 47.2}, None, None, _N2),
+    'maskrcnn_nalaformer_tiny_1x': ({'box AP': 47.6, 'mask AP': 43.0}, None, None, _N2),
+    'maskrcnn_nalaformer_small_1x': ({'box AP': 49.5, 'mask AP': 44.2}, None, None, _N2),
+    'maskrcnn_nalaformer_tiny_3x': ({'box AP': 46.7, 'mask AP': 42.0}, None, None, _N3),
+    'maskrcnn_nalaformer_small_3x': ({'box AP': 49.7, 'mask AP': 44.3}, None, None, _N3),
+    'semfpn_nalaformer_tiny_ade20k_40k': ({'mIoU': 45.4}, None, None, _N3),
+    'semfpn_nalaformer_small_ade20k_40k': ({'mIoU': 48.0}, None, None, _N3),
+    'upernet_nalaformer_tiny_ade20k_160k': ({'mIoU': 46.9}, None, None, _N3),
+    'upernet_nalaformer_small_ade20k_160k': ({'mIoU': 48.5}, None, None, _N3),
 }
-SECTIONS = [('COCO detection and instance segmentation (input 800x1280)', 'CocoDataset'),
-            ('ADE20K semantic segmentation (input 512x512)', 'ADE20KDataset'),
-            ('Cityscapes semantic segmentation (input 1024x2048)', 'CityscapesDataset')]
 
-INTRO = """# Model zoo
+# One collection per backbone family.  ``weights``: what ImageNet weights exist (the configs
+# train from scratch either way; no detection or segmentation checkpoint exists).
+FAMILIES: Dict[str, dict] = {
+    'soft': dict(
+        collection='SOFT++', title='SOFT++: Softmax-free Linear Transformers',
+        paper='Softmax-free Linear Transformers', url='https://arxiv.org/abs/2207.03341',
+        venue='IJCV 2024; SOFT: NeurIPS 2021',
+        code='mmlinattn/models/backbones/soft.py', backbone='mmlinattn.SOFT',
+        architecture=['SOFT attention (Gaussian kernel, Nystrom landmarks)',
+                      'Newton-Schulz pseudo-inverse', 'Symmetric normalisation'],
+        summary=(
+            'A Gaussian-kernel self-attention approximated through m landmarks '
+            '(Nystrom, Eq. 9), its pseudo-inverse by Newton-Schulz iterations (Eq. 10) and '
+            'the symmetric normalisation of SOFT++ (Eq. 17), in a four-stage pyramid '
+            '(Table 1: archs `tiny`, `small`, `medium`, `large`).'),
+        weights=(
+            "the authors' ImageNet files are for their SOFT-Norm and plain SOFT models "
+            '(archs `tiny-norm` ... `huge-norm`), not for the SOFT++ archs of these configs; '
+            'the converter reads them (see [weights](../../user_guides/weights.md)).'),
+        bibtex="""@article{lu2024soft,
+  title   = {Softmax-free Linear Transformers},
+  author  = {Lu, Jiachen and Zhang, Junge and Zhu, Xiatian and Feng, Jianfeng and
+             Xiang, Tao and Zhang, Li},
+  journal = {International Journal of Computer Vision},
+  year    = {2024},
+  eprint  = {2207.03341},
+  archivePrefix = {arXiv}
+}"""),
+    'nalaformer': dict(
+        collection='NaLaFormer',
+        title='NaLaFormer: Norm-Aware Linear Attention for Transformer Models',
+        paper='NaLaFormer: Norm-Aware Linear Attention for Transformer Models',
+        url='https://arxiv.org/abs/2506.21137', venue='arXiv 2025',
+        code='mmlinattn/models/backbones/nalaformer.py', backbone='mmlinattn.NaLaFormer',
+        architecture=['Norm-aware linear attention', 'Query-norm power kernel',
+                      'Depthwise-conv position encoding'],
+        summary=(
+            'Linear attention that splits queries and keys into norm and direction: the '
+            'query norm sets the spikiness of the kernel (Eq. 10-11) and a cosine / sine '
+            'feature map keeps the sign of the inner products (Eq. 16), in a four-stage '
+            'pyramid (archs `tiny`, `small`, `base`).'),
+        weights=(
+            "the authors' ImageNet files `NALAFORMER_{T,S,B,L}` load with the converter "
+            "under their code's attention (`attn_types='official'`, "
+            "`kernel='relu_split_rope'`), not the paper's kernel these configs use "
+            '(see [weights](../../user_guides/weights.md)).'),
+        bibtex="""@article{meng2025nalaformer,
+  title   = {{NaLaFormer}: Norm-Aware Linear Attention for Transformer Models},
+  author  = {Meng, Weikang and Luo, Yadan and Huo, Liangyu and Wang, Yaowei and
+             Li, Xin and Zhang, Zheng},
+  journal = {arXiv preprint arXiv:2506.21137},
+  year    = {2025}
+}"""),
+    'infvit': dict(
+        collection='InfViT', title='InfViT: Infinite Self-Attention',
+        paper='Infinite Self-Attention', url='https://arxiv.org/abs/2603.00175',
+        venue='arXiv 2026', code='mmlinattn/models/backbones/infvit.py',
+        backbone='mmlinattn.InfViT, mmlinattn.InfViTPlain',
+        architecture=['Linear-InfSA (principal-eigenvector token weights)',
+                      'Neumann-series attention'],
+        summary=(
+            'Self-attention as a discounted Neumann series over attention matrices; its '
+            'linear form, Linear-InfSA, weights the tokens by the principal eigenvector of '
+            'the implicit attention operator (Eq. 20).  A four-stage pyramid (`InfViT`, '
+            'archs `tiny`, `small`) and the paper\'s isotropic 4-layer ViT (`InfViTPlain`, '
+            'arch `l4`).'),
+        weights='none are released.',
+        bibtex="""@article{roffo2026infinite,
+  title   = {Infinite Self-Attention},
+  author  = {Roffo, Giorgio},
+  journal = {arXiv preprint arXiv:2603.00175},
+  year    = {2026}
+}"""),
+    'ldn': dict(
+        collection='LDN',
+        title='LDN: Linear Diffusion Networks',
+        paper='Linear Diffusion Networks: Harnessing Diffusion Processes for Global '
+              'Interactions',
+        url='https://arxiv.org/abs/2502.12381', venue='arXiv 2025',
+        code='mmlinattn/models/backbones/ldn.py', backbone='mmlinattn.LDN',
+        architecture=['Graph diffusion step', 'Local gated update',
+                      'Normalised linear attention'],
+        summary=(
+            'One explicit diffusion step over the tokens, a local update and a normalised '
+            'linear attention summed in one residual step (Sec. 3.3).  The paper is about '
+            'sequences; the four-stage pyramid (archs `tiny`, `small`) is this '
+            'project\'s.'),
+        weights='none are released.',
+        bibtex="""@article{feinashley2025ldn,
+  title   = {Linear Diffusion Networks: Harnessing Diffusion Processes for Global
+             Interactions},
+  author  = {Fein-Ashley, Jacob},
+  journal = {arXiv preprint arXiv:2502.12381},
+  year    = {2025}
+}"""),
+}
+# config name part -> family page (the plain InfViT lives on InfViT's page)
+_FAMILY_OF = {'soft': 'soft', 'nalaformer': 'nalaformer', 'infvit': 'infvit',
+              'infvitplain': 'infvit', 'ldn': 'ldn'}
 
-One row per config in `configs/`.  **Paper** columns are what the source paper prints for
-that exact setting (or "not reported"; the metric is box AP / mask AP on COCO val2017 or
-single-scale mIoU).  **Ours** columns are measured on this code with
-`tools/analysis_tools/get_flops.py` at the standard input of the dataset (COCO 800x1280,
-ADE20K 512x512, Cityscapes 1024x2048, batch 1) and regenerated by
-`python tools/analysis_tools/model_zoo.py`.  There are no trained checkpoints yet, so no
-measured accuracy.
-
-* Params count every parameter of the detector / segmentor (backbone + neck + heads, the
-  auxiliary head included).  "Backbone" is the backbone's share.
-* FLOPs are multiply-accumulates (GMACs, what the papers call FLOPs): the
-  `torch.utils.flop_counter.FlopCounterMode` count / 2 of the inference forward (backbone,
-  neck, decode or bbox head; RPN and RoI heads on 1000 proposals for Mask R-CNN; no
-  auxiliary head, no NMS).  Only matmuls, einsums and convolutions are counted.
-* SOFT++ with the paper's landmark rule keeps m = (H/32)(W/32) landmarks in every stage, and
-  its 20 Newton-Schulz iterations on m x m matrices (Eq. 10) cost 2 x 20 x m^3 MACs per head
-  and block: negligible at 224^2 (m = 49) but dominant at detection and Cityscapes sizes
-  (m = 1000 at 800x1280, 2048 at 1024x2048).  The FLOPs cell shows that part separately and
-  the count without it; the latter is what matches the paper's ADE20K FLOPs, so the paper's
-  counts leave the iterations out.  `max_landmarks` caps m (see `mmlinattn.SOFT`).
-* "ours: params" shows the difference to the paper's count where the paper gives one.  The
-  SOFT++ paper does not say at which input size its Cityscapes FLOPs were counted.
-* NaLaFormer, InfViT and LDN report no dense-prediction params or FLOPs; InfViT and LDN
-  report no dense-prediction results at all (their configs use standard recipes).
-* A config whose model equals another's (same backbone and heads, other schedule) shares
-  its measurement.
-"""
-
-
-def _fmt_m(n: Optional[float]) -> str:
-    return 'not reported' if n is None else f'{n:g} M'
-
-
-def _fmt_g(n: Optional[float]) -> str:
-    return 'not reported' if n is None else f'{n:g} G'
+SECTIONS = [('COCO', 'CocoDataset', '800x1280'),
+            ('ADE20K', 'ADE20KDataset', '512x512'),
+            ('Cityscapes', 'CityscapesDataset', '1024x2048')]
+_TASKS = {'retinanet': [('Object Detection', 'box AP')],
+          'maskrcnn': [('Object Detection', 'box AP'), ('Instance Segmentation', 'mask AP')],
+          'semfpn': [('Semantic Segmentation', 'mIoU')],
+          'upernet': [('Semantic Segmentation', 'mIoU')]}
+_DETECTOR = {'retinanet': 'RetinaNet', 'maskrcnn': 'Mask R-CNN', 'semfpn': 'Semantic FPN',
+             'upernet': 'UperNet'}
+FAMILY_ORDER = ('soft', 'nalaformer', 'infvit', 'ldn', 'infvitplain')
+SIZE_ORDER = ('tiny', 'small', 'medium', 'base', 'large', 'l4')
+ALGO_ORDER = ('retinanet', 'maskrcnn', 'semfpn', 'upernet')
 
 
 def model_key(cfg, shape) -> str:
@@ -90,44 +181,333 @@ def model_key(cfg, shape) -> str:
     return hashlib.sha1(text.encode()).hexdigest()[:16]
 
 
-FAMILY_ORDER = ('soft', 'nalaformer', 'infvit', 'ldn', 'infvitplain')
-SIZE_ORDER = ('tiny', 'small', 'medium', 'base', 'large', 'l4')
+def family_of(name: str) -> str:
+    """The family page of a config (``retinanet_infvitplain_l4_1x`` -> ``infvit``)."""
+    part = name.split('_')[1]
+    if part not in _FAMILY_OF:
+        raise ValueError(f'{name}: unknown backbone family {part!r}; add it to FAMILIES')
+    return _FAMILY_OF[part]
+
+
+def bench_label(backbone: dict) -> Tuple[str, Optional[str]]:
+    """The ``benchmark.py`` model spec of a config's backbone, and a fallback spec to show
+    (with a note) where the exact one is too slow to time: SOFT++ with the paper's
+    Newton-Schulz pseudo-inverse is shown by its Cholesky twin (the same A^+)."""
+    name = backbone['type'].split('.')[-1]
+    label = f"{name}:{backbone['arch']}"
+    if name != 'SOFT':
+        return label, None
+    if backbone.get('max_landmarks') is not None:
+        label += f":max_landmarks={backbone['max_landmarks']}"
+    if backbone.get('pinv', 'newton') != 'newton':
+        return label + f":pinv={backbone['pinv']!r}", None
+    return label, label + ":pinv='cholesky'"
 
 
 def _sort_key(name: str) -> tuple:
     algo, family, size, *rest = name.split('_')
     rank = (lambda seq, x: seq.index(x) if x in seq else len(seq))
-    return (algo, rank(FAMILY_ORDER, family), rank(SIZE_ORDER, size), rest)
+    return (rank(ALGO_ORDER, algo), rank(FAMILY_ORDER, family), rank(SIZE_ORDER, size), rest)
 
 
-def render(rows: List[dict], cache: dict) -> str:
-    out = [INTRO]
-    for title, kind in SECTIONS:
-        sec = sorted((r for r in rows if r['dataset'] == kind),
-                     key=lambda r: _sort_key(r['name']))
-        if not sec:
+def load_latency(path: str) -> Dict[Tuple[str, str], dict]:
+    """(model spec, size) -> latency fields of a ``benchmark.py`` record (inference, ok),
+    with ``ratio`` to each peer timed in the same run: to Swin-T over the Swin-T steps of the
+    same rounds (its pair's where the run interleaved pairs), to another peer through their
+    two ratios to Swin-T."""
+    with open(path) as f:
+        rec = json.load(f)
+    out = {}
+    for r in rec['records']:
+        if r['mode'] == 'infer' and r['status'] == 'ok':
+            out[(r['label'], f"{r['height']}x{r['width']}")] = dict(r)
+    for (label, size), r in out.items():
+        swin = out.get(('Swin-T', size))
+        ref = r.get('paired_ref_latency_ms_median') or (swin or {}).get('latency_ms_median')
+        r['ratio'] = {'Swin-T': r['latency_ms_median'] / ref} if ref else {}
+    for (label, size), r in out.items():
+        for p in PEERS[1:]:
+            peer = out.get((p, size))
+            if peer and 'Swin-T' in peer['ratio'] and 'Swin-T' in r['ratio']:
+                r['ratio'][p] = r['ratio']['Swin-T'] / peer['ratio']['Swin-T']
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# cells
+
+def _g(flops: float) -> str:
+    return f'{flops / 2e9:.1f}'
+
+
+def _params_cell(name: str, m: dict) -> str:
+    paper = PAPER.get(name, (None, None))[1]
+    cell = f"{m['params'] / 1e6:.1f}"
+    return cell + (f' ({paper})' if paper else '')
+
+
+def _flops_cell(name: str, m: dict) -> str:
+    paper = PAPER.get(name, (None, None, None))[2]
+    newton = m.get('flops_newton', 0)
+    cell = _g(m['flops'] - newton) + (f' + {_g(newton)} NS' if newton else '')
+    return cell + (f' ({paper})' if paper else '')
+
+
+def _latency_cell(row: dict, lat: dict, size: str = '1024x1024') -> str:
+    spec = row['bench'] if (row['bench'], size) in lat else row['bench_fallback']
+    r = lat.get((spec, size)) if spec else None
+    if not r or 'Swin-T' not in r['ratio']:
+        return 'not measured'
+    return f"{r['ratio']['Swin-T']:.2f}" + ('' if spec == row['bench'] else ' †')
+
+
+def _metric_cells(name: str, metrics: List[str]) -> List[str]:
+    paper = PAPER.get(name)
+    return [f'{paper[0][k]:.1f}' if paper and k in paper[0] else '–' for k in metrics]
+
+
+def _schedule(row: dict) -> str:
+    return row.get('schedule') or row['name'].rsplit('_', 1)[1]
+
+
+# --------------------------------------------------------------------------------------
+# pages
+
+def _results_table(rows: List[dict], cache: dict, lat: dict, kind: str) -> List[str]:
+    metrics = ['box AP', 'mask AP'] if kind == 'CocoDataset' else ['mIoU']
+    if not any(r['name'] in PAPER for r in rows):  # the paper reports none of these
+        metrics = []
+    head = ('| config | model | backbone | schedule | params M | FLOPs G | '
+            + ''.join(f'{k} (paper) | ' for k in metrics)
+            + ('paper source | ' if metrics else '') + 'backbone latency / Swin-T |')
+    out = [head, '|' + '---|' * (7 + len(metrics) + bool(metrics))]
+    for r in sorted(rows, key=lambda r: _sort_key(r['name'])):
+        m = cache.get(r['key'], {})
+        if 'params' in m:
+            params, flops = _params_cell(r['name'], m), _flops_cell(r['name'], m)
+        else:
+            params, flops = m.get('error', 'not measured'), ''
+        src = PAPER[r['name']][3] if r['name'] in PAPER else '–'
+        paper = ''.join(c + ' | ' for c in _metric_cells(r['name'], metrics) + [src]
+                        ) if metrics else ''
+        out.append(f"| [{r['name']}](../../../configs/{r['name']}.py) | "
+                   f"{_DETECTOR[r['name'].split('_')[0]]} | {r['backbone']} | "
+                   f'{_schedule(r)} | {params} | {flops} | {paper}'
+                   f'{_latency_cell(r, lat)} |')
+    return out
+
+
+def _latency_table(rows: List[dict], lat: dict) -> List[str]:
+    specs = []
+    for r in sorted(rows, key=lambda r: _sort_key(r['name'])):
+        for s in (r['bench'], r['bench_fallback']):
+            if s and s not in specs:
+                specs.append(s)
+    # SOFT++ also with the landmark cap (linear in the pixels, not the paper's rule)
+    capped = [s.split(':pinv')[0] + ':max_landmarks=49' for s in specs if ':pinv=' in s]
+    specs += [s for s in capped if s not in specs]
+    out = ['| backbone (`benchmark.py` spec) | params M | ms 512² | ms 1024² | '
+           '/ Swin-T 512² | / Swin-T 1024² | / ResNet-50 1024² | peak MiB 1024² |',
+           '|---|---|---|---|---|---|---|---|']
+    for spec in [s for s in specs if any((s, z) in lat for z in LATENCY_SIZES)] + list(PEERS):
+        cells = [lat.get((spec, z)) for z in LATENCY_SIZES]
+        if not any(cells):
             continue
-        out += [f'\n## {title}\n',
-                '| config | backbone | paper: result | paper: params | paper: FLOPs | '
-                'ours: params | ours: FLOPs | ours: backbone params / FLOPs |',
-                '|---|---|---|---|---|---|---|---|']
-        for r in sec:
-            metric, p_params, p_flops, src = PAPER.get(r['name'], (None, None, None, None))
-            m = cache.get(r['key'], {})
-            if 'error' in m or not m:
-                ours = [m.get('error', 'not measured'), '', '']
-            else:
-                newton = m.get('flops_newton', 0) / 2e9
-                note = (f" (Newton-Schulz {newton:.1f} G; without it "
-                        f"{m['flops'] / 2e9 - newton:.1f} G)" if newton else '')
-                gap = (f" ({m['params'] / 1e6 / p_params - 1:+.1%})" if p_params else '')
-                ours = [f"{m['params'] / 1e6:.1f} M{gap}", f"{m['flops'] / 2e9:.1f} G{note}",
-                        f"{m['params_backbone'] / 1e6:.1f} M / {m['flops_backbone'] / 2e9:.1f} G"]
-            paper = (f'{metric} ({src})' if metric else 'not reported')
-            out.append(f"| [{r['name']}](../configs/{r['name']}.py) | {r['backbone']} | "
-                       f'{paper} | {_fmt_m(p_params)} | {_fmt_g(p_flops)} | '
-                       + ' | '.join(ours) + ' |')
-    return '\n'.join(out) + '\n'
+        ref = next(c for c in cells if c)
+        ms = [f"{c['latency_ms_median']:.0f}" if c else '–' for c in cells]
+        ratio = [f"{c['ratio'][p]:.2f}" if c and p in c['ratio'] else '–'
+                 for p, c in (('Swin-T', cells[0]), ('Swin-T', cells[1]),
+                              ('ResNet-50', cells[1]))]
+        mem = f"{cells[1]['peak_mem_mb']:.0f}" if cells[1] else '–'
+        out.append(f"| `{spec}` | {ref['params_m']:.1f} | " + ' | '.join(ms + ratio)
+                   + f' | {mem} |')
+    return out
+
+
+def render_family(family: str, rows: List[dict], cache: dict, lat: dict) -> str:
+    """``docs/model_zoo/<family>/README.md``."""
+    f = FAMILIES[family]
+    rows = [r for r in rows if r['family'] == family]
+    out = [f"# {f['title']}", '',
+           f"> [{f['paper']}]({f['url']}) ({f['venue']})", '',
+           f"{f['summary']}  Backbone: `{f['backbone']}` ([code](../../../{f['code']})); "
+           f'metafile: [metafile.yml](metafile.yml).', '',
+           '**No trained checkpoints.** Accuracy columns (where the paper reports any) are '
+           'what the paper reports for the '
+           'same detector, backbone and schedule, with an ImageNet-pretrained backbone (not '
+           'reproduced here; "–": the paper reports none). The configs start from random '
+           "weights unless you set the backbone's `init_cfg`. ImageNet weights: "
+           f"{f['weights']}", '',
+           '## Results and models']
+    for title, kind, shape in SECTIONS:
+        sec = [r for r in rows if r['dataset'] == kind]
+        if sec:
+            out += ['', f'### {title} (params and FLOPs at {shape}, batch 1)', '']
+            out += _results_table(sec, cache, lat, kind)
+    out += ['', '## Backbone latency on CPU', '',
+            f'Inference, float32, batch 1, {LATENCY_MACHINE}: in one run, each backbone '
+            "(and mmdet's ResNet-50) interleaved with mmdet's Swin-T, 3 rounds, medians; the "
+            'ratio to ResNet-50 divides the two ratios to Swin-T. Compare ratios: the '
+            'milliseconds move with the machine ([speed card](../../benchmarks.md)). Record: '
+            f'[`{LATENCY_RECORD}`](../../../{LATENCY_RECORD}).', '']
+    out += _latency_table(rows, lat)
+    out += ['', '## Notes', '',
+            '- params: the whole detector / segmentor (auxiliary head included), in the '
+            "parentheses the paper's count. FLOPs: multiply-accumulates (GMACs, what the "
+            'papers call FLOPs) of the inference forward at the size in the heading, '
+            "counted by `tools/analysis_tools/get_flops.py`; in the parentheses the paper's. "
+            f'Record: [`{ZOO_RECORD}`](../../../{ZOO_RECORD}); '
+            '`python tools/analysis_tools/model_zoo.py` regenerates these pages.',
+            '- backbone latency / Swin-T: the config\'s backbone at 1024², from the table '
+            'above (below 1: faster than Swin-T).']
+    if family == 'soft':
+        out += ['- NS: the 20 Newton-Schulz iterations of the pseudo-inverse (Eq. 10) on '
+                'm x m matrices, 2 x 20 x m³ MACs per head and block, shown apart. With the '
+                "paper's landmark rule m = (H/32)(W/32) per stage: negligible at 224² "
+                '(m = 49), dominant at detection and Cityscapes sizes (m = 1000 at 800x1280). '
+                "The paper's ADE20K FLOPs match the count without them. `pinv='cholesky'` "
+                'applies the same A⁺ by a Cholesky solve (m³/3 MACs); `max_landmarks=49` '
+                "pools the landmarks (linear cost, not the paper's rule).",
+                "- †: timed with `pinv='cholesky'`; the config's Newton-Schulz pseudo-inverse "
+                'is far slower at this size (the iterations above).',
+                '- The paper does not say at which input size its Cityscapes FLOPs were '
+                'counted.']
+    if family in ('infvit', 'ldn'):
+        out += ['- The paper reports no detection or segmentation results; the configs use '
+                'the standard recipes named in each config.']
+    if family == 'nalaformer':
+        out += ['- The paper reports no dense-prediction params or FLOPs.']
+    out += ['', '## Citation', '', '```bibtex', f['bibtex'], '```', '']
+    return '\n'.join(out)
+
+
+def render_metafile(family: str, rows: List[dict], cache: dict, lat: dict) -> str:
+    """``docs/model_zoo/<family>/metafile.yml`` in mmdet's schema (no ``Weights``: there
+    are no checkpoints)."""
+    f = FAMILIES[family]
+    coll = dict(Name=f['collection'],
+                Metadata=dict(Architecture=f['architecture']),
+                Paper=dict(URL=f['url'], Title=f['paper']),
+                README=f'docs/model_zoo/{family}/README.md',
+                Code=dict(URL=f['code'], Version='v0.1.0'))
+    models = []
+    for r in sorted((r for r in rows if r['family'] == family),
+                    key=lambda r: _sort_key(r['name'])):
+        m = cache.get(r['key'], {})
+        meta = {'Training Data': r['dataset_name']}
+        meta.update(r['train_meta'])
+        if 'params' in m:
+            meta.update({'Parameters': m['params'], 'FLOPs': int(m['flops'] // 2),
+                         'FLOPs input': r['shape'], 'Backbone Parameters': m['params_backbone'],
+                         'Backbone FLOPs': int(m['flops_backbone'] // 2)})
+            if m.get('flops_newton'):
+                meta['Newton-Schulz FLOPs'] = int(m['flops_newton'] // 2)
+        meta['Backbone'] = r['backbone']
+        spec = r['bench'] if (r['bench'], '1024x1024') in lat else r['bench_fallback']
+        t = lat.get((spec, '1024x1024')) if spec else None
+        if t:
+            meta['inference time (ms/im)'] = [{
+                'value': round(t['latency_ms_median'], 1), 'hardware': LATENCY_MACHINE,
+                'backend': 'PyTorch', 'batch size': 1, 'mode': 'FP32',
+                'resolution': '(1024, 1024)', 'part': 'backbone', 'measured as': spec,
+                'ratio to Swin-T': round(t['ratio']['Swin-T'], 2),
+                'record': LATENCY_RECORD}]
+        entry = {'Name': r['name'], 'In Collection': f['collection'],
+                 'Config': f"configs/{r['name']}.py", 'Metadata': meta}
+        if r['name'] in PAPER:
+            metrics, _, _, src = PAPER[r['name']]
+            entry['Results'] = [
+                {'Task': task, 'Dataset': r['dataset_name'], 'Metrics': {k: metrics[k]},
+                 'Source': f'paper ({src}), not reproduced here'}
+                for task, k in _TASKS[r['name'].split('_')[0]] if k in metrics]
+        models.append(entry)
+    head = (f'# {f["collection"]}: generated by tools/analysis_tools/model_zoo.py from '
+            f'{ZOO_RECORD} and {LATENCY_RECORD}.\n'
+            '# No trained checkpoints exist, so no model has Weights; every Results entry is '
+            "the paper's number (Source).\n")
+    return head + yaml.safe_dump(dict(Collections=[coll], Models=models), sort_keys=False,
+                                 allow_unicode=True, width=100)
+
+
+def render_model_index() -> str:
+    return 'Import:\n' + ''.join(f'  - docs/model_zoo/{k}/metafile.yml\n' for k in FAMILIES)
+
+
+def render_overview(rows: List[dict], lat: dict) -> str:
+    """``docs/model_zoo/README.md``."""
+    out = ['# Model zoo', '',
+           'One page per backbone family, in the OpenMMLab layout: a results table per '
+           'dataset and a `metafile.yml` (mmdet\'s schema; the root `model-index.yml` '
+           'imports the four). Configs live flat in `configs/`: '
+           '`python tools/train.py configs/retinanet_soft_small_1x.py`.', '',
+           '| family | paper | configs | paper\'s dense results | ImageNet weights | page |',
+           '|---|---|---|---|---|---|']
+    for k, f in FAMILIES.items():
+        names = [r['name'] for r in rows if r['family'] == k]
+        reported = sum(n in PAPER for n in names)
+        w = {'soft': "authors' SOFT-Norm / plain SOFT (other archs)",
+             'nalaformer': "authors' `NALAFORMER_{T,S,B,L}` (their code's attention)"
+             }.get(k, 'none')
+        out.append(f"| {f['collection']} | [{f['paper']}]({f['url']}) | {len(names)} | "
+                   f'{reported} | {w} | [{k}]({k}/README.md) |')
+    out += ['', '## What the columns mean', '',
+            '- **No trained detection or segmentation checkpoints exist yet.** Accuracy '
+            "figures (box AP, mask AP on COCO val2017, single-scale mIoU) are the papers' "
+            'own, for the same detector, backbone and schedule with an ImageNet-pretrained '
+            'backbone, and marked so; InfViT and LDN report none. No metafile entry has '
+            '`Weights`.',
+            '- params and FLOPs are measured on this code for each config at the dataset\'s '
+            'standard input (COCO 800x1280, ADE20K 512x512, Cityscapes 1024x2048, batch 1): '
+            'record [`records/model_zoo.json`](../../records/model_zoo.json).',
+            '- backbone latency / Swin-T: CPU inference, float32, batch 1, 1024², the '
+            "config's backbone against mmdet's Swin-T timed in the same interleaved rounds "
+            f'on one machine type: record [`{LATENCY_RECORD}`](../../{LATENCY_RECORD}). '
+            'Other machine types and sizes: [benchmarks](../benchmarks.md).',
+            '',
+            '## ImageNet weights', '',
+            "The configs start from random weights unless you set the backbone's `init_cfg` "
+            "(the comment in each `configs/_base_/models/` file shows how). The authors' released "
+            'ImageNet checkpoints of SOFT-Norm / plain SOFT and of NaLaFormer load through '
+            '`tools/model_converters/convert_checkpoint.py` into the matching official '
+            'settings, which differ from the shipped configs (SOFT-Norm archs `*-norm`; '
+            "NaLaFormer's `OFFICIAL_PRESET`). InfViT and LDN have no released weights. "
+            'To pretrain your own: [weights](../user_guides/weights.md).', '',
+            '## Regenerate', '',
+            '```bash',
+            'python tools/analysis_tools/model_zoo.py            # params / FLOPs of new configs, '
+            'then every page',
+            'bash dev/benchmark_zoo.sh records/benchmark_zoo_1024_zen4.json  # the latency '
+            'record',
+            '```', '']
+    return '\n'.join(out)
+
+
+def render_all(rows: List[dict], cache: dict, lat: dict) -> Dict[str, str]:
+    """Every generated file, path (relative to the repository root) -> text."""
+    files = {'docs/model_zoo/README.md': render_overview(rows, lat),
+             'model-index.yml': render_model_index()}
+    for k in FAMILIES:
+        files[f'docs/model_zoo/{k}/README.md'] = render_family(k, rows, cache, lat)
+        files[f'docs/model_zoo/{k}/metafile.yml'] = render_metafile(k, rows, cache, lat)
+    return files
+
+
+_BATCH = re.compile(r'#\s*(\d+)\s*GPUs\s*x\s*(\d+)')
+
+
+def train_meta(cfg, text: str) -> dict:
+    """Training metadata a config states: optimizer, schedule length, GPUs x batch."""
+    meta = {'Training Techniques': [cfg.optim_wrapper.optimizer.type]}
+    tc = cfg.train_cfg
+    if tc.get('max_epochs'):
+        meta['Epochs'] = tc['max_epochs']
+    if tc.get('max_iters'):
+        meta['Iterations'] = tc['max_iters']
+    m = _BATCH.search(text)
+    if m:
+        meta['Training Resources'] = f'{m.group(1)} GPUs'
+        meta['Batch Size'] = int(m.group(1)) * int(m.group(2))
+    return meta
 
 
 def param_gaps(rows: List[dict], cache: dict, tol: float = 0.05) -> List[str]:
@@ -142,3 +522,19 @@ def param_gaps(rows: List[dict], cache: dict, tol: float = 0.05) -> List[str]:
                 gaps.append(f"{r['name']}: ours {m['params'] / 1e6:.1f} M vs paper {paper} M "
                             f'({rel:+.1%})')
     return gaps
+
+
+def config_row(path: str, cfg, shape) -> dict:
+    """What the pages need from one config (``cfg`` loaded, ``shape`` its standard input)."""
+    from .model_flops import dataset_type
+    name = osp.splitext(osp.basename(path))[0]
+    bb = cfg.model.backbone
+    label, fallback = bench_label(bb)
+    kind = dataset_type(cfg)
+    with open(path) as f:
+        text = f.read()
+    return dict(name=name, family=family_of(name), dataset=kind,
+                dataset_name={k: t for t, k, _ in SECTIONS}.get(kind, kind),
+                backbone=f"{bb.type.split('.')[-1]}-{bb.arch}", key=model_key(cfg, shape),
+                shape=f'{shape[0]}x{shape[1]}', bench=label, bench_fallback=fallback,
+                train_meta=train_meta(cfg, text))

@@ -21,6 +21,7 @@ from functools import lru_cache
 
 import pytest
 import torch
+import yaml
 from mmengine.config import Config
 from mmengine.registry import DefaultScope
 
@@ -68,12 +69,27 @@ def test_config_listing_covers_the_matrix():
                                       f'not in the matrix: {sorted(set(CONFIGS) - expected)}')
 
 
-def test_model_zoo_page_lists_every_config():
-    with open(osp.join(ROOT, 'docs', 'model_zoo.md')) as f:
-        text = f.read()
-    missing = [n for n in CONFIGS if f'](../configs/{n})' not in text]
-    assert not missing, (f'rerun tools/analysis_tools/model_zoo.py; docs/model_zoo.md lacks '
-                         f'{missing}')
+def test_model_zoo_lists_every_config_once():
+    """Every config is on exactly one family page of docs/model_zoo/ and in exactly one entry
+    of the metafiles, on the same family's, with a Config path that exists."""
+    pages, entries = {}, {}
+    for family in ('soft', 'nalaformer', 'infvit', 'ldn'):
+        folder = osp.join(ROOT, 'docs', 'model_zoo', family)
+        with open(osp.join(folder, 'README.md')) as f:
+            page = f.read()
+        with open(osp.join(folder, 'metafile.yml')) as f:
+            models = yaml.safe_load(f)['Models']
+        for n in CONFIGS:
+            if f'](../../../configs/{n})' in page:
+                pages.setdefault(n, []).append(family)
+        for m in models:
+            assert osp.isfile(osp.join(ROOT, m['Config'])), m['Config']
+            entries.setdefault(osp.basename(m['Config']), []).append(family)
+    hint = 'rerun tools/analysis_tools/model_zoo.py'
+    assert {n: pages.get(n) for n in CONFIGS if len(pages.get(n, [])) != 1} == {}, hint
+    assert {n: entries.get(n) for n in CONFIGS if len(entries.get(n, [])) != 1} == {}, hint
+    assert set(entries) == set(CONFIGS), f'metafile entries without a config: {hint}'
+    assert {n: pages[n] for n in CONFIGS if pages[n] != entries[n]} == {}
 
 
 # A longer schedule inherits the config of the same model with the shorter one.

@@ -1,18 +1,30 @@
 """tools/analysis_tools/model_zoo.py (:mod:`mmlinattn.benchmark.model_zoo`): rows, paper
-numbers, differences to the paper and failed measurements are rendered as documented (on
-a hand-made cache; the measurements themselves are tools/analysis_tools/get_flops.py's,
-tested in test_get_flops.py)."""
+numbers, the Newton-Schulz share, failed measurements and latency ratios are rendered as
+documented, on hand-made records (the measurements themselves are get_flops.py's and
+benchmark.py's, tested in test_get_flops.py and the benchmark tests)."""
+import json
+
+import pytest
+import yaml
+
 from mmlinattn.benchmark import model_zoo
+
+
+def _row(name, dataset, backbone, key, bench, fallback=None):
+    return dict(name=name, family=model_zoo.family_of(name), dataset=dataset,
+                dataset_name={'CocoDataset': 'COCO', 'ADE20KDataset': 'ADE20K'}[dataset],
+                backbone=backbone, key=key, shape='512x512', bench=bench,
+                bench_fallback=fallback, schedule=None,
+                train_meta={'Training Techniques': ['AdamW'], 'Iterations': 160000})
 
 
 def _rows():
     return [
-        dict(name='upernet_soft_small_ade20k_160k', dataset='ADE20KDataset',
-             backbone='SOFT-small', key='a'),
-        dict(name='semfpn_ldn_tiny_ade20k_40k', dataset='ADE20KDataset',
-             backbone='LDN-tiny', key='b'),
-        dict(name='retinanet_soft_tiny_1x', dataset='CocoDataset', backbone='SOFT-tiny',
-             key='c'),
+        _row('upernet_soft_small_ade20k_160k', 'ADE20KDataset', 'SOFT-small', 'a',
+             'SOFT:small', "SOFT:small:pinv='cholesky'"),
+        _row('semfpn_ldn_tiny_ade20k_40k', 'ADE20KDataset', 'LDN-tiny', 'b', 'LDN:tiny'),
+        _row('retinanet_soft_tiny_1x', 'CocoDataset', 'SOFT-tiny', 'c', 'SOFT:tiny',
+             "SOFT:tiny:pinv='cholesky'"),
     ]
 
 
@@ -25,20 +37,98 @@ CACHE = {
 }
 
 
-def test_render_rows():
-    text = model_zoo.render(_rows(), CACHE)
+def _bench(label, size, ms, params=20.0, mem=100.0):
+    h, w = size.split('x')
+    return dict(label=label, mode='infer', status='ok', height=int(h), width=int(w),
+                latency_ms_median=ms, params_m=params, peak_mem_mb=mem)
+
+
+@pytest.fixture
+def lat(tmp_path):
+    records = [_bench('Swin-T', '1024x1024', 1000.0), _bench('ResNet-50', '1024x1024', 500.0),
+               _bench('Swin-T', '512x512', 250.0),
+               _bench("SOFT:small:pinv='cholesky'", '1024x1024', 2500.0),
+               _bench('SOFT:small:max_landmarks=49', '1024x1024', 700.0),
+               _bench('LDN:tiny', '1024x1024', 600.0), _bench('LDN:tiny', '512x512', 200.0),
+               dict(_bench('LDN:tiny', '2048x2048', 1.0), status='timeout')]
+    path = tmp_path / 'bench.json'
+    path.write_text(json.dumps(dict(meta={}, records=records)))
+    return model_zoo.load_latency(str(path))
+
+
+def test_load_latency_ratios_within_one_run(lat):
+    assert lat[('LDN:tiny', '1024x1024')]['ratio'] == {'Swin-T': 0.6, 'ResNet-50': 1.2}
+    assert lat[('LDN:tiny', '512x512')]['ratio'] == {'Swin-T': 0.8}
+    assert ('LDN:tiny', '2048x2048') not in lat  # a failed case gives no number
+
+
+def test_render_family_rows(lat):
+    text = model_zoo.render_family('soft', _rows(), CACHE, lat)
     soft = next(line for line in text.splitlines() if 'upernet_soft_small' in line)
-    # paper: mIoU 46.5, 60 M, 237 G (SOFT++ Tab. 7); ours 63.0 M = +5.0 %
-    assert 'mIoU 46.5 (SOFT++ Tab. 7)' in soft and '| 60 M |' in soft and '| 237 G |' in soft
-    assert '63.0 M (+5.0%)' in soft
-    assert '300.0 G (Newton-Schulz 80.0 G; without it 220.0 G)' in soft
-    ldn = next(line for line in text.splitlines() if 'semfpn_ldn_tiny' in line)
-    assert ldn.count('not reported') == 3 and 'Newton' not in ldn
-    assert '(../configs/semfpn_ldn_tiny_ade20k_40k.py)' in ldn
+    # ours 63.0 M (paper 60); 300 G of which 80 G Newton-Schulz (paper 237); mIoU 46.5
+    cells = [c.strip() for c in soft.split('|')]
+    assert cells[5:10] == ['63.0 (60)', '220.0 + 80.0 NS (237)', '46.5',
+                           'SOFT++ paper, Table 7', '2.50 †']
     retina = next(line for line in text.splitlines() if 'retinanet_soft_tiny' in line)
-    assert 'over the 600 s time limit' in retina
-    assert text.index('## COCO') < text.index('## ADE20K')
-    assert text.index('semfpn_ldn_tiny') < text.index('upernet_soft_small')
+    assert 'over the 600 s time limit' in retina and 'not measured |' in retina
+    assert text.index('### COCO') < text.index('### ADE20K')
+    assert 'semfpn_ldn' not in text  # another family's config
+    latency = text[text.index('## Backbone latency'):text.index('## Notes')]
+    assert "| `SOFT:small:pinv='cholesky'` | 20.0 | – | 2500 | – | 2.50 | 5.00 | 100 |" \
+        in latency
+    assert '| `SOFT:small:max_landmarks=49` |' in latency and '| `Swin-T` |' in latency
+    assert '@article{lu2024soft' in text
+
+
+def test_render_family_without_paper_results(lat):
+    text = model_zoo.render_family('ldn', _rows(), CACHE, lat)
+    ldn = next(line for line in text.splitlines() if 'semfpn_ldn_tiny' in line)
+    cells = [c.strip() for c in ldn.split('|')]
+    assert cells[5:8] == ['19.0', '35.0', '0.60']
+    assert 'NS' not in ldn
+
+
+def test_render_metafile(lat):
+    meta = yaml.safe_load(model_zoo.render_metafile('soft', _rows(), CACHE, lat))
+    assert meta['Collections'][0]['Name'] == 'SOFT++'
+    names = [m['Name'] for m in meta['Models']]
+    assert names == ['retinanet_soft_tiny_1x', 'upernet_soft_small_ade20k_160k']
+    upernet = meta['Models'][1]
+    md = upernet['Metadata']
+    assert (md['Parameters'], md['FLOPs'], md['Newton-Schulz FLOPs']) == (63e6, 300e9, 80e9)
+    (t, ) = md['inference time (ms/im)']
+    assert (t['value'], t['ratio to Swin-T'], t['measured as']) == (
+        2500.0, 2.5, "SOFT:small:pinv='cholesky'")
+    assert upernet['Results'] == [{'Task': 'Semantic Segmentation', 'Dataset': 'ADE20K',
+                                   'Metrics': {'mIoU': 46.5},
+                                   'Source': 'paper (SOFT++ paper, Table 7), not reproduced '
+                                             'here'}]
+    retina = meta['Models'][0]
+    assert 'Parameters' not in retina['Metadata'] and 'Weights' not in retina
+
+
+def test_bench_label():
+    assert model_zoo.bench_label(dict(type='mmlinattn.SOFT', arch='small')) == (
+        'SOFT:small', "SOFT:small:pinv='cholesky'")
+    assert model_zoo.bench_label(dict(type='mmlinattn.SOFT', arch='large', pinv='cholesky')) \
+        == ("SOFT:large:pinv='cholesky'", None)
+    assert model_zoo.bench_label(dict(type='mmlinattn.SOFT', arch='tiny', max_landmarks=49,
+                                      pinv='newton'))[0] == 'SOFT:tiny:max_landmarks=49'
+    assert model_zoo.bench_label(dict(type='mmlinattn.InfViTPlain', arch='l4')) == (
+        'InfViTPlain:l4', None)
+
+
+def test_family_of():
+    assert model_zoo.family_of('retinanet_infvitplain_l4_1x') == 'infvit'
+    assert model_zoo.family_of('upernet_nalaformer_base_cityscapes_40k') == 'nalaformer'
+    with pytest.raises(ValueError, match='unknown backbone family'):
+        model_zoo.family_of('retinanet_swin_tiny_1x')
+
+
+def test_model_index_imports_every_family():
+    assert model_zoo.render_model_index().splitlines() == [
+        'Import:'] + [f'  - docs/model_zoo/{k}/metafile.yml'
+                      for k in ('soft', 'nalaformer', 'infvit', 'ldn')]
 
 
 def test_param_gaps_over_five_percent():
@@ -47,3 +137,12 @@ def test_param_gaps_over_five_percent():
     cache = dict(CACHE, a=dict(CACHE['a'], params=63.1e6))  # +5.2 %
     gaps = model_zoo.param_gaps(_rows(), cache)
     assert len(gaps) == 1 and gaps[0].startswith('upernet_soft_small_ade20k_160k')
+
+
+def test_sections_without_paper_results_have_no_accuracy_columns(lat):
+    text = model_zoo.render_family('ldn', _rows(), CACHE, lat)
+    head = next(line for line in text.splitlines() if line.startswith('| config'))
+    assert '(paper)' not in head and 'paper source' not in head
+    text = model_zoo.render_family('soft', _rows(), CACHE, lat)
+    ade = text[text.index('### ADE20K'):]
+    assert '| mIoU (paper) | paper source |' in ade.splitlines()[2]

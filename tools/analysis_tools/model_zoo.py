@@ -1,7 +1,10 @@
-"""Write ``docs/model_zoo.md``: one row per config with the paper's numbers and our measured
-params / FLOPs at the standard input (COCO 800x1280, ADE20K 512x512, Cityscapes 1024x2048).
+"""Write the model zoo: ``docs/model_zoo/README.md``, one ``README.md`` and ``metafile.yml``
+per family under ``docs/model_zoo/<family>/`` and the root ``model-index.yml``, with the
+paper's numbers, our params / FLOPs per config at the standard input (COCO 800x1280, ADE20K
+512x512, Cityscapes 1024x2048) and each backbone's CPU latency against Swin-T.
 
     python tools/analysis_tools/model_zoo.py               # measure what is missing, write it
+    python tools/analysis_tools/model_zoo.py --check       # exit 1 if a written file is stale
     python tools/analysis_tools/model_zoo.py --remeasure           # measure everything again
     python tools/analysis_tools/model_zoo.py --remeasure '*soft*'  # measure matching configs
     python tools/analysis_tools/model_zoo.py --timeout 900 --configs 'configs/upernet_*'
@@ -12,8 +15,9 @@ cell, not a failed run). Configs whose ``model`` dicts and input sizes are ident
 1x and a 3x schedule) share one measurement. Results are cached in ``records/model_zoo.json``
 keyed by the model dict, so a rerun only measures new or changed models (``--retry-failed``
 also retries earlier failures). The cache does not know the code version: after changing a
-backbone, remeasure (``--remeasure`` or ``--remeasure 'GLOB'``). The paper numbers and the
-page layout are :mod:`mmlinattn.benchmark.model_zoo`.
+backbone, remeasure (``--remeasure`` or ``--remeasure 'GLOB'``). The latency comes from the
+``benchmark.py`` record ``--latency`` (made by ``dev/benchmark_zoo.sh``). The paper numbers
+and the page layout are :mod:`mmlinattn.benchmark.model_zoo`.
 """
 import argparse
 import fnmatch
@@ -26,13 +30,13 @@ import sys
 import tempfile
 from typing import List, Optional
 
-from mmlinattn.benchmark.model_flops import dataset_type, standard_shape
-from mmlinattn.benchmark.model_zoo import model_key, param_gaps, render
+from mmlinattn.benchmark.model_flops import standard_shape
+from mmlinattn.benchmark.model_zoo import (LATENCY_RECORD, ZOO_RECORD, config_row,
+                                           load_latency, param_gaps, render_all)
 
 TOOLS = osp.dirname(osp.abspath(__file__))
 ROOT = osp.dirname(osp.dirname(TOOLS))
-DOC = osp.join(ROOT, 'docs', 'model_zoo.md')
-CACHE = osp.join(ROOT, 'records', 'model_zoo.json')
+CACHE = osp.join(ROOT, ZOO_RECORD)
 
 
 def measure_config(path: str, timeout: float) -> dict:
@@ -55,24 +59,24 @@ def measure_config(path: str, timeout: float) -> dict:
 
 
 def collect(paths: List[str], cache: dict, timeout: float, remeasure: Optional[str],
-            retry_failed: bool) -> List[dict]:
+            retry_failed: bool, measure: bool = True) -> List[dict]:
     from mmengine.config import Config
     rows, done = [], set()
     for path in paths:
         cfg = Config.fromfile(path)
         shape = standard_shape(cfg)
-        key = model_key(cfg, shape)
+        row = config_row(path, cfg, shape)
+        key = row['key']
         again = remeasure is not None and fnmatch.fnmatch(osp.basename(path), remeasure)
-        stale = again or key not in cache or (retry_failed and 'error' in cache[key])
+        stale = measure and (again or key not in cache
+                             or (retry_failed and 'error' in cache[key]))
         if stale and key not in done:
             print(f'measuring {osp.basename(path)} at {shape[0]}x{shape[1]} ...', flush=True)
             cache[key] = measure_config(path, timeout)
             done.add(key)
             with open(CACHE, 'w') as f:
                 json.dump(cache, f, indent=1, sort_keys=True)
-        bb = cfg.model.backbone
-        rows.append(dict(name=osp.splitext(osp.basename(path))[0], dataset=dataset_type(cfg),
-                         backbone=f"{bb.type.split('.')[-1]}-{bb.arch}", key=key))
+        rows.append(row)
     return rows
 
 
@@ -86,7 +90,12 @@ def main(argv=None) -> int:
                         help='measure again (all configs, or those whose file name matches)')
     parser.add_argument('--retry-failed', action='store_true',
                         help='measure again what failed or timed out last time')
-    parser.add_argument('--out', default=DOC)
+    parser.add_argument('--latency', default=osp.join(ROOT, LATENCY_RECORD),
+                        help='benchmark.py record of the backbone latencies')
+    parser.add_argument('--out', default=ROOT, help='root to write the pages under')
+    parser.add_argument('--check', action='store_true',
+                        help='measure nothing, write nothing: exit 1 if a file under --out '
+                             'differs from what the records give')
     args = parser.parse_args(argv)
     from mmlinattn.utils.external_configs import cache_external_config_index
     cache_external_config_index()  # mmdet:: / mmseg:: bases without re-reading their index
@@ -95,13 +104,28 @@ def main(argv=None) -> int:
         with open(CACHE) as f:
             cache = json.load(f)
     paths = sorted(glob.glob(args.configs))
-    rows = collect(paths, cache, args.timeout, args.remeasure, args.retry_failed)
-    os.makedirs(osp.dirname(args.out), exist_ok=True)
-    with open(args.out, 'w') as f:
-        f.write(render(rows, cache))
+    rows = collect(paths, cache, args.timeout, args.remeasure, args.retry_failed,
+                   measure=not args.check)
+    lat = load_latency(args.latency) if osp.isfile(args.latency) else {}
+    files = render_all(rows, cache, lat)
+    if args.check:
+        stale = []
+        for rel, text in files.items():
+            path = osp.join(args.out, rel)
+            if not osp.isfile(path) or open(path).read() != text:
+                stale.append(rel)
+        print('stale: ' + ', '.join(stale) if stale else 'up to date')
+        return 1 if stale else 0
+    for rel, text in files.items():
+        path = osp.join(args.out, rel)
+        os.makedirs(osp.dirname(path), exist_ok=True)
+        with open(path, 'w') as f:
+            f.write(text)
     missing = [r['name'] for r in rows if 'error' in cache.get(r['key'], {'error': 1})]
-    print(f'wrote {args.out}: {len(rows)} configs, {len(missing)} not measured'
-          + (': ' + ', '.join(missing) if missing else ''))
+    print(f'wrote {len(files)} files under {args.out}: {len(rows)} configs, '
+          f'{len(missing)} not measured' + (': ' + ', '.join(missing) if missing else ''))
+    if not lat:
+        print(f'no latency record at {args.latency}: latency columns say "not measured"')
     for line in param_gaps(rows, cache):
         print('params differ from the paper by > 5 %:', line)
     return 0
