@@ -366,12 +366,18 @@ def render_family(family: str, rows: List[dict], cache: dict, lat: dict) -> str:
                 "paper's landmark rule m = (H/32)(W/32) per stage: negligible at 224² "
                 '(m = 49), dominant at detection and Cityscapes sizes (m = 1000 at 800x1280). '
                 "The paper's ADE20K FLOPs match the count without them. `pinv='cholesky'` "
-                'applies the same A⁺ by a Cholesky solve (m³/3 MACs); `max_landmarks=49` '
-                "pools the landmarks (linear cost, not the paper's rule).",
-                "- †: timed with `pinv='cholesky'`; the config's Newton-Schulz pseudo-inverse "
-                'is far slower at this size (the iterations above).',
+                'applies the same A⁺ by a Cholesky solve; `max_landmarks=49` pools the '
+                "landmarks (linear cost, not the paper's rule).",
                 '- The paper does not say at which input size its Cityscapes FLOPs were '
                 'counted.']
+        if any(r['bench_fallback'] for r in rows):
+            out += ["- †: timed with `pinv='cholesky'`; the config's Newton-Schulz "
+                    'pseudo-inverse is far slower at this size (the iterations above).']
+        if any("pinv='cholesky'" in r['bench'] for r in rows):
+            out += ["- With `pinv='cholesky'` the FLOPs leave out the Cholesky factorisation "
+                    "and solves, which torch's FLOP counter does not count: m³/6 MACs per "
+                    'head and block to factor, m² per right-hand-side column to solve, '
+                    'against the 2 x 20 x m³ of the iterations.']
     if family in ('infvit', 'ldn'):
         out += ['- The paper reports no detection or segmentation results; the configs use '
                 'the standard recipes named in each config.']
