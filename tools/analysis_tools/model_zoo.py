@@ -39,13 +39,23 @@ ROOT = osp.dirname(osp.dirname(TOOLS))
 CACHE = osp.join(ROOT, ZOO_RECORD)
 
 
-def measure_config(path: str, timeout: float) -> dict:
-    """Run get_flops.py on one config in a subprocess; a failure becomes a record."""
+def measure_config(path: str, timeout: float, real: bool = False) -> dict:
+    """Run get_flops.py on one config in a subprocess; a failure becomes a record.  A model
+    that fake tensors cannot run (an op that reads tensor values, e.g. the Cholesky solve's
+    check of its factorisation) is counted again on a real forward."""
+    result = _get_flops(path, timeout, real)
+    if not real and '--real' in result.get('error', ''):
+        print('  fake tensors cannot run it: counting on a real forward', flush=True)
+        result = _get_flops(path, timeout, True)
+    return result
+
+
+def _get_flops(path: str, timeout: float, real: bool) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         out = osp.join(tmp, 'r.json')
         cmd = [sys.executable, osp.join(TOOLS, 'get_flops.py'),
                osp.relpath(path, ROOT), '--json', out,
-               '--timeout', str(timeout)]
+               '--timeout', str(timeout)] + (['--real'] if real else [])
         try:
             proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True,
                                   timeout=timeout + 300)
