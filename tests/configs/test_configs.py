@@ -160,7 +160,7 @@ def test_longer_schedule_changes_only_the_schedule(name):
 KEY_FACTS = {
     'retinanet_soft_small_3x.py': dict(
         backbone=dict(type='mmlinattn.SOFT', arch='small', out_indices=(1, 2, 3),
-                      drop_path_rate=0.1, init_cfg=None),
+                      drop_path_rate=0.1, init_cfg=None, pinv='cholesky'),
         neck=dict(type='FPN', in_channels=[192, 384, 768], out_channels=256, start_level=0,
                   add_extra_convs='on_input', num_outs=5),
         optim_wrapper=dict(
@@ -183,7 +183,7 @@ KEY_FACTS = {
         batch_size=2, train_cfg=dict(type='EpochBasedTrainLoop', max_epochs=12, val_interval=1)),
     'upernet_soft_small_cityscapes_80k.py': dict(
         backbone=dict(type='mmlinattn.SOFT', arch='small', out_indices=(0, 1, 2, 3),
-                      drop_path_rate=0.1, init_cfg=None),
+                      drop_path_rate=0.1, init_cfg=None, pinv='cholesky'),
         test_cfg=dict(mode='slide', crop_size=(768, 768), stride=(512, 512)),
         crop=(768, 768),
         optim_wrapper=dict(
@@ -269,7 +269,9 @@ def test_config_loads_with_explicit_recipe(name):
     else:
         assert cfg.train_cfg.max_epochs == {'1x': 12, '3x': 36}[name.rsplit('_', 1)[1][:-3]]
     # the backbone replaces the base's ResNet / Swin entirely (`_delete_` took effect)
-    assert set(bb) <= {'type', 'arch', 'out_indices', 'drop_path_rate', 'init_cfg'}, set(bb)
+    # (SOFT++: the pseudo-inverse, test_config_weights.py)
+    assert set(bb) <= {'type', 'arch', 'out_indices', 'drop_path_rate', 'init_cfg', 'pinv'}, \
+        set(bb)
     assert '_delete_' not in json.dumps(cfg.to_dict(), default=str)
 
 

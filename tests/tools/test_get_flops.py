@@ -33,9 +33,14 @@ CASES = ['retinanet_soft_tiny_1x.py', 'maskrcnn_nalaformer_tiny_1x.py',
          'semfpn_infvit_tiny_ade20k_40k.py']
 
 
+# The SOFT++ configs solve A^+ by Cholesky, whose ridge retry reads a value fake tensors do
+# not have (test_shipped_soft_config_counts_on_fake_tensors): counted here with Newton-Schulz.
+FAKE_SAFE = {'retinanet_soft_tiny_1x.py': {'model.backbone.pinv': 'newton'}}
+
+
 @pytest.mark.parametrize('name', CASES)
 def test_fake_count_equals_real_forward(name):
-    model, cfg = model_flops.build_config_model(_cfg(name))
+    model, cfg = model_flops.build_config_model(_cfg(name), FAKE_SAFE.get(name))
     shape = (64, 96)
     if hasattr(model, 'roi_head'):
         model.test_cfg.rpn.max_per_img = 20  # the RoI heads run for real in both modes
@@ -122,10 +127,19 @@ def test_newton_schulz_share_matches_hand_count():
     """SOFT++-Tiny at 128x128 keeps m = (128/32)^2 = 16 landmarks in every stage; each of its
     (2+4+10+16 heads) x (2, 2, 5, 2 blocks) = 94 attentions runs 20 Newton-Schulz steps of two
     m x m x m matmuls (Eq. 10)."""
-    model, _ = model_flops.build_config_model(_cfg('semfpn_soft_tiny_ade20k_40k.py'))
+    model, _ = model_flops.build_config_model(_cfg('semfpn_soft_tiny_ade20k_40k.py'),
+                                              {'model.backbone.pinv': 'newton'})
     r = model_flops.measure_model(model, (128, 128))
     heads_x_blocks = 2 * 2 + 4 * 2 + 10 * 5 + 16 * 2
     assert r['flops_newton'] == 2 * heads_x_blocks * 20 * 2 * 16 ** 3
     assert r['flops_newton'] < r['flops_backbone']
     other, _ = model_flops.build_config_model(_cfg('semfpn_ldn_tiny_ade20k_40k.py'))
     assert model_flops.measure_model(other, (128, 128))['flops_newton'] == 0
+
+
+@pytest.mark.xfail(strict=True, raises=model_flops.MeasureError,
+                   reason="the Cholesky solve's ridge retry (mmlinattn/ops/soft.py) asks "
+                   'whether a factorisation failed, a value fake tensors do not have')
+def test_shipped_soft_config_counts_on_fake_tensors():
+    model, _ = model_flops.build_config_model(_cfg('retinanet_soft_tiny_1x.py'))
+    model_flops.measure_model(model, (64, 96))

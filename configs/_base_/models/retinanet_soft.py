@@ -1,8 +1,16 @@
-# RetinaNet on a SOFT++ backbone; a config sets its arch (see docs/usage.md).
-# Landmarks: the paper's rule, m = tokens / r^2 per stage (m ~ 1 040 in stage 1 at 1333x800),
-# so the Newton-Schulz pseudo-inverse (Eq. 10) costs about 40 m^3 flops per head and layer and
-# dominates at detection sizes (logged once when m > 256). backbone.pinv='cholesky' applies the
-# same A^+ (up to a tiny ridge) at m^3 / 3 flops; backbone.max_landmarks=49 pools the landmarks
-# (linear cost, not the paper's rule).
+# RetinaNet on a SOFT++ backbone; a config sets its arch (docs/advanced/soft_landmarks.md).
+# Landmarks: the paper's rule, m = tokens / r^2 per stage (about 1 050 per stage at 1333x800).
+# A^+ (Eq. 9, 17) by a Cholesky solve of A + 1e-6 tr(A)/m I (pinv='cholesky'): in float64 on
+# photographs it is closer to A^+ than the paper's 20 Newton-Schulz steps (Eq. 10), which do
+# not converge at these m, and far cheaper (records/soft_pinv_decision_zen4.json).
+# tools/train.py configs/retinanet_soft_small_1x.py: 372 GMACs per 1333x800 image and 2.0x
+# the CPU time of mmdet's Swin-T RetinaNet (pinv='newton': 6 182 GMACs, 19x);
+# max_landmarks=49 pools the landmarks (252 GMACs, 0.93x; not the paper's rule).
+# Weights: the configs start from scratch (init_cfg=None) under a fine-tuning recipe for
+# ImageNet-1k weights, and none are released for the paper's archs (the authors release their
+# '*-norm' archs). To fine-tune, pretrain timm's soft_<arch>, convert it to the
+# checkpoints/soft_<arch>_in1k.pth a config names (tools/model_converters/convert_checkpoint.py,
+# docs/user_guides/weights.md) and add init_cfg=dict(type='Pretrained',
+# checkpoint='checkpoints/soft_<arch>_in1k.pth') to the backbone.
 _base_ = './retinanet.py'
-model = dict(backbone=dict(type='mmlinattn.SOFT'))
+model = dict(backbone=dict(type='mmlinattn.SOFT', pinv='cholesky'))
