@@ -1,11 +1,6 @@
 _base_ = './maskrcnn_infvit_small_1x.py'
 
-# Weights: from scratch as shipped (init_cfg=None); the recipe below fine-tunes ImageNet-1k
-# weights, and none are released: pretrain timm's infvit_small, convert it to
-# checkpoints/infvit_small_in1k.pth (tools/model_converters/convert_checkpoint.py,
-# docs/user_guides/weights.md) and add init_cfg=dict(type='Pretrained',
-# checkpoint='checkpoints/infvit_small_in1k.pth') to the backbone. To train from scratch
-# instead, add stem='conv' to the backbone, the stem that learns without them.
+# Weights: from scratch; to fine-tune: checkpoints/infvit_small_in1k.pth (see model base)
 # Recipe: standard mmdet Swin recipe; the paper gives none (AdamW, lr 1e-4, weight decay 0.05,
 # warm-up 1000 iterations, batch 16, multi-scale 480-800 short side).
 # 3x: mmdet's multi-scale schedule, the 1x pipeline with a random short side of 480-800

@@ -6,12 +6,7 @@ _base_ = [
     './_base_/runtime.py',
 ]
 
-# Weights: from scratch as shipped (init_cfg=None); the recipe below fine-tunes ImageNet-1k
-# weights, and none are released for the paper's 'large' (the authors release their '*-norm'
-# archs): pretrain timm's soft_large, convert it to checkpoints/soft_large_in1k.pth
-# (tools/model_converters/convert_checkpoint.py, docs/user_guides/weights.md) and add
-# init_cfg=dict(type='Pretrained', checkpoint='checkpoints/soft_large_in1k.pth') to the
-# backbone.
+# Weights: from scratch; to fine-tune: checkpoints/soft_large_in1k.pth (see model base)
 # Recipe: SOFT++ paper §4.2 (AdamW, lr 1e-4, weight decay 0.01, batch 16, single scale
 # 1333x800); LR steps and warm-up: mmdet standard (the paper gives none).
 model = dict(

@@ -1,11 +1,6 @@
 _base_ = './retinanet_nalaformer_small_1x.py'
 
-# Weights: from scratch as shipped (init_cfg=None); the recipe below fine-tunes ImageNet-1k
-# weights, and the authors' NALAFORMER_S.pth fits only their OFFICIAL_PRESET kernel, not the
-# paper's used here: pretrain timm's nalaformer_small, convert it to
-# checkpoints/nalaformer_small_in1k.pth (tools/model_converters/convert_checkpoint.py,
-# docs/user_guides/weights.md) and add init_cfg=dict(type='Pretrained',
-# checkpoint='checkpoints/nalaformer_small_in1k.pth') to the backbone.
+# Weights: from scratch; to fine-tune: checkpoints/nalaformer_small_in1k.pth (see model base)
 # Recipe: NaLaFormer paper App. A.2 (AdamW, lr 1e-4, weight decay 1e-4, step policy, 36 epochs);
 # batch 16, multi-scale 480-800 short side and warm-up: mmdet standard (the paper gives none).
 # 3x: mmdet's multi-scale schedule, the 1x pipeline with a random short side of 480-800

@@ -1,11 +1,6 @@
 _base_ = './retinanet_soft_large_1x.py'
 
-# Weights: from scratch as shipped (init_cfg=None); the recipe below fine-tunes ImageNet-1k
-# weights, and none are released for the paper's 'large' (the authors release their '*-norm'
-# archs): pretrain timm's soft_large, convert it to checkpoints/soft_large_in1k.pth
-# (tools/model_converters/convert_checkpoint.py, docs/user_guides/weights.md) and add
-# init_cfg=dict(type='Pretrained', checkpoint='checkpoints/soft_large_in1k.pth') to the
-# backbone.
+# Weights: from scratch; to fine-tune: checkpoints/soft_large_in1k.pth (see model base)
 # Recipe: SOFT++ paper §4.2 (AdamW, lr 1e-4, weight decay 0.01, batch 16, multi-scale 480-800
 # short side); LR steps and warm-up: mmdet standard (the paper gives none).
 # 3x: mmdet's multi-scale schedule, the 1x pipeline with a random short side of 480-800

@@ -6,12 +6,7 @@ _base_ = [
     './_base_/runtime.py',
 ]
 
-# Weights: from scratch as shipped (init_cfg=None); the recipe below fine-tunes ImageNet-1k
-# weights, and the authors' NALAFORMER_T.pth fits only their OFFICIAL_PRESET kernel, not the
-# paper's used here: pretrain timm's nalaformer_tiny, convert it to
-# checkpoints/nalaformer_tiny_in1k.pth (tools/model_converters/convert_checkpoint.py,
-# docs/user_guides/weights.md) and add init_cfg=dict(type='Pretrained',
-# checkpoint='checkpoints/nalaformer_tiny_in1k.pth') to the backbone.
+# Weights: from scratch; to fine-tune: checkpoints/nalaformer_tiny_in1k.pth (see model base)
 # Recipe: NaLaFormer paper App. A.2 (Semantic FPN, AdamW, lr 1e-4, weight decay 1e-3, 40k
 # iterations); 512x512 crops, batch 16, poly 0.9 decay: the PVT Semantic FPN recipe (the paper
 # gives none).

@@ -6,12 +6,7 @@ _base_ = [
     './_base_/runtime.py',
 ]
 
-# Weights: from scratch as shipped (init_cfg=None); the recipe below fine-tunes ImageNet-1k
-# weights, and none are released for the paper's 'medium' (the authors release their '*-norm'
-# archs): pretrain timm's soft_medium, convert it to checkpoints/soft_medium_in1k.pth
-# (tools/model_converters/convert_checkpoint.py, docs/user_guides/weights.md) and add
-# init_cfg=dict(type='Pretrained', checkpoint='checkpoints/soft_medium_in1k.pth') to the
-# backbone.
+# Weights: from scratch; to fine-tune: checkpoints/soft_medium_in1k.pth (see model base)
 # Recipe: the PVT Semantic FPN recipe (AdamW, lr 1e-4, weight decay 1e-4, poly 0.9 decay; the
 # paper has no Semantic FPN) with the SOFT++ paper's Cityscapes 768x768 crops (§4.3).
 data_preprocessor = dict(size=_base_.crop_size)

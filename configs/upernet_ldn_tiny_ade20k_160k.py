@@ -6,12 +6,7 @@ _base_ = [
     './_base_/runtime.py',
 ]
 
-# Weights: from scratch as shipped (init_cfg=None); the recipe below fine-tunes ImageNet-1k
-# weights, and none are released: pretrain timm's ldn_tiny, convert it to
-# checkpoints/ldn_tiny_in1k.pth (tools/model_converters/convert_checkpoint.py,
-# docs/user_guides/weights.md) and add init_cfg=dict(type='Pretrained',
-# checkpoint='checkpoints/ldn_tiny_in1k.pth') to the backbone. To train from scratch instead,
-# add stem='conv', overlap_downsample=True to the backbone, the stem that learns without them.
+# Weights: from scratch; to fine-tune: checkpoints/ldn_tiny_in1k.pth (see model base)
 # Recipe: standard mmseg Swin UperNet recipe; the paper gives none (AdamW, lr 6e-5, weight decay
 # 0.01, warm-up 1500 iterations then linear decay, 512x512 crops).
 data_preprocessor = dict(size=_base_.crop_size)

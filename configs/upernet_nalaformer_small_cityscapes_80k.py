@@ -1,11 +1,6 @@
 _base_ = './upernet_nalaformer_small_cityscapes_40k.py'
 
-# Weights: from scratch as shipped (init_cfg=None); the recipe below fine-tunes ImageNet-1k
-# weights, and the authors' NALAFORMER_S.pth fits only their OFFICIAL_PRESET kernel, not the
-# paper's used here: pretrain timm's nalaformer_small, convert it to
-# checkpoints/nalaformer_small_in1k.pth (tools/model_converters/convert_checkpoint.py,
-# docs/user_guides/weights.md) and add init_cfg=dict(type='Pretrained',
-# checkpoint='checkpoints/nalaformer_small_in1k.pth') to the backbone.
+# Weights: from scratch; to fine-tune: checkpoints/nalaformer_small_in1k.pth (see model base)
 # Recipe: standard mmseg Swin UperNet recipe; the paper gives none (AdamW, lr 6e-5, weight decay
 # 0.01, warm-up 1500 iterations then linear decay, 512x1024 crops).
 param_scheduler = [

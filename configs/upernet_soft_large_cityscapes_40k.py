@@ -6,12 +6,7 @@ _base_ = [
     './_base_/runtime.py',
 ]
 
-# Weights: from scratch as shipped (init_cfg=None); the recipe below fine-tunes ImageNet-1k
-# weights, and none are released for the paper's 'large' (the authors release their '*-norm'
-# archs): pretrain timm's soft_large, convert it to checkpoints/soft_large_in1k.pth
-# (tools/model_converters/convert_checkpoint.py, docs/user_guides/weights.md) and add
-# init_cfg=dict(type='Pretrained', checkpoint='checkpoints/soft_large_in1k.pth') to the
-# backbone.
+# Weights: from scratch; to fine-tune: checkpoints/soft_large_in1k.pth (see model base)
 # Recipe: SOFT++ paper §4.3 (UperNet, AdamW, lr 6e-4, 768x768 crops, 40k iterations); weight
 # decay, batch, warm-up and poly decay: mmseg Swin UperNet recipe (the paper gives none).
 data_preprocessor = dict(size=_base_.crop_size)

@@ -1,11 +1,6 @@
 _base_ = './upernet_soft_large_cityscapes_40k.py'
 
-# Weights: from scratch as shipped (init_cfg=None); the recipe below fine-tunes ImageNet-1k
-# weights, and none are released for the paper's 'large' (the authors release their '*-norm'
-# archs): pretrain timm's soft_large, convert it to checkpoints/soft_large_in1k.pth
-# (tools/model_converters/convert_checkpoint.py, docs/user_guides/weights.md) and add
-# init_cfg=dict(type='Pretrained', checkpoint='checkpoints/soft_large_in1k.pth') to the
-# backbone.
+# Weights: from scratch; to fine-tune: checkpoints/soft_large_in1k.pth (see model base)
 # Recipe: SOFT++ paper §4.3 (UperNet, AdamW, lr 6e-4, 768x768 crops, 80k iterations where the
 # paper trains 40k); weight decay, batch, warm-up and poly decay: mmseg Swin UperNet recipe (the
 # paper gives none).
