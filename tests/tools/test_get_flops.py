@@ -33,14 +33,9 @@ CASES = ['retinanet_soft_tiny_1x.py', 'maskrcnn_nalaformer_tiny_1x.py',
          'semfpn_infvit_tiny_ade20k_40k.py']
 
 
-# The SOFT++ configs solve A^+ by Cholesky, whose ridge retry reads a value fake tensors do
-# not have (test_shipped_soft_config_counts_on_fake_tensors): counted here with Newton-Schulz.
-FAKE_SAFE = {'retinanet_soft_tiny_1x.py': {'model.backbone.pinv': 'newton'}}
-
-
 @pytest.mark.parametrize('name', CASES)
 def test_fake_count_equals_real_forward(name):
-    model, cfg = model_flops.build_config_model(_cfg(name), FAKE_SAFE.get(name))
+    model, cfg = model_flops.build_config_model(_cfg(name))
     shape = (64, 96)
     if hasattr(model, 'roi_head'):
         model.test_cfg.rpn.max_per_img = 20  # the RoI heads run for real in both modes
@@ -137,9 +132,8 @@ def test_newton_schulz_share_matches_hand_count():
     assert model_flops.measure_model(other, (128, 128))['flops_newton'] == 0
 
 
-@pytest.mark.xfail(strict=True, raises=model_flops.MeasureError,
-                   reason="the Cholesky solve's ridge retry (mmlinattn/ops/soft.py) asks "
-                   'whether a factorisation failed, a value fake tensors do not have')
-def test_shipped_soft_config_counts_on_fake_tensors():
-    model, _ = model_flops.build_config_model(_cfg('retinanet_soft_tiny_1x.py'))
-    model_flops.measure_model(model, (64, 96))
+def test_the_fake_count_covers_the_shipped_soft_pseudo_inverse():
+    """test_fake_count_equals_real_forward counts retinanet_soft_tiny_1x.py as shipped: its A^+
+    is the Cholesky solve, whose ridge retry has no values to read on fake tensors."""
+    _, cfg = model_flops.build_config_model(_cfg('retinanet_soft_tiny_1x.py'))
+    assert cfg.model.backbone.pinv == 'cholesky'
