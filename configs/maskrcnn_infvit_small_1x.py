@@ -6,11 +6,11 @@ _base_ = [
     './_base_/runtime.py',
 ]
 
-# Weights: from scratch; to fine-tune: checkpoints/infvit_small_in1k.pth (see model base)
 # Recipe: standard mmdet Swin recipe; the paper gives none (AdamW, lr 1e-4, weight decay 0.05,
 # warm-up 1000 iterations, batch 16, single scale 1333x800).
 model = dict(
-    backbone=dict(arch='small', drop_path_rate=0.2),
+    backbone=dict(arch='small', drop_path_rate=0.2,
+                  init_cfg=dict(checkpoint='checkpoints/infvit_small_in1k.pth')),
     neck=dict(in_channels=[64, 128, 320, 512]))
 train_dataloader = dict(batch_size=2)  # 8 GPUs x 2
 optim_wrapper = dict(optimizer=dict(type='AdamW', lr=1e-4, weight_decay=0.05))

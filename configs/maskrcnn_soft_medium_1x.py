@@ -6,11 +6,11 @@ _base_ = [
     './_base_/runtime.py',
 ]
 
-# Weights: from scratch; to fine-tune: checkpoints/soft_medium_in1k.pth (see model base)
 # Recipe: SOFT++ paper §4.2 (AdamW, lr 1e-4, weight decay 0.01, batch 16, single scale
 # 1333x800); LR steps and warm-up: mmdet standard (the paper gives none).
 model = dict(
-    backbone=dict(arch='medium', drop_path_rate=0.2),
+    backbone=dict(arch='medium', drop_path_rate=0.2,
+                  init_cfg=dict(checkpoint='checkpoints/soft_medium_in1k.pth')),
     neck=dict(in_channels=[96, 192, 384, 768]))
 train_dataloader = dict(batch_size=2)  # 8 GPUs x 2
 optim_wrapper = dict(

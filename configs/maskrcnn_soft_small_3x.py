@@ -1,6 +1,5 @@
 _base_ = './maskrcnn_soft_small_1x.py'
 
-# Weights: from scratch; to fine-tune: checkpoints/soft_small_in1k.pth (see model base)
 # Recipe: SOFT++ paper §4.2 (AdamW, lr 1e-4, weight decay 0.01, batch 16, multi-scale 480-800
 # short side); LR steps and warm-up: mmdet standard (the paper gives none).
 # 3x: mmdet's multi-scale schedule, the 1x pipeline with a random short side of 480-800

@@ -1,6 +1,5 @@
 _base_ = './retinanet_infvit_small_1x.py'
 
-# Weights: from scratch; to fine-tune: checkpoints/infvit_small_in1k.pth (see model base)
 # Recipe: standard mmdet Swin recipe; the paper gives none (AdamW, lr 1e-4, weight decay 0.05,
 # warm-up 1000 iterations, batch 16, multi-scale 480-800 short side).
 # 3x: mmdet's multi-scale schedule, the 1x pipeline with a random short side of 480-800

@@ -6,11 +6,11 @@ _base_ = [
     './_base_/runtime.py',
 ]
 
-# Weights: from scratch; to fine-tune: checkpoints/infvitplain_l4_in1k.pth (see model base)
 # Recipe: standard mmdet Swin recipe; the paper gives none (AdamW, lr 1e-4, weight decay 0.05,
 # warm-up 1000 iterations, batch 16, single scale 1333x800).
 model = dict(
-    backbone=dict(arch='l4', drop_path_rate=0.1),
+    backbone=dict(arch='l4', drop_path_rate=0.1,
+                  init_cfg=dict(checkpoint='checkpoints/infvitplain_l4_in1k.pth')),
     neck=[
         dict(type='mmlinattn.SimpleFeaturePyramid', in_channels=768,
              scale_factors=(2.0, 1.0, 0.5)),

@@ -6,11 +6,11 @@ _base_ = [
     './_base_/runtime.py',
 ]
 
-# Weights: from scratch; to fine-tune: checkpoints/nalaformer_base_in1k.pth (see model base)
 # Recipe: NaLaFormer paper App. A.2 (AdamW, lr 1e-4, weight decay 1e-4, step policy, 12 epochs);
 # batch 16, single scale 1333x800 and warm-up: mmdet standard (the paper gives none).
 model = dict(
-    backbone=dict(arch='base', drop_path_rate=0.4),
+    backbone=dict(arch='base', drop_path_rate=0.4,
+                  init_cfg=dict(checkpoint='checkpoints/nalaformer_base_in1k.pth')),
     neck=dict(in_channels=[192, 384, 512]))
 train_dataloader = dict(batch_size=2)  # 8 GPUs x 2
 optim_wrapper = dict(optimizer=dict(type='AdamW', lr=1e-4, weight_decay=1e-4))

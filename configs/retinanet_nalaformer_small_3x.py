@@ -1,6 +1,5 @@
 _base_ = './retinanet_nalaformer_small_1x.py'
 
-# Weights: from scratch; to fine-tune: checkpoints/nalaformer_small_in1k.pth (see model base)
 # Recipe: NaLaFormer paper App. A.2 (AdamW, lr 1e-4, weight decay 1e-4, step policy, 36 epochs);
 # batch 16, multi-scale 480-800 short side and warm-up: mmdet standard (the paper gives none).
 # 3x: mmdet's multi-scale schedule, the 1x pipeline with a random short side of 480-800

@@ -6,11 +6,11 @@ _base_ = [
     './_base_/runtime.py',
 ]
 
-# Weights: from scratch; to fine-tune: checkpoints/nalaformer_tiny_in1k.pth (see model base)
 # Recipe: NaLaFormer paper App. A.2 (AdamW, lr 1e-4, weight decay 1e-4, step policy, 12 epochs);
 # batch 16, single scale 1333x800 and warm-up: mmdet standard (the paper gives none).
 model = dict(
-    backbone=dict(arch='tiny', drop_path_rate=0.2),
+    backbone=dict(arch='tiny', drop_path_rate=0.2,
+                  init_cfg=dict(checkpoint='checkpoints/nalaformer_tiny_in1k.pth')),
     neck=dict(in_channels=[128, 256, 512]))
 train_dataloader = dict(batch_size=2)  # 8 GPUs x 2
 optim_wrapper = dict(optimizer=dict(type='AdamW', lr=1e-4, weight_decay=1e-4))

@@ -6,11 +6,11 @@ _base_ = [
     './_base_/runtime.py',
 ]
 
-# Weights: from scratch; to fine-tune: checkpoints/soft_large_in1k.pth (see model base)
 # Recipe: SOFT++ paper §4.2 (AdamW, lr 1e-4, weight decay 0.01, batch 16, single scale
 # 1333x800); LR steps and warm-up: mmdet standard (the paper gives none).
 model = dict(
-    backbone=dict(arch='large', drop_path_rate=0.3),
+    backbone=dict(arch='large', drop_path_rate=0.3,
+                  init_cfg=dict(checkpoint='checkpoints/soft_large_in1k.pth')),
     neck=dict(in_channels=[256, 512, 1024]))
 train_dataloader = dict(batch_size=2)  # 8 GPUs x 2
 optim_wrapper = dict(

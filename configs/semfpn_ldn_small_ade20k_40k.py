@@ -6,13 +6,13 @@ _base_ = [
     './_base_/runtime.py',
 ]
 
-# Weights: from scratch; to fine-tune: checkpoints/ldn_small_in1k.pth (see model base)
 # Recipe: the PVT Semantic FPN recipe; the paper gives none (AdamW, lr 1e-4, weight decay 1e-4,
 # poly 0.9 decay, 512x512 crops).
 data_preprocessor = dict(size=_base_.crop_size)
 model = dict(
     data_preprocessor=data_preprocessor,
-    backbone=dict(arch='small', drop_path_rate=0.2),
+    backbone=dict(arch='small', drop_path_rate=0.2,
+                  init_cfg=dict(checkpoint='checkpoints/ldn_small_in1k.pth')),
     neck=dict(in_channels=[64, 128, 320, 512]),
     decode_head=dict(num_classes=150))
 train_dataloader = dict(batch_size=4)  # 4 GPUs x 4

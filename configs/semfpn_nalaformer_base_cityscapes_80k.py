@@ -6,13 +6,13 @@ _base_ = [
     './_base_/runtime.py',
 ]
 
-# Weights: from scratch; to fine-tune: checkpoints/nalaformer_base_in1k.pth (see model base)
 # Recipe: the PVT Semantic FPN recipe; the paper gives none (AdamW, lr 1e-4, weight decay 1e-4,
 # poly 0.9 decay, 512x1024 crops).
 data_preprocessor = dict(size=_base_.crop_size)
 model = dict(
     data_preprocessor=data_preprocessor,
-    backbone=dict(arch='base', drop_path_rate=0.4),
+    backbone=dict(arch='base', drop_path_rate=0.4,
+                  init_cfg=dict(checkpoint='checkpoints/nalaformer_base_in1k.pth')),
     neck=dict(in_channels=[96, 192, 384, 512]),
     decode_head=dict(num_classes=19))
 train_dataloader = dict(batch_size=2)  # 4 GPUs x 2

@@ -6,14 +6,14 @@ _base_ = [
     './_base_/runtime.py',
 ]
 
-# Weights: from scratch; to fine-tune: checkpoints/nalaformer_small_in1k.pth (see model base)
 # Recipe: NaLaFormer paper App. A.2 (Semantic FPN, AdamW, lr 1e-4, weight decay 1e-3, 40k
 # iterations); 512x512 crops, batch 16, poly 0.9 decay: the PVT Semantic FPN recipe (the paper
 # gives none).
 data_preprocessor = dict(size=_base_.crop_size)
 model = dict(
     data_preprocessor=data_preprocessor,
-    backbone=dict(arch='small', drop_path_rate=0.3),
+    backbone=dict(arch='small', drop_path_rate=0.3,
+                  init_cfg=dict(checkpoint='checkpoints/nalaformer_small_in1k.pth')),
     neck=dict(in_channels=[64, 128, 320, 512]),
     decode_head=dict(num_classes=150))
 train_dataloader = dict(batch_size=4)  # 4 GPUs x 4

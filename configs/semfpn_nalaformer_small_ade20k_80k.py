@@ -1,6 +1,5 @@
 _base_ = './semfpn_nalaformer_small_ade20k_40k.py'
 
-# Weights: from scratch; to fine-tune: checkpoints/nalaformer_small_in1k.pth (see model base)
 # Recipe: NaLaFormer paper App. A.2 (Semantic FPN, AdamW, lr 1e-4, weight decay 1e-3, 80k
 # iterations where the paper trains 40k); 512x512 crops, batch 16, poly 0.9 decay: the PVT
 # Semantic FPN recipe (the paper gives none).

@@ -6,13 +6,13 @@ _base_ = [
     './_base_/runtime.py',
 ]
 
-# Weights: from scratch; to fine-tune: checkpoints/soft_medium_in1k.pth (see model base)
 # Recipe: the PVT Semantic FPN recipe (AdamW, lr 1e-4, weight decay 1e-4, poly 0.9 decay; the
 # paper has no Semantic FPN) with the SOFT++ paper's Cityscapes 768x768 crops (§4.3).
 data_preprocessor = dict(size=_base_.crop_size)
 model = dict(
     data_preprocessor=data_preprocessor,
-    backbone=dict(arch='medium', drop_path_rate=0.2),
+    backbone=dict(arch='medium', drop_path_rate=0.2,
+                  init_cfg=dict(checkpoint='checkpoints/soft_medium_in1k.pth')),
     neck=dict(in_channels=[96, 192, 384, 768]),
     decode_head=dict(num_classes=19),
     test_cfg=dict(mode='slide', crop_size=_base_.crop_size, stride=(512, 512)))

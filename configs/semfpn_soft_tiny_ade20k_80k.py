@@ -1,6 +1,5 @@
 _base_ = './semfpn_soft_tiny_ade20k_40k.py'
 
-# Weights: from scratch; to fine-tune: checkpoints/soft_tiny_in1k.pth (see model base)
 # Recipe: the PVT Semantic FPN recipe; the paper gives none (AdamW, lr 1e-4, weight decay 1e-4,
 # poly 0.9 decay, 512x512 crops).
 param_scheduler = [

@@ -6,13 +6,13 @@ _base_ = [
     './_base_/runtime.py',
 ]
 
-# Weights: from scratch; to fine-tune: checkpoints/infvitplain_l4_in1k.pth (see model base)
 # Recipe: standard mmseg Swin UperNet recipe; the paper gives none (AdamW, lr 6e-5, weight decay
 # 0.01, warm-up 1500 iterations then linear decay, 512x512 crops).
 data_preprocessor = dict(size=_base_.crop_size)
 model = dict(
     data_preprocessor=data_preprocessor,
-    backbone=dict(arch='l4', drop_path_rate=0.1),
+    backbone=dict(arch='l4', drop_path_rate=0.1,
+                  init_cfg=dict(checkpoint='checkpoints/infvitplain_l4_in1k.pth')),
     neck=dict(in_channels=768),
     decode_head=dict(in_channels=[192, 384, 768, 768], num_classes=150),
     auxiliary_head=dict(in_channels=768, num_classes=150))

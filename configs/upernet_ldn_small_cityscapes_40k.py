@@ -6,13 +6,13 @@ _base_ = [
     './_base_/runtime.py',
 ]
 
-# Weights: from scratch; to fine-tune: checkpoints/ldn_small_in1k.pth (see model base)
 # Recipe: standard mmseg Swin UperNet recipe; the paper gives none (AdamW, lr 6e-5, weight decay
 # 0.01, warm-up 1500 iterations then linear decay, 512x1024 crops).
 data_preprocessor = dict(size=_base_.crop_size)
 model = dict(
     data_preprocessor=data_preprocessor,
-    backbone=dict(arch='small', drop_path_rate=0.2),
+    backbone=dict(arch='small', drop_path_rate=0.2,
+                  init_cfg=dict(checkpoint='checkpoints/ldn_small_in1k.pth')),
     decode_head=dict(in_channels=[64, 128, 320, 512], num_classes=19),
     auxiliary_head=dict(in_channels=320, num_classes=19))
 train_dataloader = dict(batch_size=2)  # 4 GPUs x 2

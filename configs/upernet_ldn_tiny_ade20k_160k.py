@@ -6,13 +6,13 @@ _base_ = [
     './_base_/runtime.py',
 ]
 
-# Weights: from scratch; to fine-tune: checkpoints/ldn_tiny_in1k.pth (see model base)
 # Recipe: standard mmseg Swin UperNet recipe; the paper gives none (AdamW, lr 6e-5, weight decay
 # 0.01, warm-up 1500 iterations then linear decay, 512x512 crops).
 data_preprocessor = dict(size=_base_.crop_size)
 model = dict(
     data_preprocessor=data_preprocessor,
-    backbone=dict(arch='tiny', drop_path_rate=0.1),
+    backbone=dict(arch='tiny', drop_path_rate=0.1,
+                  init_cfg=dict(checkpoint='checkpoints/ldn_tiny_in1k.pth')),
     decode_head=dict(in_channels=[64, 128, 320, 512], num_classes=150),
     auxiliary_head=dict(in_channels=320, num_classes=150))
 train_dataloader = dict(batch_size=2)  # 8 GPUs x 2

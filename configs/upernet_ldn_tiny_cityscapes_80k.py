@@ -1,6 +1,5 @@
 _base_ = './upernet_ldn_tiny_cityscapes_40k.py'
 
-# Weights: from scratch; to fine-tune: checkpoints/ldn_tiny_in1k.pth (see model base)
 # Recipe: standard mmseg Swin UperNet recipe; the paper gives none (AdamW, lr 6e-5, weight decay
 # 0.01, warm-up 1500 iterations then linear decay, 512x1024 crops).
 param_scheduler = [

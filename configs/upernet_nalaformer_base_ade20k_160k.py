@@ -6,14 +6,14 @@ _base_ = [
     './_base_/runtime.py',
 ]
 
-# Weights: from scratch; to fine-tune: checkpoints/nalaformer_base_in1k.pth (see model base)
 # Recipe: NaLaFormer paper App. A.2 (UperNet, AdamW, lr 1e-4, weight decay 1e-3, 160k
 # iterations); 512x512 crops, batch 16, warm-up and poly decay: mmseg Swin UperNet recipe (the
 # paper gives none).
 data_preprocessor = dict(size=_base_.crop_size)
 model = dict(
     data_preprocessor=data_preprocessor,
-    backbone=dict(arch='base', drop_path_rate=0.4),
+    backbone=dict(arch='base', drop_path_rate=0.4,
+                  init_cfg=dict(checkpoint='checkpoints/nalaformer_base_in1k.pth')),
     decode_head=dict(in_channels=[96, 192, 384, 512], num_classes=150),
     auxiliary_head=dict(in_channels=384, num_classes=150))
 train_dataloader = dict(batch_size=2)  # 8 GPUs x 2

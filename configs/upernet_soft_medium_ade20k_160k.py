@@ -6,13 +6,13 @@ _base_ = [
     './_base_/runtime.py',
 ]
 
-# Weights: from scratch; to fine-tune: checkpoints/soft_medium_in1k.pth (see model base)
 # Recipe: SOFT++ paper §4.3 (UperNet, AdamW, lr 6e-4, 512x512 crops, 160k iterations); weight
 # decay, batch, warm-up and poly decay: mmseg Swin UperNet recipe (the paper gives none).
 data_preprocessor = dict(size=_base_.crop_size)
 model = dict(
     data_preprocessor=data_preprocessor,
-    backbone=dict(arch='medium', drop_path_rate=0.2),
+    backbone=dict(arch='medium', drop_path_rate=0.2,
+                  init_cfg=dict(checkpoint='checkpoints/soft_medium_in1k.pth')),
     decode_head=dict(in_channels=[96, 192, 384, 768], num_classes=150),
     auxiliary_head=dict(in_channels=384, num_classes=150))
 train_dataloader = dict(batch_size=2)  # 8 GPUs x 2

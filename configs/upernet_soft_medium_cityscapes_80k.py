@@ -1,6 +1,5 @@
 _base_ = './upernet_soft_medium_cityscapes_40k.py'
 
-# Weights: from scratch; to fine-tune: checkpoints/soft_medium_in1k.pth (see model base)
 # Recipe: SOFT++ paper §4.3 (UperNet, AdamW, lr 6e-4, 768x768 crops, 80k iterations where the
 # paper trains 40k); weight decay, batch, warm-up and poly decay: mmseg Swin UperNet recipe (the
 # paper gives none).

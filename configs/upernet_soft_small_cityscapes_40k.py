@@ -6,13 +6,13 @@ _base_ = [
     './_base_/runtime.py',
 ]
 
-# Weights: from scratch; to fine-tune: checkpoints/soft_small_in1k.pth (see model base)
 # Recipe: SOFT++ paper §4.3 (UperNet, AdamW, lr 6e-4, 768x768 crops, 40k iterations); weight
 # decay, batch, warm-up and poly decay: mmseg Swin UperNet recipe (the paper gives none).
 data_preprocessor = dict(size=_base_.crop_size)
 model = dict(
     data_preprocessor=data_preprocessor,
-    backbone=dict(arch='small', drop_path_rate=0.1),
+    backbone=dict(arch='small', drop_path_rate=0.1,
+                  init_cfg=dict(checkpoint='checkpoints/soft_small_in1k.pth')),
     decode_head=dict(in_channels=[96, 192, 384, 768], num_classes=19),
     auxiliary_head=dict(in_channels=384, num_classes=19),
     test_cfg=dict(mode='slide', crop_size=_base_.crop_size, stride=(512, 512)))

@@ -18,7 +18,8 @@ from mmengine.logging import print_log
 from mmengine.runner import Runner
 
 from mmlinattn.utils.checkpoint_schemes import install_safe_checkpoint_loading
-from mmlinattn.engine.runner import (add_custom_hook, check_config_channels,
+from mmlinattn.engine.runner import (add_custom_hook, check_backbone_weights,
+                                    check_config_channels,
                                     check_config_datasets, check_load_from, check_resumable,
                                     close_process_group, env_is_cpu, exit_on_bad_checkpoint,
                                     library_of, register_library, set_work_dir, setup_launcher,
@@ -105,6 +106,7 @@ def main():
     add_custom_hook(cfg, dict(type='mmlinattn.RNGStateHook'))
     use_safe_checkpoint_hook(cfg)
     check_load_from(cfg, args.allow_partial)
+    check_backbone_weights(cfg)
 
     check_config_channels(cfg)
     check_config_datasets(cfg, ('train_dataloader', 'val_dataloader'),

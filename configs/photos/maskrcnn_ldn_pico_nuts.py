@@ -6,7 +6,7 @@ _base_ = ['../demo/maskrcnn_ldn_pico_demo.py', './_base_/nuts_instance.py']
 #   bash tools/demo.sh configs/photos/maskrcnn_ldn_pico_nuts.py
 model = dict(
     # the early-convolution stem and 3x3 down-samplers, with which LDN learns from scratch
-    # in a short schedule (docs/photos.md)
+    # in a short schedule (docs/user_guides/photos.md)
     backbone=dict(stem='conv', overlap_downsample=True),
     roi_head=dict(bbox_head=dict(num_classes=_base_.nuts_instance.num_classes),
                   mask_head=dict(num_classes=_base_.nuts_instance.num_classes)))

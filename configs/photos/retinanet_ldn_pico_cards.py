@@ -4,7 +4,7 @@ _base_ = ['../demo/retinanet_ldn_pico_demo.py', './_base_/cards.py']
 # and from-scratch learning rate) on the playing-card photos (configs/photos/_base_/cards.py):
 #   bash tools/demo.sh configs/photos/retinanet_ldn_pico_cards.py
 # From scratch, LDN's patchify stem and 2x2 down-samplers barely learn a detector in a short
-# schedule; the early-convolution stem and 3x3 down-samplers do (docs/photos.md).
+# schedule; the early-convolution stem and 3x3 down-samplers do (docs/user_guides/photos.md).
 model = dict(backbone=dict(stem='conv', overlap_downsample=True),
              bbox_head=dict(num_classes=_base_.cards.num_classes))
 train_dataloader = _base_.cards.train_dataloader

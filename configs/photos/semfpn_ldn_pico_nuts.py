@@ -2,7 +2,7 @@ _base_ = ['../semfpn_ldn_tiny_ade20k_40k.py', './_base_/nuts_seg.py']
 
 # Semantic FPN on the nut photos (configs/photos/_base_/nuts_seg.py): the pico backbone of
 # configs/demo/retinanet_ldn_pico_demo.py, a 64-channel FPN and head, and the RetinaNet
-# demo's from-scratch learning rate, with the early-convolution stem (docs/photos.md):
+# demo's from-scratch learning rate, with the early-convolution stem (docs/user_guides/photos.md):
 #   bash tools/demo.sh configs/photos/semfpn_ldn_pico_nuts.py
 model = dict(
     data_preprocessor=dict(size=_base_.nuts_seg.crop_size),

@@ -61,7 +61,8 @@ PAPER: Dict[str, tuple] = {
 }
 
 # One collection per backbone family.  ``weights``: what ImageNet weights exist (the configs
-# train from scratch either way; no detection or segmentation checkpoint exists).
+# fine-tune checkpoints/<family>_<arch>_in1k.pth; no detection or segmentation checkpoint
+# exists).
 FAMILIES: Dict[str, dict] = {
     'soft': dict(
         collection='SOFT++', title='SOFT++: Softmax-free Linear Transformers',
@@ -175,9 +176,12 @@ ALGO_ORDER = ('retinanet', 'maskrcnn', 'semfpn', 'upernet')
 
 
 def model_key(cfg, shape) -> str:
-    """Hash of the model dict and input size: configs with equal keys measure equally."""
-    text = json.dumps(dict(model=cfg.model.to_dict(), shape=list(shape)), sort_keys=True,
-                      default=str)
+    """Hash of the model dict and input size: configs with equal keys measure equally.  The
+    backbone's ``init_cfg`` (which weights it loads) changes no count and is left out."""
+    model = cfg.model.to_dict()
+    if isinstance(model.get('backbone'), dict):
+        model['backbone']['init_cfg'] = None
+    text = json.dumps(dict(model=model, shape=list(shape)), sort_keys=True, default=str)
     return hashlib.sha1(text.encode()).hexdigest()[:16]
 
 
@@ -335,8 +339,9 @@ def render_family(family: str, rows: List[dict], cache: dict, lat: dict) -> str:
            '**No trained checkpoints.** Accuracy columns (where the paper reports any) are '
            'what the paper reports for the '
            'same detector, backbone and schedule, with an ImageNet-pretrained backbone (not '
-           'reproduced here; "–": the paper reports none). The configs start from random '
-           "weights unless you set the backbone's `init_cfg`. ImageNet weights: "
+           'reproduced here; "–": the paper reports none). Each config fine-tunes the ImageNet '
+           'weights in `checkpoints/<family>_<arch>_in1k.pth`, which you make once. '
+           "ImageNet weights: "
            f"{f['weights']}", '',
            '## Results and models']
     for title, kind, shape in SECTIONS:
@@ -471,8 +476,10 @@ def render_overview(rows: List[dict], lat: dict) -> str:
             'Other machine types and sizes: [benchmarks](../benchmarks.md).',
             '',
             '## ImageNet weights', '',
-            "The configs start from random weights unless you set the backbone's `init_cfg` "
-            "(the comment in each `configs/_base_/models/` file shows how). The authors' released "
+            'Each config fine-tunes the ImageNet weights in '
+            '`checkpoints/<family>_<arch>_in1k.pth`, as the papers do; without the file '
+            '`tools/train.py` stops at the start and says how to make it (the comment in each '
+            "`configs/_base_/models/` file says so too). The authors' released "
             'ImageNet checkpoints of SOFT-Norm / plain SOFT and of NaLaFormer load through '
             '`tools/model_converters/convert_checkpoint.py` into the matching official '
             'settings, which differ from the shipped configs (SOFT-Norm archs `*-norm`; '

@@ -200,8 +200,19 @@ def demo_config(cfg: Config, iters: int = 300, data_root: str = DEMO_ROOT,
         _set_length(cfg, iters, cfg.train_cfg.get('max_iters', 160000), False)
     else:
         raise ValueError(f'unsupported default_scope {scope!r}')
+    _from_scratch_without_weights(cfg)
     cfg.default_hooks.logger['interval'] = 10
     return cfg
+
+
+def _from_scratch_without_weights(cfg: Config) -> None:
+    """The drawn data trains from scratch when the ImageNet file a config fine-tunes is not
+    there (the shipped configs name ``checkpoints/<family>_<arch>_in1k.pth``)."""
+    backbone = cfg.model.get('backbone') or {}
+    init_cfg = backbone.get('init_cfg') or {}
+    path = init_cfg.get('checkpoint', '') if init_cfg.get('type') == 'Pretrained' else ''
+    if path and '://' not in path and not osp.isfile(path):
+        backbone['init_cfg'] = None
 
 
 def _diff(old: Any, new: Any, prefix: str, out: Dict[str, Any]) -> None:

@@ -24,6 +24,7 @@ from mmlinattn.utils.checkpoint import (CheckpointMismatchError, CorruptCheckpoi
                                         MissingCheckpointError, UnsafeCheckpointError,
                                         safe_load_checkpoint)
 from mmlinattn.utils.data_check import check_datasets
+from mmlinattn.utils.weights_hint import weights_hint
 
 LIBRARIES = {'mmdet': 'MMDetection', 'mmseg': 'MMSegmentation'}
 
@@ -223,6 +224,26 @@ def check_load_from(cfg: Config, allow_partial: bool = False) -> None:
                                   'still fills most of it)'))
 
 
+def check_backbone_weights(cfg: Config) -> None:
+    """Stop before anything is built when the backbone's ``init_cfg`` names a local file that
+    does not exist, with how to make it.  A resumed or ``load_from`` run takes its backbone
+    from that checkpoint, so there the missing file is only logged and not loaded."""
+    backbone = (cfg.get('model') or {}).get('backbone') or {}
+    init_cfg = backbone.get('init_cfg') or {}
+    path = init_cfg.get('checkpoint') if init_cfg.get('type') == 'Pretrained' else None
+    if not path or '://' in path or osp.isfile(path):
+        return
+    hint = weights_hint(backbone.get('type', ''), backbone.get('arch'), path)
+    if cfg.get('resume') or cfg.get('load_from'):
+        print_log(f'backbone init_cfg checkpoint {path!r} does not exist; not needed, the '
+                  f'weights come from {cfg.get("load_from") or "the resumed checkpoint"}',
+                  logger='current')
+        backbone['init_cfg'] = None
+        return
+    raise SystemExit(f'This config fine-tunes ImageNet weights from {path!r}, which does not '
+                     f'exist. {hint}')
+
+
 @contextmanager
 def exit_on_bad_checkpoint():
     """A checkpoint that is unsafe, corrupt, or does not fit the model ends the run with
@@ -321,5 +342,6 @@ __all__ = ['library_of', 'register_library', 'rank_zero_logger', 'use_safe_check
            'setup_launcher', 'check_config_datasets', 'check_config_channels',
            'warn_stuck_warmup', 'add_custom_hook', 'resume_path', 'check_resumable',
            'use_checkpoint_seed', 'FINETUNE_MIN_MATCH', 'check_load_from',
+           'check_backbone_weights',
            'exit_on_bad_checkpoint', 'set_work_dir', 'env_is_cpu', 'close_process_group',
            'DIST_TIMEOUT_S', 'enable_show', 'enable_tta']

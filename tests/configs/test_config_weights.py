@@ -1,11 +1,11 @@
 """What every top-level config says about its weights, and the SOFT++ configs' pseudo-inverse.
 
-Each config states in a ``# Weights:`` line which weights its backbone starts from as
-shipped (none: ``init_cfg=None``) and the ImageNet file its fine-tuning recipe expects; its
-model base (``configs/_base_/models/<detector>_<family>.py``) says how to make that file (the
-timm model to pretrain, which must build the config's backbone type and arch) and the
-``init_cfg`` line to add.  Following that line without the file stops with
-:class:`MissingCheckpointError` naming the file and how to make it.
+Each config fine-tunes ImageNet-1k weights: its backbone's ``init_cfg`` loads
+``checkpoints/<family>_<arch>_in1k.pth``, and its model base
+(``configs/_base_/models/<detector>_<family>.py``) says in a ``# Weights:`` comment how to make
+that file (the timm model to pretrain, which must build the config's backbone type and arch).
+Without the file, tools/train.py stops before anything is built and says how to make it; a
+resumed or ``load_from`` run does not need it, and the drawn demo data trains from scratch.
 """
 import os
 import os.path as osp
@@ -15,6 +15,8 @@ import pytest
 from mmengine.config import Config
 
 import mmlinattn.models  # noqa: F401  (registers the backbones)
+from mmlinattn.datasets.demo_overrides import demo_options
+from mmlinattn.engine.runner import check_backbone_weights
 from mmlinattn.registry import MODELS
 from mmlinattn.timm.linattn_models import MODEL_SPECS
 from mmlinattn.utils.checkpoint import MissingCheckpointError
@@ -39,47 +41,61 @@ def model_base(name: str) -> str:
     return osp.join(CONFIG_DIR, '_base_', 'models', f'{detector}_{family}.py')
 
 
-def stated_init_cfg(name: str) -> dict:
-    """The init_cfg a config's statements say to add, with its arch filled in."""
-    arch = name.split('_')[2]
-    leaf = weights_statement(osp.join(CONFIG_DIR, name))
-    base = weights_statement(model_base(name)).replace('<arch>', arch)
-    found = re.search(r"init_cfg=dict\(type='Pretrained', checkpoint='([^']+)'\)", base)
-    assert found, base
-    assert f'to fine-tune: {found.group(1)} ' in leaf, (leaf, base)
-    return dict(type='Pretrained', checkpoint=found.group(1))
-
-
 @pytest.mark.parametrize('name', CONFIGS)
-def test_config_states_its_weights(name):
+def test_config_fine_tunes_the_imagenet_file_its_base_says_how_to_make(name):
     cfg = Config.fromfile(osp.join(CONFIG_DIR, name))
     backbone = cfg.model.backbone
     family, arch = name.split('_')[1:3]
-    assert backbone.init_cfg is None
-    assert weights_statement(osp.join(CONFIG_DIR, name)).startswith('from scratch;')
-    assert stated_init_cfg(name)['checkpoint'] == f'checkpoints/{family}_{arch}_in1k.pth'
-    # the timm model named for pretraining builds this config's backbone
+    path = f'checkpoints/{family}_{arch}_in1k.pth'
+    assert backbone.init_cfg == dict(type='Pretrained', checkpoint=path)
     base = weights_statement(model_base(name)).replace('<arch>', arch)
-    assert 'start from scratch (init_cfg=None)' in base
+    assert path in base and 'convert_checkpoint.py' in base
+    assert 'model.backbone.init_cfg=None' in base   # how to train from scratch instead
+    # the timm model named for pretraining builds this config's backbone
     spec = MODEL_SPECS[re.search(r"pretrain timm's (\w+)", base).group(1)][0]
     assert (f"mmlinattn.{spec['type']}", spec['arch']) == (backbone.type, backbone.arch)
     if family in ('infvit', 'ldn'):   # their patchify stems barely learn from scratch
         assert "stem='conv'" in base
 
 
-@pytest.mark.parametrize('name', ['retinanet_ldn_tiny_1x.py', 'upernet_soft_small_ade20k_160k.py'])
-def test_following_the_statement_without_the_file_says_how_to_make_it(name, tmp_path,
-                                                                      monkeypatch):
-    init_cfg = stated_init_cfg(name)
+@pytest.mark.parametrize('name', ['retinanet_ldn_tiny_1x.py', 'upernet_soft_small_ade20k_160k.py',
+                                  'maskrcnn_nalaformer_tiny_3x.py'])
+def test_without_the_file_training_stops_at_the_start_and_says_how_to_make_it(
+        name, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)   # no checkpoints/ here
-    backbone = dict(Config.fromfile(osp.join(CONFIG_DIR, name)).model.backbone,
-                    init_cfg=init_cfg)
-    backbone['type'] = backbone['type'].split('.')[-1]
-    model = MODELS.build(backbone)
-    with pytest.raises(MissingCheckpointError) as err:
-        model.init_weights()
-    assert init_cfg['checkpoint'] in str(err.value)
-    assert 'tools/model_converters/convert_checkpoint.py' in str(err.value)
+    cfg = Config.fromfile(osp.join(CONFIG_DIR, name))
+    path = cfg.model.backbone.init_cfg.checkpoint
+    with pytest.raises(SystemExit) as err:
+        check_backbone_weights(cfg)
+    message = str(err.value)
+    assert path in message and 'convert_checkpoint.py' in message
+    assert 'model.backbone.init_cfg=None' in message and 'docs/user_guides/weights.md' in message
+    if '_nalaformer_' in name:   # the authors' file, and the preset it needs
+        assert 'NALAFORMER_T.pth' in message and "kernel='relu_split_rope'" in message
+    # the backbone itself refuses the missing file too (mmdet's and mmseg's own tools)
+    backbone = dict(cfg.model.backbone, type=cfg.model.backbone.type.split('.')[-1])
+    with pytest.raises(MissingCheckpointError, match=re.escape(path)):
+        MODELS.build(backbone).init_weights()
+
+
+def test_a_present_file_or_a_resume_needs_nothing_more(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    name = 'retinanet_soft_tiny_1x.py'
+    cfg = Config.fromfile(osp.join(CONFIG_DIR, name))
+    resumed = Config.fromfile(osp.join(CONFIG_DIR, name))
+    resumed.load_from = 'work_dirs/x/epoch_3.pth'
+    check_backbone_weights(resumed)   # the weights come from load_from
+    assert resumed.model.backbone.init_cfg is None
+    os.makedirs('checkpoints')
+    open(cfg.model.backbone.init_cfg.checkpoint, 'wb').close()
+    check_backbone_weights(cfg)
+    assert cfg.model.backbone.init_cfg.checkpoint == 'checkpoints/soft_tiny_in1k.pth'
+
+
+def test_the_drawn_demo_data_trains_from_scratch(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    cfg = Config.fromfile(osp.join(CONFIG_DIR, 'semfpn_infvit_tiny_ade20k_40k.py'))
+    assert demo_options(cfg, 20)['model.backbone.init_cfg'] is None
 
 
 @pytest.mark.parametrize('name', [n for n in CONFIGS if '_soft_' in n])

@@ -253,7 +253,7 @@ def test_config_loads_with_explicit_recipe(name):
     # batch padding is masked out of the backbone (docs/advanced/batch_independence.md)
     assert dict(type='mmlinattn.ValidRegionHook') in cfg.custom_hooks
     bb = cfg.model.backbone
-    assert bb.type.startswith('mmlinattn.') and bb.init_cfg is None
+    assert bb.type.startswith('mmlinattn.') and bb.init_cfg.type == 'Pretrained'
     assert cfg.optim_wrapper.optimizer.type == 'AdamW'
     for key in ('lr', 'weight_decay'):
         assert key in cfg.optim_wrapper.optimizer

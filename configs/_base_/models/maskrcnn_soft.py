@@ -5,11 +5,13 @@
 # not converge at these m, and far cheaper (records/soft_pinv_decision_zen4.json).
 # SOFT++-small's backbone at 1333x800: 213 GMACs (pinv='newton': 6 023); max_landmarks=49
 # pools the landmarks (93 GMACs; linear cost, not the paper's rule).
-# Weights: the configs start from scratch (init_cfg=None) under a fine-tuning recipe for
-# ImageNet-1k weights, and none are released for the paper's archs (the authors release their
-# '*-norm' archs). To fine-tune, pretrain timm's soft_<arch>, convert it to the
-# checkpoints/soft_<arch>_in1k.pth a config names (tools/model_converters/convert_checkpoint.py,
-# docs/user_guides/weights.md) and add init_cfg=dict(type='Pretrained',
-# checkpoint='checkpoints/soft_<arch>_in1k.pth') to the backbone.
+# Weights: the configs fine-tune ImageNet-1k weights from the checkpoints/soft_<arch>_in1k.pth
+# each names; none are released for the SOFT++ archs (the authors release their '*-norm' archs).
+# To make it, pretrain timm's soft_<arch> and convert it: python
+# tools/model_converters/convert_checkpoint.py model_best.pth.tar
+# checkpoints/soft_<arch>_in1k.pth (docs/user_guides/weights.md). Without the file,
+# tools/train.py stops at the start and says so; from scratch instead: --cfg-options
+# model.backbone.init_cfg=None.
 _base_ = './maskrcnn.py'
-model = dict(backbone=dict(type='mmlinattn.SOFT', pinv='cholesky'))
+model = dict(
+    backbone=dict(type='mmlinattn.SOFT', pinv='cholesky', init_cfg=dict(type='Pretrained')))

@@ -5,7 +5,5 @@ _base_ = 'mmdet::_base_/models/retinanet_r50_fpn.py'
 model = dict(
     backbone=dict(
         _delete_=True,  # none of the ResNet's arguments apply
-        out_indices=(1, 2, 3),
-        # ImageNet weights: init_cfg=dict(type='Pretrained', checkpoint='<family>_<arch>.pth')
-        init_cfg=None),
+        out_indices=(1, 2, 3)),
     neck=dict(start_level=0, num_outs=5))

@@ -6,6 +6,4 @@ model = dict(
     pretrained=None,
     backbone=dict(
         _delete_=True,  # none of the ResNet's arguments apply
-        out_indices=(0, 1, 2, 3),
-        # ImageNet weights: init_cfg=dict(type='Pretrained', checkpoint='<family>_<arch>.pth')
-        init_cfg=None))
+        out_indices=(0, 1, 2, 3)))
