@@ -32,7 +32,7 @@ from torch.nn.modules.batchnorm import _BatchNorm
 
 from ...kernels.policy import traced
 from ...ops.precision import autocast_enabled
-from ...utils.checkpoint import load_pretrained_backbone
+from ...utils.pretrained import load_pretrained_backbone
 from ..layers import LayerNorm2d, maybe_checkpoint
 from ..layers.channels_last import tokens_as_map
 from ..layers.token_grid import IMAGE_SIZES_ATTR, TokenGrid
@@ -72,7 +72,7 @@ class BackboneBase(BaseModule, metaclass=_FreezeAfterInit):
             ``init_cfg`` (see the family's ``convert_checkpoint``).
         pretrained: deprecated path, use ``init_cfg=dict(type='Pretrained', checkpoint=...)``.
         init_cfg: mmengine init config; ``type='Pretrained'`` loads through
-            :func:`mmlinattn.utils.checkpoint.load_pretrained_backbone`, which also accepts
+            :func:`mmlinattn.utils.pretrained.load_pretrained_backbone`, which also accepts
             ``min_match`` (default 0.9) and ``allow_partial`` (default False).
     """
 
