@@ -13,7 +13,7 @@ import torch
 import torch.nn as nn
 from timm.layers import DropPath, LayerScale
 
-from ...kernels import grid_diffusion, linear_attention
+from ...kernels import fast_grid_diffusion, fast_linear_attention
 from ...kernels.residual import branch_output, parallel_residual
 from ...ops import grid_diffusion_implicit_dct, stencil_kernel, stencil_offsets
 from ...ops.precision import compute_dtype
@@ -114,8 +114,8 @@ class GridDiffusion(nn.Module):
         if self.integrator == 'euler':
             # in a padded batch, each image diffuses on its own valid region only
             valid = None if grid is None else grid.map_mask(x.device, torch.float32)
-            return grid_diffusion(x, stencil_kernel(p, self.taps), self.step(), self.n_steps,
-                                  valid)
+            return fast_grid_diffusion(x, stencil_kernel(p, self.taps), self.step(),
+                                       self.n_steps, valid)
         kappa = torch.stack([p[:, 0] + p[:, 1], p[:, 2] + p[:, 3]], dim=1)
         return grid_diffusion_implicit_dct(x, kappa, self.step(), self.n_steps)
 
@@ -169,7 +169,8 @@ class LinearAttention(QKVMixer):
     def attend(self, x: torch.Tensor, grid: Optional[TokenGrid] = None) -> torch.Tensor:
         """(B, N, C) -> (B, H, N, d): the attention output per head, before the projection."""
         q, k, v = self.qkv_heads(x)
-        return linear_attention(q, k, v, self.feature_map, self.eps, valid_tokens_or_none(grid, x))
+        return fast_linear_attention(q, k, v, self.feature_map, self.eps,
+                                     valid_tokens_or_none(grid, x))
 
 
 class LDNBlock(nn.Module):

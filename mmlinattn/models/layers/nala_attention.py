@@ -6,7 +6,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from timm.layers import DropPath
 
-from ...kernels import nala_attention
+from ...kernels import fast_nala_attention
 from ...kernels.policy import traced
 from ...kernels.recompute import recompute_in_backward
 from ...kernels.residual import branch_output, normed_linears, residual_step
@@ -138,8 +138,9 @@ class NaLaAttention(nn.Module):
         x = heads[0]
         if self.attn_type == 'nala':
             angles = (self._angles(hw, x) if self.kernel == 'relu_split_rope' else None)
-            return nala_attention(*heads, kernel=self.kernel, lam=self.lam, alpha=self.alpha,
-                                  eps=self.eps, valid=valid, fuse=self.fuse, rope_angles=angles)
+            return fast_nala_attention(*heads, kernel=self.kernel, lam=self.lam,
+                                       alpha=self.alpha, eps=self.eps, valid=valid,
+                                       fuse=self.fuse, rope_angles=angles)
         q, k, v_ = heads
         if self.rope:
             angles = self._angles(hw, x)

@@ -11,7 +11,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from timm.layers import DropPath
 
-from ...kernels import soft_attention
+from ...kernels import fast_soft_attention
 from ...kernels.onednn import apply_linear
 from ...kernels.policy import traced
 from ...kernels.residual import branch_output, residual_step
@@ -259,8 +259,8 @@ class SoftAttention(nn.Module):
                valid: Optional[torch.Tensor] = None,
                landmark_valid: Optional[torch.Tensor] = None) -> torch.Tensor:
         """``S^ V`` with this block's Newton-Schulz and normalisation settings."""
-        return soft_attention(q, landmarks, v, self.num_iters, self.newton_init, self.sym_norm,
-                              self.ridge, valid, landmark_valid, self.pinv)
+        return fast_soft_attention(q, landmarks, v, self.num_iters, self.newton_init,
+                                   self.sym_norm, self.ridge, valid, landmark_valid, self.pinv)
 
     def _conv_v(self, v: torch.Tensor, grid: TokenGrid) -> torch.Tensor:
         """The authors' depthwise conv: one k x k filter per head, shared by its channels."""
