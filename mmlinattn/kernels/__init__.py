@@ -12,13 +12,16 @@ Entries the layers call: :func:`fast_soft_attention`, :func:`fast_nala_attention
 :func:`fast_linear_attention`, :func:`fast_grid_diffusion`, :func:`fast_pure_infsa` (each
 named apart from its plain form in :mod:`mmlinattn.ops`); the residual steps of
 :mod:`.residual`; the linears of :mod:`.onednn`; the depthwise convs of :mod:`.depthwise`.
+A backbone's forward runs under :func:`decide_once` (the switches read once for the whole
+forward); the base class :class:`.residual.ResidualBranch` holds the seam's protocol.
 """
 from . import policy
+from .policy import decide_once
 from .chunked import fast_linear_attention
 from .diffusion import fast_grid_diffusion
 from .infsa import fast_pure_infsa
 from .nala import fast_nala_attention
 from .soft import fast_soft_attention
 
-__all__ = ['policy', 'fast_soft_attention', 'fast_nala_attention', 'fast_linear_attention',
-           'fast_grid_diffusion', 'fast_pure_infsa']
+__all__ = ['policy', 'decide_once', 'fast_soft_attention', 'fast_nala_attention',
+           'fast_linear_attention', 'fast_grid_diffusion', 'fast_pure_infsa']

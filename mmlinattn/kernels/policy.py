@@ -16,21 +16,27 @@ Orthogonal to the mode: the device (chunk and segment sizes, depthwise slices: t
 below) and the toolchain (:func:`compiled_allowed`, :func:`onednn_allowed`).
 
 The environment switches are declared in :data:`SWITCHES`, the sizes that tune the fast
-forms just below it.  Both are read at call time (a test or a user may change them).
+forms just below it.  A backbone's forward reads the switches once, where it starts
+(:func:`decide_once`), and every question asked during it answers from that reading; a call
+outside such a forward (an op called directly) reads them at call time.  The sizes are
+module attributes read at call time (a test or a user may change them).
 """
 import enum
 import functools
 import importlib.util
 import os
 import shutil
+from typing import Callable, FrozenSet, NamedTuple, Optional
 
 import torch
 from torch.nn.modules import module as module_hooks
 
 from ..ops.precision import autocast_enabled
+from ..ops.tracing import traced
 
 __all__ = ['SWITCHES', 'COMPILE_ENV', 'FUSE_GELU_ENV', 'KERNELS_ENV', 'TRITON_ENV', 'Mode',
-           'mode', 'switched_off', 'plain', 'traced', 'needs_grad', 'eager_inference',
+           'Switches', 'read_switches', 'decide_once', 'mode', 'switched_off', 'plain', 'traced',
+           'needs_grad', 'eager_inference',
            'eager_training', 'may_branch_on_sizes', 'special_mode', 'compiled_allowed',
            'onednn_allowed', 'triton_allowed', 'plain_precision',
            'hooked', 'custom_depthwise_backward', 'depthwise_slices', 'gemm_accumulates',
@@ -95,20 +101,53 @@ class Mode(enum.Enum):
     EAGER_INFERENCE = 'eager inference'
 
 
+class Switches(NamedTuple):
+    """The environment switches as read at one moment: ``plain`` (``MMLINATTN_KERNELS=plain``)
+    and the other switches of :data:`SWITCHES` that say off."""
+    plain: bool
+    off: FrozenSet[str]
+
+
+def read_switches() -> Switches:
+    """The switches as the environment sets them now."""
+    return Switches(os.environ.get(KERNELS_ENV, '').strip().lower() == 'plain',
+                    frozenset(v for v in SWITCHES if v != KERNELS_ENV and _says_off(v)))
+
+
+#: the switches of the backbone forward that runs (:func:`decide_once`); None outside one
+_DECIDED: Optional[Switches] = None
+
+
+def decide_once(forward: Callable, *args, **kwargs):
+    """``forward(*args, **kwargs)`` with the switches read once, at its start, for every
+    question asked during it (a nested call keeps the outer reading).  Traced, nothing is
+    stored: the graph is built from what the questions answered while tracing."""
+    global _DECIDED
+    if _DECIDED is not None or traced():
+        return forward(*args, **kwargs)
+    _DECIDED = read_switches()
+    try:
+        return forward(*args, **kwargs)
+    finally:
+        _DECIDED = None
+
+
+def _says_off(var: str) -> bool:
+    return os.environ.get(var, '1').strip().lower() in _OFF
+
+
 def switched_off(var: str) -> bool:
     """Whether the switch ``var`` says off (``0``, ``false``, ``no``, ``off``)."""
-    return os.environ.get(var, '1').strip().lower() in _OFF
+    if _DECIDED is not None and var in SWITCHES and var != KERNELS_ENV:
+        return var in _DECIDED.off
+    return _says_off(var)
 
 
 def plain() -> bool:
     """``MMLINATTN_KERNELS=plain``: no fast form runs."""
+    if _DECIDED is not None:
+        return _DECIDED.plain
     return os.environ.get(KERNELS_ENV, '').strip().lower() == 'plain'
-
-
-def traced() -> bool:
-    """Inside a ``torch.compile`` / ``torch.export`` graph or a ``torch.jit.trace`` (the
-    TorchScript-based ONNX exporter, which mmdeploy uses)."""
-    return torch.compiler.is_compiling() or torch.jit.is_tracing()
 
 
 def needs_grad(*tensors: torch.Tensor) -> bool:

@@ -14,3 +14,11 @@ def recompute_in_backward(fn: Callable, *args):
     if not policy.plain() and policy.needs_grad(*(a for a in args if a is not None)):
         return cp.checkpoint(fn, *args, use_reentrant=False)
     return fn(*args)
+
+
+def recompute_in_eager_backward(fn: Callable, *args):
+    """:func:`recompute_in_backward` outside a traced graph, whose partitioner chooses for
+    itself what to keep: there ``fn(*args)``."""
+    if policy.traced():
+        return fn(*args)
+    return recompute_in_backward(fn, *args)

@@ -17,7 +17,7 @@ Each fused form equals its two-step form up to rounding, and is that form wherev
 :mod:`.policy` rules it out.  A branch without the protocol, or with a forward hook (which
 expects the module to be called), is called as ``branch(norm(x), grid)``.
 """
-from typing import Callable, Optional, Protocol, Sequence, Tuple
+from typing import Callable, Optional, Sequence, Tuple
 
 import torch
 import torch.nn as nn
@@ -29,23 +29,35 @@ from .policy import (eager_inference, gemm_accumulates, hooked, layer_scale_fold
 from .recompute import recompute_in_backward
 
 
-class ResidualBranch(Protocol):
-    """What a branch ending in a linear exposes to the seam.
+class ResidualBranch(nn.Module):
+    """A branch that ends in a linear (a mixer's output projection, an FFN's fc2), as the seam
+    sees it; the protocol is written here once.
 
-    ``residual_parts(x, grid, norm)`` -> ``(h, tail)``: with ``tail`` None, ``h`` is the
-    linear's input computed from ``norm(x)`` (``x`` for no norm; the branch may keep ``x``
-    instead of ``norm(x)`` for its backward, :func:`normed_linears`); otherwise the linear's
-    input is ``tail(h)``, recomputed in the backward.  ``out_proj`` is the linear,
-    ``out_drop`` the dropout after it (or None); ``training`` the module's mode.  The
-    branch's plain ``forward(x, grid)`` is :func:`branch_output`.
+    A subclass names the linear and the dropout after it (``out_proj_name``;
+    ``out_drop_name``, None for none) and writes ``residual_parts(x, grid, norm)`` ->
+    ``(h, tail)``: with ``tail`` None, ``h`` is the linear's input computed from ``norm(x)``
+    (``x`` for no norm; the branch may keep ``x`` instead of ``norm(x)`` for its backward,
+    :func:`normed_linears`); otherwise the linear's input is ``tail(h)``, recomputed in the
+    backward.  Its plain ``forward(x, grid)`` is :func:`branch_output`.
     """
-    out_proj: nn.Linear
-    out_drop: Optional[nn.Module]
-    training: bool
+    out_proj_name: str = 'proj'
+    out_drop_name: Optional[str] = None
+
+    @property
+    def out_proj(self) -> nn.Linear:
+        return getattr(self, self.out_proj_name)
+
+    @property
+    def out_drop(self) -> Optional[nn.Module]:
+        return None if self.out_drop_name is None else getattr(self, self.out_drop_name)
+
+    def forward(self, x: torch.Tensor, grid=None) -> torch.Tensor:
+        """The branch alone (no residual): ``out_drop(out_proj(...))`` of ``x`` on ``grid``."""
+        return branch_output(self, x, grid)
 
     def residual_parts(self, x: torch.Tensor, grid, norm: Optional[nn.Module]
                        ) -> Tuple[torch.Tensor, Optional[Callable]]:
-        ...
+        raise NotImplementedError
 
 
 def branch_output(branch: ResidualBranch, x: torch.Tensor, grid) -> torch.Tensor:

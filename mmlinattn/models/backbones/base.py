@@ -30,8 +30,9 @@ import torch.nn as nn
 from mmengine.model import BaseModule
 from torch.nn.modules.batchnorm import _BatchNorm
 
-from ...kernels.policy import traced
+from ...kernels import decide_once
 from ...ops.precision import autocast_enabled
+from ...ops.tracing import traced
 from ...utils.pretrained import load_pretrained_backbone
 from ..layers import LayerNorm2d, maybe_checkpoint
 from ..layers.channels_last import tokens_as_map
@@ -270,7 +271,9 @@ class BackboneBase(BaseModule, metaclass=_FreezeAfterInit):
         self.check_input(x)
         if x.shape[0] == 0:
             return self._empty_outputs(x)
-        return tuple(o.contiguous() for o in self.forward_pyramid(x, self.input_grid(x, valid_hw)))
+        # which form of each op runs is decided from one reading of the switches
+        outs = decide_once(self.forward_pyramid, x, self.input_grid(x, valid_hw))
+        return tuple(o.contiguous() for o in outs)
 
     def _empty_outputs(self, x: torch.Tensor) -> Tuple[torch.Tensor, ...]:
         """Empty maps for a batch of zero images, without running the stages.  With grad

@@ -12,8 +12,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ...kernels.policy import eager_training, traced
+from ...kernels.policy import eager_training
 from ...kernels.recompute import recompute_in_backward
+from ...ops.tracing import traced
 from .norm import build_act, build_norm, norm_cancels_bias
 from .token_grid import TokenGrid
 

@@ -14,7 +14,7 @@ import torch.nn as nn
 from timm.layers import DropPath, LayerScale
 
 from ...kernels import fast_grid_diffusion, fast_linear_attention
-from ...kernels.residual import branch_output, parallel_residual
+from ...kernels.residual import ResidualBranch, parallel_residual
 from ...ops import grid_diffusion_implicit_dct, stencil_kernel, stencil_offsets
 from ...ops.precision import compute_dtype
 from .channels_last import map_as_tokens, tokens_as_map
@@ -124,14 +124,15 @@ class GridDiffusion(nn.Module):
                 f'n_steps={self.n_steps}, step_max={self.step_max}')
 
 
-class LinearAttention(QKVMixer):
+class LinearAttention(ResidualBranch, QKVMixer):
     """Multi-head normalised linear attention with an output projection (LDN E6-E7).
 
     ``Q, K, V = x W_Q, x W_K, x W_V`` (one fused linear), per head
     ``φ(Q)(φ(K)^T V) / (φ(Q) φ(K)^T 1)`` by :func:`mmlinattn.ops.linear_attention`
-    (float32, means over tokens), then heads concatenated and projected.  The paper has one
-    head and no projection; several heads and a projection are our choice,
-    E6 allows ``d' ≠ d``.
+    (float32, means over tokens), then heads concatenated and projected; every output token
+    depends on every input token (of its image's valid region when the grid is padded).  The
+    paper has one head and no projection; several heads and a projection are our choice, E6
+    allows ``d' ≠ d``.
 
     Args:
         dim: channels C (= d' here).
@@ -147,18 +148,7 @@ class LinearAttention(QKVMixer):
         super().__init__(dim, num_heads, qkv_bias, eps, proj_drop)
         self.feature_map = feature_map
 
-    @property
-    def out_proj(self) -> nn.Linear:
-        return self.proj
-
-    @property
-    def out_drop(self) -> nn.Module:
-        return self.proj_drop
-
-    def forward(self, x: torch.Tensor, grid: Optional[TokenGrid] = None) -> torch.Tensor:
-        """(B, N, C) -> (B, N, C); every output token depends on every input token (of its
-        image's valid region when ``grid`` is a padded grid)."""
-        return branch_output(self, x, grid)
+    out_drop_name = 'proj_drop'
 
     def residual_parts(self, x: torch.Tensor, grid: Optional[TokenGrid] = None,
                        norm: Optional[nn.Module] = None):

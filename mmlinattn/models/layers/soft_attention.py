@@ -13,9 +13,9 @@ from timm.layers import DropPath
 
 from ...kernels import fast_soft_attention
 from ...kernels.onednn import apply_linear
-from ...kernels.policy import traced
-from ...kernels.residual import branch_output, residual_step
+from ...kernels.residual import ResidualBranch, residual_step
 from ...ops.soft import NEWTON_INITS, PINV_SOLVERS
+from ...ops.tracing import traced
 from .embed import pad_to_multiple
 from .ffn import Mlp
 from .norm import build_act
@@ -162,7 +162,7 @@ class LandmarkSampler(nn.Module):
         return landmarks.token_mask(device)
 
 
-class SoftAttention(nn.Module):
+class SoftAttention(ResidualBranch):
     """One SOFT block's attention (Fig. 2): ``proj(S^ V)`` with ``S^`` from Eq. 9 / Eq. 17.
 
     ``W_q = W_k`` (one ``qk`` projection, Sec. 3.1) so the kernel is symmetric; tokens are
@@ -216,16 +216,6 @@ class SoftAttention(nn.Module):
         self.v_conv = (nn.Conv2d(num_heads, num_heads, v_conv_size, padding=v_conv_size // 2,
                                  groups=num_heads, bias=False) if v_conv_size else None)
         self.proj = nn.Linear(dim, dim)
-
-    out_drop = None
-
-    @property
-    def out_proj(self) -> nn.Linear:
-        return self.proj
-
-    def forward(self, x: torch.Tensor, grid: TokenGrid) -> torch.Tensor:
-        """(B, H*W, C) tokens on an H x W ``grid`` -> (B, H*W, C)."""
-        return branch_output(self, x, grid)
 
     def residual_parts(self, x: torch.Tensor, grid: TokenGrid,
                        norm: Optional[nn.Module] = None):
