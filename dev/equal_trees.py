@@ -37,17 +37,19 @@ OPTIONS = {
              dict(sym_norm=False), dict(landmark_ln_gelu=False), dict(max_landmarks=6),
              dict(landmark_grid='crop', max_landmarks=6), dict(newton_ridge=1e-3),
              dict(newton_iters=5), dict(drop_path_rate=0.2), dict(with_cp=True),
+             dict(frozen_stages=1), dict(norm_eval=True),
              dict(arch='small', max_landmarks=6)],
     'NaLaFormer': [{}, dict(kernel='relu_split'), dict(kernel='relu_split_rope'),
                    dict(attn_types='softmax'), dict(cpe=False), dict(lepe=False),
                    dict(softmax_rope=False), dict(out_norm=False),
                    dict(fuse_feature_maps=False), dict(lam=2.0, alpha=10.0),
-                   dict(drop_path_rate=0.2), dict(with_cp=True)],
+                   dict(drop_path_rate=0.2), dict(with_cp=True), dict(frozen_stages=1)],
     'InfViT': [{}, dict(stage_mixers='pure'), dict(stage_mixers='pure', pure_chunk_size=16),
                dict(gamma_mode='power'), dict(learn_gamma=True, gamma=0.5),
                dict(qkv_bias=False), dict(tie_qk=False), dict(pool_then_project=False),
                dict(use_dwconv=False), dict(ffn_recompute='none'), dict(ffn_recompute='last'),
-               dict(stem='conv'), dict(drop_path_rate=0.2), dict(with_cp=True)],
+               dict(stem='conv'), dict(drop_path_rate=0.2), dict(with_cp=True),
+               dict(frozen_stages=1)],
     'InfViTPlain': [{}, dict(mixer='pure'), dict(with_cls_token=False),
                     dict(gamma_mode='const'), dict(learn_gamma=True, gamma=0.5),
                     dict(tie_qk=False), dict(qkv_bias=False)],
@@ -55,7 +57,8 @@ OPTIONS = {
             dict(use_diffusion=False), dict(use_local=False), dict(use_attn=False),
             dict(taps='k5'), dict(integrator='implicit_dct'), dict(n_steps=2),
             dict(diffusion_groups=2), dict(pos_enc=None), dict(stem='conv'),
-            dict(overlap_downsample=True), dict(drop_path_rate=0.2), dict(with_cp=True)],
+            dict(overlap_downsample=True), dict(drop_path_rate=0.2), dict(with_cp=True),
+            dict(frozen_stages=1)],
 }
 MODES = {'plain': dict(MMLINATTN_KERNELS='plain', MMLINATTN_COMPILE='0'),
          'fast': dict(MMLINATTN_KERNELS='fast', MMLINATTN_COMPILE='0'),
@@ -100,9 +103,11 @@ torch.save(dict(result=result, errors=errors), out)
 '''
 
 
-def cases():
+def cases(families=tuple(OPTIONS)):
     out = {}
     for fam, options in OPTIONS.items():
+        if fam not in families:
+            continue
         for opt in options:
             for dtype in ('float64', 'float32'):
                 cfg = dict(ARCHS[fam], **opt)
@@ -112,11 +117,11 @@ def cases():
     return out
 
 
-def run_tree(tree, mode, path):
+def run_tree(tree, mode, path, families):
     env = dict(os.environ, PYTHONPATH=os.path.abspath(tree), **MODES[mode],
                OMP_NUM_THREADS='1')
     subset = '1' if mode == 'compiled' and COMPILED_SUBSET else '0'
-    subprocess.run([sys.executable, '-c', WORKER, json.dumps(cases()), path, subset],
+    subprocess.run([sys.executable, '-c', WORKER, json.dumps(cases(families)), path, subset],
                    cwd=tree, env=env, check=True)
 
 
@@ -126,17 +131,18 @@ def main():
     parser.add_argument('--before', required=True)
     parser.add_argument('--after', required=True)
     parser.add_argument('--modes', nargs='+', default=list(MODES), choices=list(MODES))
+    parser.add_argument('--families', nargs='+', default=list(OPTIONS), choices=list(OPTIONS))
     parser.add_argument('--json')
     args = parser.parse_args()
     summary = dict(before=os.path.abspath(args.before), after=os.path.abspath(args.after),
-                   modes={}, machine=_machine())
+                   families=args.families, modes={}, machine=_machine())
     with tempfile.TemporaryDirectory() as tmp:
         for mode in args.modes:
             t = time.time()
             got = {}
             for side in ('before', 'after'):
                 path = os.path.join(tmp, f'{side}_{mode}.pt')
-                run_tree(getattr(args, side), mode, path)
+                run_tree(getattr(args, side), mode, path, args.families)
                 got[side] = torch.load(path, weights_only=True)
             a, b = got['before']['result'], got['after']['result']
             differ = sorted(k for k in a.keys() & b.keys() if not torch.equal(a[k], b[k]))
