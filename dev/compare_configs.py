@@ -63,7 +63,8 @@ def main():
         a = {k: v for k, v in before[leaf].items() if k not in args.ignore}
         b = {k: v for k, v in after[leaf].items() if k not in args.ignore}
         report[leaf] = diff(a, b)
-        shown = [f'{p}: {_at(before[leaf], p)!r} -> {_at(after[leaf], p)!r}' for p in report[leaf][:8]]
+        shown = [f'{p}: {_at(before[leaf], p)!r} -> {_at(after[leaf], p)!r}'
+                 for p in report[leaf][:8]]
         print(f"{'equal' if not report[leaf] else 'DIFFERS'}  {leaf}  {shown}")
     equal = sum(not d for d in report.values())
     print(f'{equal} of {len(leaves)} leaves build equal (ignoring {args.ignore})')

@@ -4,8 +4,8 @@
     python dev/policy_calls.py [ROOT] [--per-forward]
 
 ``--per-forward``: also run every family's tiny arch from ROOT (eval forward; train forward and
-backward, float32, MMLINATTN_COMPILE=0) and count, per run, the calls of the policy's
-questions and the reads of its environment switches.
+backward, float32, MMLINATTN_COMPILE=0) and count, per run, the rules of the fast forms asked
+by a form or a layer, and the reads of the environment switches.
 """
 import ast
 import sys
@@ -13,6 +13,13 @@ from collections import Counter
 from pathlib import Path
 
 
+#: the rules of the fast forms, wherever they live (the policy's 20 questions at f83f2f5, and
+#: the rule of the recompute memory forms): what the per-forward count counts
+RULES = {'mode', 'switched_off', 'plain', 'traced', 'needs_grad', 'eager_inference',
+         'eager_training', 'may_branch_on_sizes', 'custom_autograd', 'special_mode',
+         'compiled_allowed', 'hooked', 'onednn_allowed', 'triton_allowed',
+         'custom_depthwise_backward', 'depthwise_slices', 'gemm_accumulates',
+         'layer_scale_folded', 'norm_recomputed', 'plain_precision', 'recomputes'}
 #: what the policy offers besides questions: the reading of the switches at a forward's start
 NOT_QUESTIONS = {'read_switches', 'decide_once'}
 
@@ -57,7 +64,6 @@ import mmlinattn.models  # noqa: F401
 from mmlinattn.kernels import policy
 from mmlinattn.registry import MODELS
 QUESTIONS = set(json.loads(sys.argv[1]))
-POLICY = {policy.__file__, policy.traced.__code__.co_filename}
 ARCHS = {
     'SOFT': dict(embed_dims=(32, 64, 96, 128), num_heads=(1, 2, 3, 4), depths=(1, 1, 2, 1)),
     'NaLaFormer': dict(embed_dims=(16, 32, 48, 64), depths=(1, 1, 2, 1), num_heads=(1, 2, 3, 4),
@@ -72,8 +78,10 @@ class Environ(dict):
             counts['switch_reads'] += 1
         return super().get(key, default)
 def profile(frame, event, arg):
-    if event == 'call' and frame.f_code.co_filename in POLICY and \
-            frame.f_code.co_name in QUESTIONS and frame.f_back.f_code.co_filename not in POLICY:
+    # a question asked by a form or a layer (not by a rule answering its own)
+    code, caller = frame.f_code, frame.f_back.f_code
+    if event == 'call' and code.co_name in QUESTIONS and caller.co_name not in QUESTIONS \
+            and 'mmlinattn' in code.co_filename and code.co_name != '<lambda>':
         counts['questions'] += 1
 out = {}
 for fam, arch in ARCHS.items():
@@ -100,7 +108,8 @@ def per_forward(root: Path):
     import os
     import subprocess
     env = dict(os.environ, PYTHONPATH=str(root.resolve()), MMLINATTN_COMPILE='0')
-    res = subprocess.run([sys.executable, '-c', PER_FORWARD, json.dumps(sorted(predicates(root)))],
+    rules = sorted(predicates(root) | RULES)
+    res = subprocess.run([sys.executable, '-c', PER_FORWARD, json.dumps(rules)],
                          cwd=root, env=env, check=True, capture_output=True, text=True)
     return json.loads(res.stdout.strip().splitlines()[-1])
 
@@ -118,6 +127,6 @@ if __name__ == '__main__':
     for f, c in sorted(per_file.items()):
         print(f'  {c:3d}  {f}  ' + ', '.join(f'{n}:{l}' for g, l, n in sites if g == f))
     if '--per-forward' in sys.argv:
-        print('per run (questions asked from outside policy.py / switch reads):')
+        print('per run (rule calls from a form or a layer / switch reads):')
         for run, c in per_forward(root).items():
             print(f"  {run:18s} {c['questions']:5d} {c['switch_reads']:5d}")

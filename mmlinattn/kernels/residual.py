@@ -24,8 +24,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .onednn import fused_linear
-from .policy import (eager_inference, gemm_accumulates, hooked, layer_scale_folded, needs_grad,
-                     norm_recomputed)
+from .policy import eager_inference, eager_training, hooked, needs_grad, plain_precision
 from .recompute import recompute_in_backward
 
 
@@ -271,6 +270,32 @@ class _NormedLinears(torch.autograd.Function):
         grad_x, grad_nw, grad_nb = torch.autograd.grad(normed, leaves,
                                                        grad_normed.view_as(normed))
         return (grad_x, grad_nw, grad_nb, None, torch.cat(grad_w), torch.cat(grad_b), None)
+
+
+def gemm_accumulates(x: torch.Tensor, linear: torch.nn.Linear, y: torch.Tensor) -> bool:
+    """A residual step's ``linear(y)`` may be accumulated into ``x`` by its GEMM (``out=``):
+    plain precision (:func:`plain_precision`), no forward hook on ``linear``, and not under
+    ``torch.jit.trace`` (the TorchScript ONNX exporter drops a write into an ``out=`` view:
+    the graph would lose the branch)."""
+    return (plain_precision(x, y, linear.weight) and not hooked(linear)
+            and not torch.jit.is_tracing())
+
+
+def layer_scale_folded(linear: torch.nn.Linear, gamma, y: torch.Tensor) -> bool:
+    """A LayerScale ``gamma`` goes into ``linear``'s weight for the training forward: plain
+    precision, and more rows (tokens) in ``y`` than input channels (the folded weight is kept
+    instead of a token-sized product)."""
+    return (gamma is not None and plain_precision(y, linear.weight, gamma)
+            and y.numel() // y.shape[-1] > linear.weight.shape[1])
+
+
+def norm_recomputed(norm, x: torch.Tensor, linear: torch.nn.Linear) -> bool:
+    """``linear(norm(x))`` keeps ``x`` instead of ``norm(x)`` for the backward: eager training
+    with a plain-precision affine ``nn.LayerNorm`` over the last axis and a biased linear."""
+    w, b = linear.weight, linear.bias
+    return (isinstance(norm, torch.nn.LayerNorm) and norm.elementwise_affine
+            and norm.bias is not None and b is not None and len(norm.normalized_shape) == 1
+            and eager_training(x, w) and plain_precision(x, w, b, norm.weight, norm.bias))
 
 
 def add_residual(shortcut: torch.Tensor, y: torch.Tensor, gamma: Optional[torch.Tensor] = None,

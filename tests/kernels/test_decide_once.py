@@ -1,6 +1,6 @@
 """The path is chosen from one reading of the switches per backbone forward
 (:func:`mmlinattn.kernels.policy.decide_once`), and the model files ask the policy nothing
-but the memory forms still listed below."""
+(each fast form's rule lives with the form in :mod:`mmlinattn.kernels`)."""
 import ast
 import os
 from pathlib import Path
@@ -58,13 +58,7 @@ def test_the_reading_holds_for_the_whole_forward(monkeypatch):
     assert seen == [False, True]
 
 
-#: the model files that still ask the policy, and what: ConvStem's and the FFNs' memory forms
-#: (recompute in eager training), which wait for the residual seam to ask for them
-STILL_ASKING = {'mmlinattn/models/layers/embed.py': {'eager_training'},
-                'mmlinattn/models/layers/ffn.py': {'eager_training'}}
-
-
-def test_model_files_ask_the_policy_nothing_else():
+def test_model_files_ask_the_policy_nothing():
     asking = {}
     for path in sorted((ROOT / 'mmlinattn/models').rglob('*.py')):
         for node in ast.walk(ast.parse(path.read_text())):
@@ -73,4 +67,4 @@ def test_model_files_ask_the_policy_nothing_else():
                     a.name for a in node.names)
             if isinstance(node, ast.ImportFrom) and (node.module or '').endswith('kernels'):
                 assert 'policy' not in {a.name for a in node.names}, path
-    assert asking == STILL_ASKING
+    assert asking == {}

@@ -6,7 +6,7 @@ import torch.nn as nn
 from timm.layers import Mlp as TimmMlp
 
 from ...kernels.onednn import apply_linear, fused_gelu, linear_act
-from ...kernels.policy import eager_training
+from ...kernels.recompute import recomputes
 from ...kernels.residual import ResidualBranch, normed_linears
 from .channels_last import conv_tokens
 from .norm import build_act
@@ -70,7 +70,7 @@ class ConvFFN(ResidualBranch):
             h = linear_act(x if norm is None else norm(x), self.fc1, self.act)
         else:
             h = apply_linear(x, self.fc1) if norm is None else normed_linears(norm, x, self.fc1)[0]
-        if self.recompute != 'none' and eager_training(h):
+        if self.recompute != 'none' and recomputes(h):
             first, last = self._steps(grid)
             if self.recompute == 'last':
                 return first(h), lambda t: self.drop(last(t))
@@ -122,7 +122,7 @@ class Mlp(ResidualBranch, TimmMlp):
         if norm is not None:
             x = norm(x)
         h = self.fc1(x) if self._act_apart(x) else None
-        if h is not None and self.recompute != 'none' and eager_training(h):
+        if h is not None and self.recompute != 'none' and recomputes(h):
             return h, self._fc2_input
         return self.fc2_input(x, h), None
 
