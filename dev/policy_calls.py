@@ -58,6 +58,26 @@ def call_sites(root: Path):
     return sites
 
 
+def rule_sites(root: Path):
+    """Calls of a fast form's rule (:data:`RULES`, wherever it is defined) from a form or a
+    layer: not from inside another rule's definition, nor from the policy's own questions."""
+    sites = []
+    for path in sorted((root / 'mmlinattn').rglob('*.py')):
+        rel = path.relative_to(root).as_posix()
+        tree = ast.parse(path.read_text())
+        inside = set()
+        for fn in ast.walk(tree):
+            if isinstance(fn, ast.FunctionDef) and fn.name in RULES:
+                inside |= {id(n) for n in ast.walk(fn)}
+        for n in ast.walk(tree):
+            if not isinstance(n, ast.Call) or id(n) in inside:
+                continue
+            name = n.func.attr if isinstance(n.func, ast.Attribute) else getattr(n.func, 'id', '')
+            if name in RULES and rel != 'mmlinattn/kernels/policy.py':
+                sites.append((rel, n.lineno, name))
+    return sites
+
+
 PER_FORWARD = r'''
 import json, os, sys, torch
 import mmlinattn.models  # noqa: F401
@@ -126,6 +146,10 @@ if __name__ == '__main__':
           f'models: {sum(models.values())} in {len(models)} files')
     for f, c in sorted(per_file.items()):
         print(f'  {c:3d}  {f}  ' + ', '.join(f'{n}:{l}' for g, l, n in sites if g == f))
+    rs = rule_sites(root)
+    print(f'rule call sites from forms and layers (RULES wherever defined): {len(rs)}; '
+          f"kernels: {sum(f.startswith('mmlinattn/kernels/') for f, _, _ in rs)}, "
+          f"models: {sum(f.startswith('mmlinattn/models/') for f, _, _ in rs)}")
     if '--per-forward' in sys.argv:
         print('per run (rule calls from a form or a layer / switch reads):')
         for run, c in per_forward(root).items():
