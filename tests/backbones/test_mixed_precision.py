@@ -150,7 +150,7 @@ def test_layer_norm_island_large_activations():
 @pytest.mark.parametrize('make', [
     lambda: SoftAttention(64, 2, 2), lambda: NaLaAttention(64, 2), lambda: LinearAttention(64, 2),
     lambda: LinearInfSA(64, 4), lambda: PureInfSA(64, 4)
-], ids=['soft', 'nala', 'ldn_linear', 'linear_infsa', 'fast_pure_infsa'])
+], ids=['soft', 'nala', 'ldn_linear', 'linear_infsa', 'pure_infsa'])
 def test_mixers_large_activations_under_autocast(make):
     """x 100 activations through a whole mixer (bf16 linears included) stay finite and
     within a few bf16 roundings of the float64 module."""

@@ -382,7 +382,7 @@ def test_bad_arguments(kwargs, name):
 
 def test_bad_shapes():
     q, k, v = _qkv(b=1, h=1, n=4)
-    with pytest.raises(ValueError, match='fast_nala_attention'):
+    with pytest.raises(ValueError, match='nala_attention'):
         fast_nala_attention(q, k[..., :3], v)
 
 
