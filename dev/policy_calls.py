@@ -99,8 +99,9 @@ class Environ(dict):
         return super().get(key, default)
 def profile(frame, event, arg):
     # a question asked by a form or a layer (not by a rule answering its own)
-    code, caller = frame.f_code, frame.f_back.f_code
-    if event == 'call' and code.co_name in QUESTIONS and caller.co_name not in QUESTIONS \
+    code = frame.f_code
+    caller = frame.f_back.f_code.co_name if frame.f_back is not None else ''
+    if event == 'call' and code.co_name in QUESTIONS and caller not in QUESTIONS \
             and 'mmlinattn' in code.co_filename and code.co_name != '<lambda>':
         counts['questions'] += 1
 out = {}
