@@ -1,4 +1,4 @@
-"""Times LDN's linear-attention core (``mmlinattn.kernels.linear_attention``, eager inference)
+"""Times LDN's linear-attention core (``mmlinattn.kernels.fast_linear_attention``, eager inference)
 with the Triton kernels (``MMLINATTN_TRITON=1``) and without them (the chunked torch core
 in a float32 island), in one process, for the four stages of a pyramid at each ``--size``,
 in float16, bfloat16 and float32; and checks every result against the plain op in float64
@@ -28,7 +28,7 @@ TOLERANCE = {torch.float32: 1e-5, torch.float16: 1e-2, torch.bfloat16: 1e-2}
 def run_core(q, k, v, triton: bool):
     os.environ[policy.TRITON_ENV] = '1' if triton else '0'
     with torch.no_grad():
-        return kernels.linear_attention(q, k, v)
+        return kernels.fast_linear_attention(q, k, v)
 
 
 def main(argv=None) -> int:

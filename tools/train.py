@@ -18,6 +18,7 @@ from mmengine.logging import print_log
 from mmengine.runner import Runner
 
 from mmlinattn.utils.checkpoint_schemes import install_safe_checkpoint_loading
+from mmlinattn.utils.external_configs import cache_external_config_index
 from mmlinattn.engine.runner import (add_custom_hook, check_backbone_weights,
                                     check_config_channels,
                                     check_config_datasets, check_load_from, check_resumable,
@@ -59,6 +60,7 @@ def parse_args():
 def main():
     args = parse_args()
     install_safe_checkpoint_loading()
+    cache_external_config_index()  # mmdet:: / mmseg:: bases without re-reading their index
     if not osp.isfile(args.config):
         raise SystemExit(f'config file {args.config!r} does not exist')
     cfg = Config.fromfile(args.config)
@@ -106,11 +108,11 @@ def main():
     add_custom_hook(cfg, dict(type='mmlinattn.RNGStateHook'))
     use_safe_checkpoint_hook(cfg)
     check_load_from(cfg, args.allow_partial)
-    check_backbone_weights(cfg)
 
     check_config_channels(cfg)
     check_config_datasets(cfg, ('train_dataloader', 'val_dataloader'),
                           args.config, f'python tools/train.py {args.config}')
+    check_backbone_weights(cfg)
     warn_stuck_warmup(cfg)
     setup_launcher(cfg, args.launcher)
     with exit_on_bad_checkpoint():

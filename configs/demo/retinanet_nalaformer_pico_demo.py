@@ -1,27 +1,19 @@
-_base_ = ['../retinanet_nalaformer_tiny_1x.py', './_base_/coco_demo.py']
+_base_ = [
+    '../_base_/models/retinanet_nalaformer_pico.py',
+    '../_base_/datasets/coco_demo.py',
+    '../_base_/schedules/coco_demo_25e.py',
+    'mmdet::_base_/default_runtime.py',
+    '../_base_/runtime.py',
+]
 
 # The SOFT++ demo's recipe (configs/demo/retinanet_soft_pico_demo.py) with a NaLaFormer
 # backbone: the paper's attention (Eqs. 8-17), the authors' stem, CPE, LePE and gate, at the
 # same reduced width/depth (head dim 32), a 128-channel FPN + RetinaNet head, and the same
 # from-scratch learning rate.  Run it on the demo data as the SOFT++ demo is run:
 #   bash tools/demo.sh configs/demo/retinanet_nalaformer_pico_demo.py
-model = dict(
-    backbone=dict(
-        arch=dict(_delete_=True, embed_dims=(32, 64, 160, 256), num_heads=(1, 2, 5, 8),
-                  depths=(1, 1, 2, 1)),
-        drop_path_rate=0.0),
-    neck=dict(in_channels=[64, 160, 256], out_channels=128),
-    bbox_head=dict(in_channels=128, feat_channels=128, stacked_convs=2,
-                   num_classes=_base_.demo.num_classes))
-# From scratch on 64 images: a higher learning rate than the ImageNet-initialised recipe.
-optim_wrapper = dict(optimizer=dict(lr=1e-3))
-
-# The demo data and its 400-iteration schedule (configs/demo/_base_/coco_demo.py).
-train_dataloader = _base_.demo.train_dataloader
-val_dataloader = _base_.demo.test_dataloader
-test_dataloader = _base_.demo.test_dataloader
-val_evaluator = _base_.demo.evaluator
-test_evaluator = _base_.demo.evaluator
-train_cfg = _base_.demo.train_cfg
-param_scheduler = _base_.demo.param_scheduler
-default_hooks = _base_.demo.default_hooks
+model = dict(bbox_head=dict(num_classes=7))
+# From scratch on 64 images: a higher learning rate than the ImageNet-initialised recipe
+# of ../retinanet_nalaformer_tiny_1x.py (its optimiser otherwise).
+optim_wrapper = dict(optimizer=dict(type='AdamW', lr=1e-3, weight_decay=1e-4))
+# A checkpoint at the end of the 400 iterations, a log line every 10.
+default_hooks = dict(checkpoint=dict(interval=25), logger=dict(interval=10))

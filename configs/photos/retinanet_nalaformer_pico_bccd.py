@@ -1,14 +1,14 @@
-_base_ = ['../demo/retinanet_nalaformer_pico_demo.py', './_base_/bccd.py']
+_base_ = [
+    '../_base_/models/retinanet_nalaformer_pico.py',
+    '../_base_/datasets/bccd.py',
+    '../_base_/schedules/bccd_8e.py',
+    'mmdet::_base_/default_runtime.py',
+    '../_base_/runtime.py',
+]
 
 # The pico RetinaNet of configs/demo/retinanet_nalaformer_pico_demo.py (same backbone, FPN, head
-# and from-scratch learning rate) on the blood-smear photos (configs/photos/_base_/bccd.py):
+# and from-scratch learning rate) on the blood-smear photos (configs/_base_/datasets/bccd.py):
 #   bash tools/demo.sh configs/photos/retinanet_nalaformer_pico_bccd.py
-model = dict(bbox_head=dict(num_classes=_base_.bccd.num_classes))
-train_dataloader = _base_.bccd.train_dataloader
-val_dataloader = _base_.bccd.test_dataloader
-test_dataloader = _base_.bccd.test_dataloader
-val_evaluator = _base_.bccd.evaluator
-test_evaluator = _base_.bccd.evaluator
-train_cfg = _base_.bccd.train_cfg
-param_scheduler = _base_.bccd.param_scheduler
-default_hooks = _base_.bccd.default_hooks
+model = dict(bbox_head=dict(num_classes=3))
+optim_wrapper = dict(optimizer=dict(type='AdamW', lr=1e-3, weight_decay=1e-4))
+default_hooks = dict(checkpoint=dict(interval=8), logger=dict(interval=10))

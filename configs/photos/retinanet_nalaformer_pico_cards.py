@@ -1,14 +1,14 @@
-_base_ = ['../demo/retinanet_nalaformer_pico_demo.py', './_base_/cards.py']
+_base_ = [
+    '../_base_/models/retinanet_nalaformer_pico.py',
+    '../_base_/datasets/cards.py',
+    '../_base_/schedules/cards_6e.py',
+    'mmdet::_base_/default_runtime.py',
+    '../_base_/runtime.py',
+]
 
 # The pico RetinaNet of configs/demo/retinanet_nalaformer_pico_demo.py (same backbone, FPN, head
-# and from-scratch learning rate) on the playing-card photos (configs/photos/_base_/cards.py):
+# and from-scratch learning rate) on the playing-card photos (configs/_base_/datasets/cards.py):
 #   bash tools/demo.sh configs/photos/retinanet_nalaformer_pico_cards.py
-model = dict(bbox_head=dict(num_classes=_base_.cards.num_classes))
-train_dataloader = _base_.cards.train_dataloader
-val_dataloader = _base_.cards.test_dataloader
-test_dataloader = _base_.cards.test_dataloader
-val_evaluator = _base_.cards.evaluator
-test_evaluator = _base_.cards.evaluator
-train_cfg = _base_.cards.train_cfg
-param_scheduler = _base_.cards.param_scheduler
-default_hooks = _base_.cards.default_hooks
+model = dict(bbox_head=dict(num_classes=6))
+optim_wrapper = dict(optimizer=dict(type='AdamW', lr=1e-3, weight_decay=1e-4))
+default_hooks = dict(checkpoint=dict(interval=6), logger=dict(interval=10))

@@ -1,25 +1,29 @@
-_base_ = ['../semfpn_ldn_tiny_ade20k_40k.py', './_base_/nuts_seg.py']
+_base_ = [
+    '../_base_/models/semfpn_ldn.py',
+    '../_base_/datasets/nuts_seg.py',
+    '../_base_/schedules/nuts_seg_400i.py',
+    'mmseg::_base_/default_runtime.py',
+    '../_base_/runtime.py',
+]
 
-# Semantic FPN on the nut photos (configs/photos/_base_/nuts_seg.py): the pico backbone of
+# Semantic FPN on the nut photos (configs/_base_/datasets/nuts_seg.py): the pico backbone of
 # configs/demo/retinanet_ldn_pico_demo.py, a 64-channel FPN and head, and the RetinaNet
 # demo's from-scratch learning rate, with the early-convolution stem (docs/user_guides/photos.md):
 #   bash tools/demo.sh configs/photos/semfpn_ldn_pico_nuts.py
+data_preprocessor = dict(size=(256, 256))  # the training crop
 model = dict(
-    data_preprocessor=dict(size=_base_.nuts_seg.crop_size),
+    data_preprocessor=data_preprocessor,
     backbone=dict(
-        arch=dict(_delete_=True, embed_dims=(32, 64, 160, 256),
+        arch=dict(embed_dims=(32, 64, 160, 256),
                   depths=(1, 1, 2, 1), num_heads=(2, 4, 10, 16)),
         stem='conv', overlap_downsample=True,
-        drop_path_rate=0.0),
+        drop_path_rate=0.0,
+        init_cfg=None),  # from scratch
     neck=dict(in_channels=[32, 64, 160, 256], out_channels=64),
     decode_head=dict(in_channels=[64, 64, 64, 64], channels=64,
-                     num_classes=_base_.nuts_seg.num_classes))
-optim_wrapper = dict(optimizer=dict(lr=1e-3))
-train_dataloader = _base_.nuts_seg.train_dataloader
-val_dataloader = _base_.nuts_seg.test_dataloader
-test_dataloader = _base_.nuts_seg.test_dataloader
-val_evaluator = _base_.nuts_seg.evaluator
-test_evaluator = _base_.nuts_seg.evaluator
-train_cfg = _base_.nuts_seg.train_cfg
-param_scheduler = _base_.nuts_seg.param_scheduler
-default_hooks = _base_.nuts_seg.default_hooks
+                     num_classes=4))
+# the optimiser of ../semfpn_ldn_tiny_ade20k_40k.py at the demos' from-scratch learning rate
+optim_wrapper = dict(
+    optimizer=dict(type='AdamW', lr=1e-3, weight_decay=1e-4),
+    paramwise_cfg=dict(custom_keys={'tap_logits': dict(decay_mult=0.0),
+                                    'step_logit': dict(decay_mult=0.0)}))

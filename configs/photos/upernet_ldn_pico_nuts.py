@@ -1,26 +1,29 @@
-_base_ = ['../upernet_ldn_tiny_ade20k_160k.py', './_base_/nuts_seg.py']
+_base_ = [
+    '../_base_/models/upernet_ldn.py',
+    '../_base_/datasets/nuts_seg.py',
+    '../_base_/schedules/nuts_seg_400i.py',
+    'mmseg::_base_/default_runtime.py',
+    '../_base_/runtime.py',
+]
 
-# UperNet on the nut photos (configs/photos/_base_/nuts_seg.py): the pico backbone of
+# UperNet on the nut photos (configs/_base_/datasets/nuts_seg.py): the pico backbone of
 # semfpn_ldn_pico_nuts.py, a 64-channel pyramid-pooling head, a 32-channel auxiliary head and
 # the Semantic FPN's from-scratch learning rate:
 #   bash tools/demo.sh configs/photos/upernet_ldn_pico_nuts.py
+data_preprocessor = dict(size=(256, 256))  # the training crop
 model = dict(
-    data_preprocessor=dict(size=_base_.nuts_seg.crop_size),
+    data_preprocessor=data_preprocessor,
     backbone=dict(
-        arch=dict(_delete_=True, embed_dims=(32, 64, 160, 256),
+        arch=dict(embed_dims=(32, 64, 160, 256),
                   depths=(1, 1, 2, 1), num_heads=(2, 4, 10, 16)),
-        stem='conv', overlap_downsample=True,
-        drop_path_rate=0.0),
+        stem='conv', overlap_downsample=True, drop_path_rate=0.0,
+        init_cfg=None),  # from scratch
     decode_head=dict(in_channels=[32, 64, 160, 256], channels=64,
-                     num_classes=_base_.nuts_seg.num_classes),
+                     num_classes=4),
     auxiliary_head=dict(in_channels=160, channels=32,
-                        num_classes=_base_.nuts_seg.num_classes))
-optim_wrapper = dict(optimizer=dict(lr=1e-3))
-train_dataloader = _base_.nuts_seg.train_dataloader
-val_dataloader = _base_.nuts_seg.test_dataloader
-test_dataloader = _base_.nuts_seg.test_dataloader
-val_evaluator = _base_.nuts_seg.evaluator
-test_evaluator = _base_.nuts_seg.evaluator
-train_cfg = _base_.nuts_seg.train_cfg
-param_scheduler = _base_.nuts_seg.param_scheduler
-default_hooks = _base_.nuts_seg.default_hooks
+                        num_classes=4))
+# the optimiser of ../upernet_ldn_tiny_ade20k_160k.py at the demos' from-scratch learning rate
+optim_wrapper = dict(
+    optimizer=dict(type='AdamW', lr=1e-3, weight_decay=0.01),
+    paramwise_cfg=dict(custom_keys={'tap_logits': dict(decay_mult=0.0),
+                                    'step_logit': dict(decay_mult=0.0)}))

@@ -8,9 +8,9 @@ context only (``mmdeploy.core.RewriterContext``), as the maintained fork (onedl-
 does.  Its RoIAlign symbolic (Mask / Faster R-CNN) still imports a private helper that
 PyTorch removed, ``torch.onnx.symbolic_opset9._cast_Long``; :func:`_restore_cast_long` puts
 back its one-line equivalent (a Cast to int64).  Both are registered when this module is
-imported with mmdeploy installed: the configs' ``custom_imports`` import it through
-:mod:`mmlinattn.models` once mmdeploy is loaded, so mmdeploy's own ``tools/deploy.py``
-works unchanged.
+imported with mmdeploy installed: the deploy configs of ``configs/deploy/`` list it in their
+``custom_imports`` (so mmdeploy's own ``tools/deploy.py`` works unchanged with them), and
+:mod:`.mmdeploy_api`, which this repository's mmdeploy tools use, imports it.
 """
 import inspect
 

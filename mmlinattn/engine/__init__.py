@@ -1,14 +1,15 @@
 """mmengine hooks (registered in :data:`mmlinattn.registry.HOOKS`).
 
-Importing this package also switches on safe checkpoint loading
-(:func:`~mmlinattn.utils.checkpoint_schemes.install_safe_checkpoint_loading`): the configs
-list it in ``custom_imports``, so a run of any tool on them, mmdet's and mmseg's own
-included, loads checkpoints with ``weights_only=True`` through every scheme of mmengine;
-and mmengine's lookup of ``mmdet::`` / ``mmseg::`` config bases reads each package's model
-index once per process (:func:`~mmlinattn.utils.external_configs.cache_external_config_index`).
+Importing this package does one thing beyond registering the hooks: it switches on safe
+checkpoint loading (:func:`~mmlinattn.utils.checkpoint_schemes.install_safe_checkpoint_loading`).
+The configs list it in ``custom_imports``, so a run of any tool on them, mmdet's and mmseg's
+own included, loads checkpoints with ``weights_only=True`` through every scheme of mmengine.
+
+The faster lookup of ``mmdet::`` / ``mmseg::`` config bases
+(:func:`~mmlinattn.utils.external_configs.cache_external_config_index`) is no effect of this
+import: the tools that parse configs call it themselves.
 """
 from mmlinattn.utils.checkpoint_schemes import install_safe_checkpoint_loading
-from mmlinattn.utils.external_configs import cache_external_config_index
 from .checkpoint_match_hook import CheckpointMatchHook
 from .early_progress_hook import EarlyProgressHook
 from .logger_hook import RankZeroLoggerHook
@@ -21,4 +22,3 @@ __all__ = ['CheckpointMatchHook', 'EarlyProgressHook', 'RankZeroLoggerHook', 'RN
            'SafeCheckpointHook', 'ValidateBeforeTrainHook', 'ValidRegionHook']
 
 install_safe_checkpoint_loading()
-cache_external_config_index()

@@ -8,16 +8,20 @@ call which form runs (plain / traced / eager training / eager inference, and the
 declares the environment switches in one table (:data:`.policy.SWITCHES`); every entry falls
 back to its :mod:`mmlinattn.ops` form.
 
-Entries the layers call: :func:`soft_attention`, :func:`nala_attention`,
-:func:`linear_attention`, :func:`grid_diffusion`, :func:`pure_infsa`; the residual steps of
+Entries the layers call: :func:`fast_soft_attention`, :func:`fast_nala_attention`,
+:func:`fast_linear_attention`, :func:`fast_grid_diffusion`, :func:`fast_pure_infsa` (each
+named apart from its plain form in :mod:`mmlinattn.ops`); the residual steps of
 :mod:`.residual`; the linears of :mod:`.onednn`; the depthwise convs of :mod:`.depthwise`.
+A backbone's forward runs under :func:`decide_once` (the switches read once for the whole
+forward); the base class :class:`.residual.ResidualBranch` holds the seam's protocol.
 """
 from . import policy
-from .chunked import linear_attention
-from .diffusion import grid_diffusion
-from .infsa import pure_infsa
-from .nala import nala_attention
-from .soft import soft_attention
+from .policy import decide_once
+from .chunked import fast_linear_attention
+from .diffusion import fast_grid_diffusion
+from .infsa import fast_pure_infsa
+from .nala import fast_nala_attention
+from .soft import fast_soft_attention
 
-__all__ = ['policy', 'soft_attention', 'nala_attention', 'linear_attention', 'grid_diffusion',
-           'pure_infsa']
+__all__ = ['policy', 'decide_once', 'fast_soft_attention', 'fast_nala_attention',
+           'fast_linear_attention', 'fast_grid_diffusion', 'fast_pure_infsa']

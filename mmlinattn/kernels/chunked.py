@@ -1,6 +1,6 @@
 """The chunked O(N) core of normalised kernel linear attention (LDN, NaLaFormer): the fast
 form of :func:`mmlinattn.ops.normalized_attention.normalized_linear_attention` and the entry
-:func:`linear_attention` that LDN's mixer calls.
+:func:`fast_linear_attention` that LDN's mixer calls.
 
 * Chunks: the feature maps are applied to chunks of tokens and the key sums accumulated
   chunk by chunk (:data:`.policy.CHUNK_ELEMENTS` per chunk on the CPU): a feature map is a
@@ -19,14 +19,13 @@ from typing import Callable, Dict, List, Optional, Tuple
 import torch
 import torch.nn.functional as F
 
-from ..ops.normalized_attention import FEATURE_MAPS, check_shapes
-from ..ops.normalized_attention import linear_attention as plain_linear_attention
+from ..ops.normalized_attention import FEATURE_MAPS, check_shapes, linear_attention
 from ..ops.precision import Float32Island
 from . import policy
 from .compiled import LazyCompiled
 from .recompute import recompute_in_backward
 
-__all__ = ['linear_attention', 'chunked_linear_attention']
+__all__ = ['fast_linear_attention', 'chunked_linear_attention']
 
 
 def _elu_plus_one_no_grad(x: torch.Tensor) -> torch.Tensor:
@@ -254,18 +253,18 @@ class _RecomputedCore(torch.autograd.Function):
         return grad_q, grad_k, grad_v, None, None, None, None, None, None, None, None
 
 
-def linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                     feature_map: str = 'elu', eps: float = 1e-6,
-                     valid: Optional[torch.Tensor] = None) -> torch.Tensor:
+def fast_linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                          feature_map: str = 'elu', eps: float = 1e-6,
+                          valid: Optional[torch.Tensor] = None) -> torch.Tensor:
     """:func:`mmlinattn.ops.linear_attention` (LDN §3.3, E6-E7; its arguments and result)
     through the chunked core, or on the GPU in eager inference without padded keys through
     the Triton kernels of :mod:`.triton_linear`: the same values up to rounding."""
     check_shapes(q, k, v, feature_map)
     if policy.plain():
-        return plain_linear_attention(q, k, v, feature_map, eps, valid)
+        return linear_attention(q, k, v, feature_map, eps, valid)
     if valid is None and policy.triton_allowed(q, k, v):
         from . import triton_linear  # imports Triton: only where its kernels run
-        return triton_linear.linear_attention(q, k, v, feature_map, eps)
+        return triton_linear.triton_linear_attention(q, k, v, feature_map, eps)
     phi = FEATURE_MAPS[feature_map]
     fast = _NO_GRAD_FEATURE_MAPS.get(feature_map, phi)
     with Float32Island(v) as island:

@@ -95,6 +95,25 @@ def depthwise_in_slices(m: torch.Tensor, weight: torch.Tensor, bias: Optional[to
     return out
 
 
+def custom_depthwise_backward(conv: torch.nn.Conv2d, x: torch.Tensor) -> bool:
+    """A 'same' depthwise ``conv(x)`` takes the custom CPU backward: a kernel of at least
+    :data:`.policy.MIN_KERNEL` in eager CPU training in float32 / float64 (no autocast) with a
+    compiler for its weight gradient."""
+    kh, kw = conv.kernel_size
+    return (max(kh, kw) >= policy.MIN_KERNEL and x.device.type == 'cpu'
+            and x.dtype in (torch.float32, torch.float64) and x.dtype == conv.weight.dtype
+            and not torch.is_autocast_enabled('cpu')
+            and policy.needs_grad(x, *conv.parameters())
+            and policy.compiled_allowed(x, allow_grad=True))
+
+
+def depthwise_slices(m: torch.Tensor) -> bool:
+    """A depthwise conv of the map ``m`` runs on channel slices: off the CPU, in eager mode,
+    above :data:`.policy.INDEX32_ELEMENTS`."""
+    return (m.device.type != 'cpu' and m.numel() > policy.INDEX32_ELEMENTS
+            and not policy.traced() and not policy.plain())
+
+
 def is_depthwise_same(conv: nn.Conv2d) -> bool:
     """One output per input channel, stride 1, odd kernel, centred zero padding."""
     kh, kw = conv.kernel_size
@@ -109,7 +128,7 @@ def depthwise_same(conv: nn.Conv2d, m: torch.Tensor, shortcut: Optional[torch.Te
     map ``m`` for a stride-1 'same' depthwise ``conv`` (:func:`is_depthwise_same`); ``fold``:
     ``shortcut`` is ``m`` itself, so the residual may go into the kernel's centre.  The
     plain form is ``conv(m)``, then the sum, then ``act``."""
-    sliced = policy.depthwise_slices(m)
+    sliced = depthwise_slices(m)
     algorithm = (fused_gelu(act, m, conv) if act is not None
                  and m.is_contiguous(memory_format=torch.channels_last) else None)
     # not in a graph: its compiler fuses the sum anyway, and the TorchScript ONNX exporter
@@ -124,7 +143,7 @@ def depthwise_same(conv: nn.Conv2d, m: torch.Tensor, shortcut: Optional[torch.Te
         return depthwise_act(m, weight, conv.bias, act, algorithm)
     if sliced:
         y = depthwise_in_slices(m, conv.weight, conv.bias)
-    elif policy.custom_depthwise_backward(conv, m):
+    elif custom_depthwise_backward(conv, m):
         y = _DepthwiseConv.apply(m, conv.weight, conv.bias)
     else:
         y = conv(m)

@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from ..ops import diffusion as plain
 from . import policy
 
-__all__ = ['grid_diffusion']
+__all__ = ['fast_grid_diffusion']
 
 
 def _increment_inplace(y: torch.Tensor, weight: torch.Tensor, a_deg: torch.Tensor, groups: int,
@@ -25,8 +25,8 @@ def _increment_inplace(y: torch.Tensor, weight: torch.Tensor, a_deg: torch.Tenso
     return inc if keep is None else inc.mul_(keep)
 
 
-def grid_diffusion(x: torch.Tensor, kernel: torch.Tensor, step: torch.Tensor,
-                   n_steps: int = 1, valid: Optional[torch.Tensor] = None) -> torch.Tensor:
+def fast_grid_diffusion(x: torch.Tensor, kernel: torch.Tensor, step: torch.Tensor,
+                        n_steps: int = 1, valid: Optional[torch.Tensor] = None) -> torch.Tensor:
     """:func:`mmlinattn.ops.grid_diffusion` (its arguments and values), each increment in
     place in eager inference."""
     if policy.plain():

@@ -1,6 +1,6 @@
 """The fast forms of NaLaFormer's attention (Meng et al., "NaLaFormer: Norm-Aware Linear
 Attention for Transformer Models", arXiv 2506.21137, Eqs. 8-17): feature maps with fewer
-passes, in place or as compiled fused loops, and :func:`nala_attention`, the entry the
+passes, in place or as compiled fused loops, and :func:`fast_nala_attention`, the entry the
 mixer calls.  Every map here equals :func:`mmlinattn.ops.nala_feature_maps`' up to rounding.
 
 * Without autograd the maps run as compiled fused loops (exact rewrites of Eq. 16,
@@ -14,16 +14,15 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 
-from ..ops.nalaformer import (_QUARTER_PI, _feature_kernel, _rope_linear_attention,
-                              check_attention_args, inhibit_angle, nala_query_power,
-                              norm_direction)
-from ..ops.nalaformer import nala_attention as plain_nala_attention
+from ..ops.nalaformer import (QUARTER_PI, check_attention_args, feature_kernel, inhibit_angle,
+                              nala_attention, nala_query_power, norm_direction,
+                              rope_linear_attention)
 from ..ops.precision import Float32Island
 from . import policy
 from .chunked import chunked_linear_attention
 from .compiled import compile_each
 
-__all__ = ['nala_attention']
+__all__ = ['fast_nala_attention']
 
 
 def _magnitude_cos_sin(x: torch.Tensor, angle_scale, magnitude: torch.Tensor,
@@ -35,7 +34,7 @@ def _magnitude_cos_sin(x: torch.Tensor, angle_scale, magnitude: torch.Tensor,
         t = inhibit_angle(x, angle_scale)      # alpha d(x) = (alpha / ||x||) x
         return torch.cat([magnitude * torch.cos(t), magnitude * torch.sin(t)], dim=-1)
     out = x.new_empty(x.shape[:-1] + (2, x.shape[-1]))
-    t = torch.mul(x, angle_scale).tanh_().mul_(_QUARTER_PI[x.dtype])
+    t = torch.mul(x, angle_scale).tanh_().mul_(QUARTER_PI[x.dtype])
     torch.cos(t, out=out[..., 0, :])
     torch.sin(t, out=out[..., 1, :])
     return out.mul_(magnitude.unsqueeze(-2)).flatten(-2)
@@ -104,7 +103,7 @@ def _fused_feature_maps(kernel: str, lam: float, alpha: float, eps: float):
         return _fast_feature_maps(kernel, lam, alpha, eps, inplace=False)
 
     def cos_sin(magnitude, direction):
-        c = _QUARTER_PI[direction.dtype]
+        c = QUARTER_PI[direction.dtype]
         s = _sin_quarter((2 * c) * torch.sigmoid((2 * alpha) * direction) - c)
         return torch.cat([magnitude * torch.sqrt(1 - s * s), magnitude * s], dim=-1)
 
@@ -156,11 +155,11 @@ def _feature_maps_for(kernel: str, lam: float, alpha: float, eps: float, fuse: b
             _fast_feature_maps(kernel, lam, alpha, eps, inplace=False))
 
 
-def nala_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kernel: str = 'cos_sin',
-                   lam: float = 3.0, alpha: float = 20.0, eps: float = 1e-6,
-                   valid: Optional[torch.Tensor] = None,
-                   fuse: bool = True,
-                   rope_angles: Optional[torch.Tensor] = None) -> torch.Tensor:
+def fast_nala_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kernel: str = 'cos_sin',
+                        lam: float = 3.0, alpha: float = 20.0, eps: float = 1e-6,
+                        valid: Optional[torch.Tensor] = None,
+                        fuse: bool = True,
+                        rope_angles: Optional[torch.Tensor] = None) -> torch.Tensor:
     """:func:`mmlinattn.ops.nala_attention` (Eqs. 8-17; its arguments and result) with its
     fast forms, the same values up to rounding: the feature maps in place without autograd and
     the chunked core (:func:`.chunked.chunked_linear_attention`).
@@ -170,15 +169,15 @@ def nala_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kernel: st
     ``MMLINATTN_COMPILE`` is not ``0``."""
     check_attention_args(q, k, v, kernel, lam, alpha, eps, rope_angles)
     if policy.plain():
-        return plain_nala_attention(q, k, v, kernel, lam, alpha, eps, valid, rope_angles)
+        return nala_attention(q, k, v, kernel, lam, alpha, eps, valid, rope_angles)
     rope = kernel == 'relu_split_rope'
-    maps, grad_maps = _feature_maps_for(_feature_kernel(kernel), lam, alpha, eps, fuse,
+    maps, grad_maps = _feature_maps_for(feature_kernel(kernel), lam, alpha, eps, fuse,
                                         q, k, v)
     with Float32Island(q) as island:
         q, k, v = island.cast(q, k, v)
         if rope:
             phi_q, phi_k = grad_maps if policy.needs_grad(q, k, v) else maps
-            out = _rope_linear_attention(phi_q(q), phi_k(k), v, rope_angles, eps, valid)
+            out = rope_linear_attention(phi_q(q), phi_k(k), v, rope_angles, eps, valid)
         else:
             out = chunked_linear_attention(q, k, v, *maps, eps, valid,
                                            backward_features=grad_maps)

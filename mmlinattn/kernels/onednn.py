@@ -10,7 +10,7 @@ the same pattern).  Likewise a plain linear with a bias: PyTorch's ``addmm`` fir
 bias into every output row (one more pass over the output), then accumulates the product;
 oneDNN adds it per tile.  Measurements: ``docs/benchmarks.md``.
 
-Only where :func:`.policy.onednn_allowed` says so (eager float32 CPU code that autograd does
+Only where :func:`onednn_allowed` says so (eager float32 CPU code that autograd does
 not record): the fused ops have no autograd formula, no ONNX symbol and no FLOP formula, so
 training, autocast, traced or compiled graphs, the FLOP counter and other devices keep the
 plain ops.  (The forward of an
@@ -28,11 +28,25 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .policy import hooked, onednn_allowed
+from .policy import FUSE_GELU_ENV, hooked, needs_grad, plain, special_mode, switched_off
 
 #: how far the fused GELU may differ from ``F.gelu`` in the first-use check (oneDNN's erf
 #: is a different float32 approximation: measured differences up to 1.5e-6)
 _CHECK_ATOL = 1e-5
+
+
+def onednn_allowed(x: torch.Tensor, modules=(), tensors=()) -> bool:
+    """oneDNN's fused ops may stand in for the plain ones on ``x`` and ``modules``'
+    parameters (or ``tensors``): eager float32 CPU code that autograd does not record, with
+    oneDNN on, no autocast, no special mode, no forward hook on ``modules``, and neither
+    ``MMLINATTN_FUSE_GELU`` nor ``MMLINATTN_KERNELS`` saying no (the fused ops have no
+    autograd formula, no ONNX symbol and no FLOP formula)."""
+    params = [p for m in modules for p in m.parameters()] + list(tensors)
+    return not (type(x) is not torch.Tensor or x.device.type != 'cpu'
+                or x.dtype != torch.float32 or any(p.dtype != x.dtype for p in params)
+                or torch.is_autocast_enabled('cpu') or needs_grad(x, *params)
+                or not torch.backends.mkldnn.enabled or special_mode()
+                or hooked(*modules) or switched_off(FUSE_GELU_ENV) or plain())
 
 
 def _linear_gelu(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor],

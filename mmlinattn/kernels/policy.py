@@ -1,7 +1,13 @@
 """The one place that decides which form of an op runs, and the switches that steer it.
 
-Every fast form in :mod:`mmlinattn.kernels` asks this module before it runs, and falls back
+Every fast form in :mod:`mmlinattn.kernels` runs only where its rule allows, and falls back
 to the plain form of :mod:`mmlinattn.ops` (or of the torch op it stands in for) otherwise.
+This module holds what the rules share: the mode of a call, the switches, the toolchain
+checks and the sizes.  A rule that only one family of forms asks lives beside it under its
+own name (:func:`.onednn.onednn_allowed`; :func:`.depthwise.custom_depthwise_backward`,
+:func:`.depthwise.depthwise_slices`; :func:`.residual.gemm_accumulates`,
+:func:`.residual.layer_scale_folded`, :func:`.residual.norm_recomputed`);
+:func:`triton_allowed` stays here, since :mod:`.triton_linear` imports Triton.
 A call is in one of four modes (:func:`mode`):
 
 * ``PLAIN``: ``MMLINATTN_KERNELS=plain`` -- every entry runs its :mod:`mmlinattn.ops` form
@@ -13,28 +19,31 @@ A call is in one of four modes (:func:`mode`):
 * ``EAGER_INFERENCE``: autograd records nothing: in-place ops, ``out=`` views, buffer reuse.
 
 Orthogonal to the mode: the device (chunk and segment sizes, depthwise slices: the constants
-below) and the toolchain (:func:`compiled_allowed`, :func:`onednn_allowed`).
+below) and the toolchain (:func:`compiled_allowed`, :func:`.onednn.onednn_allowed`).
 
 The environment switches are declared in :data:`SWITCHES`, the sizes that tune the fast
-forms just below it.  Both are read at call time (a test or a user may change them).
+forms just below it.  A backbone's forward reads the switches once, where it starts
+(:func:`decide_once`), and every question asked during it answers from that reading; a call
+outside such a forward (an op called directly) reads them at call time.  The sizes are
+module attributes read at call time (a test or a user may change them).
 """
 import enum
 import functools
 import importlib.util
 import os
 import shutil
+from typing import Callable, FrozenSet, NamedTuple, Optional
 
 import torch
 from torch.nn.modules import module as module_hooks
 
 from ..ops.precision import autocast_enabled
+from ..ops.tracing import traced
 
 __all__ = ['SWITCHES', 'COMPILE_ENV', 'FUSE_GELU_ENV', 'KERNELS_ENV', 'TRITON_ENV', 'Mode',
-           'mode', 'switched_off', 'plain', 'traced', 'needs_grad', 'eager_inference',
-           'eager_training', 'may_branch_on_sizes', 'special_mode', 'compiled_allowed',
-           'onednn_allowed', 'triton_allowed', 'plain_precision',
-           'hooked', 'custom_depthwise_backward', 'depthwise_slices', 'gemm_accumulates',
-           'layer_scale_folded', 'norm_recomputed']
+           'Switches', 'read_switches', 'decide_once', 'mode', 'switched_off', 'plain', 'traced',
+           'needs_grad', 'eager_inference', 'eager_training', 'may_branch_on_sizes',
+           'special_mode', 'compiled_allowed', 'triton_allowed', 'plain_precision', 'hooked']
 
 #: environment switch: ``MMLINATTN_COMPILE=0`` keeps every op eager (no ``torch.compile``)
 COMPILE_ENV = 'MMLINATTN_COMPILE'
@@ -95,20 +104,53 @@ class Mode(enum.Enum):
     EAGER_INFERENCE = 'eager inference'
 
 
+class Switches(NamedTuple):
+    """The environment switches as read at one moment: ``plain`` (``MMLINATTN_KERNELS=plain``)
+    and the other switches of :data:`SWITCHES` that say off."""
+    plain: bool
+    off: FrozenSet[str]
+
+
+def read_switches() -> Switches:
+    """The switches as the environment sets them now."""
+    return Switches(os.environ.get(KERNELS_ENV, '').strip().lower() == 'plain',
+                    frozenset(v for v in SWITCHES if v != KERNELS_ENV and _says_off(v)))
+
+
+#: the switches of the backbone forward that runs (:func:`decide_once`); None outside one
+_DECIDED: Optional[Switches] = None
+
+
+def decide_once(forward: Callable, *args, **kwargs):
+    """``forward(*args, **kwargs)`` with the switches read once, at its start, for every
+    question asked during it (a nested call keeps the outer reading).  Traced, nothing is
+    stored: the graph is built from what the questions answered while tracing."""
+    global _DECIDED
+    if _DECIDED is not None or traced():
+        return forward(*args, **kwargs)
+    _DECIDED = read_switches()
+    try:
+        return forward(*args, **kwargs)
+    finally:
+        _DECIDED = None
+
+
+def _says_off(var: str) -> bool:
+    return os.environ.get(var, '1').strip().lower() in _OFF
+
+
 def switched_off(var: str) -> bool:
     """Whether the switch ``var`` says off (``0``, ``false``, ``no``, ``off``)."""
-    return os.environ.get(var, '1').strip().lower() in _OFF
+    if _DECIDED is not None and var in SWITCHES and var != KERNELS_ENV:
+        return var in _DECIDED.off
+    return _says_off(var)
 
 
 def plain() -> bool:
     """``MMLINATTN_KERNELS=plain``: no fast form runs."""
+    if _DECIDED is not None:
+        return _DECIDED.plain
     return os.environ.get(KERNELS_ENV, '').strip().lower() == 'plain'
-
-
-def traced() -> bool:
-    """Inside a ``torch.compile`` / ``torch.export`` graph or a ``torch.jit.trace`` (the
-    TorchScript-based ONNX exporter, which mmdeploy uses)."""
-    return torch.compiler.is_compiling() or torch.jit.is_tracing()
 
 
 def needs_grad(*tensors: torch.Tensor) -> bool:
@@ -189,20 +231,6 @@ def hooked(*modules: torch.nn.Module) -> bool:
                 or any(m._forward_hooks or m._forward_pre_hooks for m in modules))
 
 
-def onednn_allowed(x: torch.Tensor, modules=(), tensors=()) -> bool:
-    """oneDNN's fused ops may stand in for the plain ones on ``x`` and ``modules``'
-    parameters (or ``tensors``): eager float32 CPU code that autograd does not record, with
-    oneDNN on, no autocast, no special mode, no forward hook on ``modules``, and neither
-    ``MMLINATTN_FUSE_GELU`` nor ``MMLINATTN_KERNELS`` saying no (the fused ops have no
-    autograd formula, no ONNX symbol and no FLOP formula)."""
-    params = [p for m in modules for p in m.parameters()] + list(tensors)
-    return not (type(x) is not torch.Tensor or x.device.type != 'cpu'
-                or x.dtype != torch.float32 or any(p.dtype != x.dtype for p in params)
-                or torch.is_autocast_enabled('cpu') or needs_grad(x, *params)
-                or not torch.backends.mkldnn.enabled or special_mode()
-                or hooked(*modules) or switched_off(FUSE_GELU_ENV) or plain())
-
-
 #: dtypes the Triton kernels take (float32 accumulation inside)
 TRITON_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 #: devices the Triton kernels run on (the tests add the CPU, where Triton's interpreter
@@ -223,51 +251,6 @@ def triton_allowed(*tensors: torch.Tensor) -> bool:
     if len(dtypes) != 1 or next(iter(dtypes)) not in TRITON_DTYPES:
         return False
     return tensors[0].device.type in TRITON_DEVICES and _toolchain_available('cuda')
-
-
-def custom_depthwise_backward(conv: torch.nn.Conv2d, x: torch.Tensor) -> bool:
-    """A 'same' depthwise ``conv(x)`` takes the custom CPU backward: a kernel of at least
-    :data:`MIN_KERNEL` in eager CPU training in float32 / float64 (no autocast) with a
-    compiler for its weight gradient."""
-    kh, kw = conv.kernel_size
-    return (max(kh, kw) >= MIN_KERNEL and x.device.type == 'cpu'
-            and x.dtype in (torch.float32, torch.float64) and x.dtype == conv.weight.dtype
-            and not torch.is_autocast_enabled('cpu')
-            and needs_grad(x, *conv.parameters())
-            and compiled_allowed(x, allow_grad=True))
-
-
-def depthwise_slices(m: torch.Tensor) -> bool:
-    """A depthwise conv of the map ``m`` runs on channel slices: off the CPU, in eager mode,
-    above :data:`INDEX32_ELEMENTS`."""
-    return (m.device.type != 'cpu' and m.numel() > INDEX32_ELEMENTS
-            and not traced() and not plain())
-
-
-def gemm_accumulates(x: torch.Tensor, linear: torch.nn.Linear, y: torch.Tensor) -> bool:
-    """A residual step's ``linear(y)`` may be accumulated into ``x`` by its GEMM (``out=``):
-    plain precision (:func:`plain_precision`), no forward hook on ``linear``, and not under
-    ``torch.jit.trace`` (the TorchScript ONNX exporter drops a write into an ``out=`` view:
-    the graph would lose the branch)."""
-    return (plain_precision(x, y, linear.weight) and not hooked(linear)
-            and not torch.jit.is_tracing())
-
-
-def layer_scale_folded(linear: torch.nn.Linear, gamma, y: torch.Tensor) -> bool:
-    """A LayerScale ``gamma`` goes into ``linear``'s weight for the training forward: plain
-    precision, and more rows (tokens) in ``y`` than input channels (the folded weight is kept
-    instead of a token-sized product)."""
-    return (gamma is not None and plain_precision(y, linear.weight, gamma)
-            and y.numel() // y.shape[-1] > linear.weight.shape[1])
-
-
-def norm_recomputed(norm, x: torch.Tensor, linear: torch.nn.Linear) -> bool:
-    """``linear(norm(x))`` keeps ``x`` instead of ``norm(x)`` for the backward: eager training
-    with a plain-precision affine ``nn.LayerNorm`` over the last axis and a biased linear."""
-    w, b = linear.weight, linear.bias
-    return (isinstance(norm, torch.nn.LayerNorm) and norm.elementwise_affine
-            and norm.bias is not None and b is not None and len(norm.normalized_shape) == 1
-            and eager_training(x, w) and plain_precision(x, w, b, norm.weight, norm.bias))
 
 
 def plain_precision(x: torch.Tensor, *params: torch.Tensor) -> bool:

@@ -17,35 +17,46 @@ Each fused form equals its two-step form up to rounding, and is that form wherev
 :mod:`.policy` rules it out.  A branch without the protocol, or with a forward hook (which
 expects the module to be called), is called as ``branch(norm(x), grid)``.
 """
-from typing import Callable, Optional, Protocol, Sequence, Tuple
+from typing import Callable, Optional, Sequence, Tuple
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 from .onednn import fused_linear
-from .policy import (eager_inference, gemm_accumulates, hooked, layer_scale_folded, needs_grad,
-                     norm_recomputed)
+from .policy import eager_inference, eager_training, hooked, needs_grad, plain_precision
 from .recompute import recompute_in_backward
 
 
-class ResidualBranch(Protocol):
-    """What a branch ending in a linear exposes to the seam.
+class ResidualBranch(nn.Module):
+    """A branch that ends in a linear (a mixer's output projection, an FFN's fc2), as the seam
+    sees it; the protocol is written here once.
 
-    ``residual_parts(x, grid, norm)`` -> ``(h, tail)``: with ``tail`` None, ``h`` is the
-    linear's input computed from ``norm(x)`` (``x`` for no norm; the branch may keep ``x``
-    instead of ``norm(x)`` for its backward, :func:`normed_linears`); otherwise the linear's
-    input is ``tail(h)``, recomputed in the backward.  ``out_proj`` is the linear,
-    ``out_drop`` the dropout after it (or None); ``training`` the module's mode.  The
-    branch's plain ``forward(x, grid)`` is :func:`branch_output`.
+    A subclass names the linear and the dropout after it (``out_proj_name``;
+    ``out_drop_name``, None for none) and writes ``residual_parts(x, grid, norm)`` ->
+    ``(h, tail)``: with ``tail`` None, ``h`` is the linear's input computed from ``norm(x)``
+    (``x`` for no norm; the branch may keep ``x`` instead of ``norm(x)`` for its backward,
+    :func:`normed_linears`); otherwise the linear's input is ``tail(h)``, recomputed in the
+    backward.  Its plain ``forward(x, grid)`` is :func:`branch_output`.
     """
-    out_proj: nn.Linear
-    out_drop: Optional[nn.Module]
-    training: bool
+    out_proj_name: str = 'proj'
+    out_drop_name: Optional[str] = None
+
+    @property
+    def out_proj(self) -> nn.Linear:
+        return getattr(self, self.out_proj_name)
+
+    @property
+    def out_drop(self) -> Optional[nn.Module]:
+        return None if self.out_drop_name is None else getattr(self, self.out_drop_name)
+
+    def forward(self, x: torch.Tensor, grid=None) -> torch.Tensor:
+        """The branch alone (no residual): ``out_drop(out_proj(...))`` of ``x`` on ``grid``."""
+        return branch_output(self, x, grid)
 
     def residual_parts(self, x: torch.Tensor, grid, norm: Optional[nn.Module]
                        ) -> Tuple[torch.Tensor, Optional[Callable]]:
-        ...
+        raise NotImplementedError
 
 
 def branch_output(branch: ResidualBranch, x: torch.Tensor, grid) -> torch.Tensor:
@@ -259,6 +270,32 @@ class _NormedLinears(torch.autograd.Function):
         grad_x, grad_nw, grad_nb = torch.autograd.grad(normed, leaves,
                                                        grad_normed.view_as(normed))
         return (grad_x, grad_nw, grad_nb, None, torch.cat(grad_w), torch.cat(grad_b), None)
+
+
+def gemm_accumulates(x: torch.Tensor, linear: torch.nn.Linear, y: torch.Tensor) -> bool:
+    """A residual step's ``linear(y)`` may be accumulated into ``x`` by its GEMM (``out=``):
+    plain precision (:func:`plain_precision`), no forward hook on ``linear``, and not under
+    ``torch.jit.trace`` (the TorchScript ONNX exporter drops a write into an ``out=`` view:
+    the graph would lose the branch)."""
+    return (plain_precision(x, y, linear.weight) and not hooked(linear)
+            and not torch.jit.is_tracing())
+
+
+def layer_scale_folded(linear: torch.nn.Linear, gamma, y: torch.Tensor) -> bool:
+    """A LayerScale ``gamma`` goes into ``linear``'s weight for the training forward: plain
+    precision, and more rows (tokens) in ``y`` than input channels (the folded weight is kept
+    instead of a token-sized product)."""
+    return (gamma is not None and plain_precision(y, linear.weight, gamma)
+            and y.numel() // y.shape[-1] > linear.weight.shape[1])
+
+
+def norm_recomputed(norm, x: torch.Tensor, linear: torch.nn.Linear) -> bool:
+    """``linear(norm(x))`` keeps ``x`` instead of ``norm(x)`` for the backward: eager training
+    with a plain-precision affine ``nn.LayerNorm`` over the last axis and a biased linear."""
+    w, b = linear.weight, linear.bias
+    return (isinstance(norm, torch.nn.LayerNorm) and norm.elementwise_affine
+            and norm.bias is not None and b is not None and len(norm.normalized_shape) == 1
+            and eager_training(x, w) and plain_precision(x, w, b, norm.weight, norm.bias))
 
 
 def add_residual(shortcut: torch.Tensor, y: torch.Tensor, gamma: Optional[torch.Tensor] = None,

@@ -1,7 +1,7 @@
 """The fast forms of SOFT / SOFT++ attention (Lu et al., "Softmax-free Linear Transformers",
 IJCV 2024, arXiv 2207.03341, Eqs. 5, 9, 17): the Gaussian kernel in two passes with a
 compiled finish, large per-head products as one ``mm`` each, ``P = exp(Q - K~)`` in token
-chunks when it would take gigabytes, and :func:`soft_attention`, the entry the mixer calls.
+chunks when it would take gigabytes, and :func:`fast_soft_attention`, the entry the mixer calls.
 Each equals its :mod:`mmlinattn.ops.soft` form up to rounding.
 """
 import logging
@@ -12,17 +12,16 @@ import torch
 
 from ..ops import soft as plain
 from ..ops.soft import (CHOLESKY_JITTER, check_attention_args, landmark_kernel_rows,
-                        nystrom_middle)
-from ..ops.soft import soft_attention as plain_soft_attention
+                        nystrom_middle, soft_attention)
 from ..ops.precision import Float32Island
 from . import policy
 from .compiled import LazyCompiled
 
-__all__ = ['gaussian_kernel', 'soft_attention']
+__all__ = ['fast_gaussian_kernel', 'fast_soft_attention']
 
 
-def gaussian_kernel(a: torch.Tensor, b: torch.Tensor, denom: Optional[float] = None
-                    ) -> torch.Tensor:
+def fast_gaussian_kernel(a: torch.Tensor, b: torch.Tensor, denom: Optional[float] = None
+                         ) -> torch.Tensor:
     """:func:`mmlinattn.ops.soft.gaussian_kernel` (Eq. 5); in eager inference in place
     (:func:`_gaussian_kernel_inplace`)."""
     if denom is None:
@@ -34,7 +33,7 @@ def gaussian_kernel(a: torch.Tensor, b: torch.Tensor, denom: Optional[float] = N
 
 
 def _gaussian_kernel_inplace(a: torch.Tensor, b: torch.Tensor, denom: float) -> torch.Tensor:
-    """:func:`gaussian_kernel` without autograd in two passes over the (p, q) output instead
+    """:func:`fast_gaussian_kernel` without autograd in two passes over the (p, q) output instead
     of six: ``-||a_i - b_j||^2 / denom = (2 a_i . b_j - |a_i|^2 - |b_j|^2) / denom``, the
     products ``(2 / denom) a_i . b_j`` (:func:`_batched_mm`), then one fused loop
     (:data:`_KERNEL_FROM_PRODUCTS`) that subtracts both squared norms, clamps at 0 (a
@@ -116,18 +115,18 @@ def _token_chunk(q: torch.Tensor, m: int) -> Optional[int]:
     return max(1, policy.SOFT_CHUNK_TARGET // (rows * m))
 
 
-def soft_attention(q: torch.Tensor, landmarks: torch.Tensor, v: torch.Tensor,
-                   num_iters: int = 20, init: str = 'safe', sym_norm: bool = True,
-                   ridge: float = 0.0, valid: Optional[torch.Tensor] = None,
-                   landmark_valid: Optional[torch.Tensor] = None,
-                   pinv: str = 'newton') -> torch.Tensor:
+def fast_soft_attention(q: torch.Tensor, landmarks: torch.Tensor, v: torch.Tensor,
+                        num_iters: int = 20, init: str = 'safe', sym_norm: bool = True,
+                        ridge: float = 0.0, valid: Optional[torch.Tensor] = None,
+                        landmark_valid: Optional[torch.Tensor] = None,
+                        pinv: str = 'newton') -> torch.Tensor:
     """:func:`mmlinattn.ops.soft_attention` (Eq. 9 / Eq. 17; its arguments and result) with
     its fast forms, the same values up to rounding: the in-place kernel, per-head products
     and, in inference, P in token chunks when it would take gigabytes
     (:data:`.policy.SOFT_CHUNK_ELEMENTS`)."""
     check_attention_args(q, landmarks, v, ridge, pinv)
     if policy.plain():
-        return plain_soft_attention(q, landmarks, v, num_iters, init, sym_norm, ridge, valid,
+        return soft_attention(q, landmarks, v, num_iters, init, sym_norm, ridge, valid,
                                     landmark_valid, pinv)
     with Float32Island(q) as island:
         q32, lm32, v32 = island.cast(q, landmarks, v)
@@ -139,10 +138,10 @@ def soft_attention(q: torch.Tensor, landmarks: torch.Tensor, v: torch.Tensor,
         def kernel_rows(part: Optional[slice] = None) -> torch.Tensor:
             """The rows ``part`` (default all) of P (:func:`landmark_kernel_rows`)."""
             if part is None:
-                return landmark_kernel_rows(q32, lm32, keep, rows, gaussian_kernel)
+                return landmark_kernel_rows(q32, lm32, keep, rows, fast_gaussian_kernel)
             return landmark_kernel_rows(q32[..., part, :], lm32, keep,
                                         None if rows is None else rows[..., part, :],
-                                        gaussian_kernel)
+                                        fast_gaussian_kernel)
 
         chunk = _token_chunk(q32, lm32.shape[-2])
         if chunk is None:
@@ -154,7 +153,7 @@ def soft_attention(q: torch.Tensor, landmarks: torch.Tensor, v: torch.Tensor,
         if pinv == 'newton':
             _log_newton_cost(lm32.shape[-2])
         middle = nystrom_middle(lm32, keep, pv, num_iters, init, sym_norm, ridge, pinv,
-                                gaussian_kernel, policy.custom_autograd())
+                                fast_gaussian_kernel, policy.custom_autograd())
         if chunk is None:
             out = _heads_mm(p, middle)
         else:

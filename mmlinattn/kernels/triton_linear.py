@@ -28,7 +28,7 @@ import torch
 import triton
 import triton.language as tl
 
-__all__ = ['FEATURES', 'INTERPRETED', 'linear_attention', 'key_summary']
+__all__ = ['FEATURES', 'INTERPRETED', 'triton_linear_attention', 'key_summary']
 
 #: feature maps the kernels apply: name -> the kernels' code
 FEATURES = {'elu': 0, 'relu': 1}
@@ -147,9 +147,9 @@ def key_summary(k: torch.Tensor, v: torch.Tensor, feature_map: str = 'elu') -> t
     return summary
 
 
-def linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                     feature_map: str = 'elu', eps: float = 1e-6,
-                     out: Optional[torch.Tensor] = None) -> torch.Tensor:
+def triton_linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                            feature_map: str = 'elu', eps: float = 1e-6,
+                            out: Optional[torch.Tensor] = None) -> torch.Tensor:
     """:func:`mmlinattn.ops.linear_attention` without padded keys: ``q (B, heads, N, d)``,
     ``k (B, heads, M, d)``, ``v (B, heads, M, e)`` of one dtype (or the same without the
     heads' axis) -> ``(B, heads, N, e)`` in that dtype, laid out tokens-major (``out``: a

@@ -38,7 +38,7 @@ attention).
 relu(-d(q))^p]``, ``phi_k = [relu(k)^lam; relu(-k)^lam]`` (same-sign pairs only).
 ``kernel='relu_split_rope'`` adds what that code does on top and the paper never mentions:
 a 2-D RoPE rotation of both feature maps in the *numerator* only (the key-value product),
-with the unrotated maps in the denominator (:func:`_rope_linear_attention`).  Its weights
+with the unrotated maps in the denominator (:func:`rope_linear_attention`).  Its weights
 are no longer guaranteed non-negative and rows need not sum to one; it exists to reproduce
 the authors' checkpoints.  It stays O(N).
 """
@@ -67,7 +67,7 @@ def _check_args(kernel: str, lam: float, alpha: float, eps: float) -> None:
         raise ValueError(f'eps must be >= 0, got {eps!r}')
 
 
-def _feature_kernel(kernel: str) -> str:
+def feature_kernel(kernel: str) -> str:
     """The feature maps a kernel uses (``relu_split_rope`` rotates ``relu_split``'s)."""
     return 'relu_split' if kernel == 'relu_split_rope' else kernel
 
@@ -95,13 +95,13 @@ def _quarter_pi(dtype: torch.dtype) -> float:
 
 
 #: pi / 4 per float dtype as a Python constant (no ``.item()``, which breaks a torch.compile graph)
-_QUARTER_PI = {dt: _quarter_pi(dt)
+QUARTER_PI = {dt: _quarter_pi(dt)
                for dt in (torch.float16, torch.bfloat16, torch.float32, torch.float64)}
 
 
 def inhibit_angle(direction: torch.Tensor, alpha: float = 20.0) -> torch.Tensor:
     """App. A.2: ``theta = (pi / 4) tanh(alpha * d(x))`` in ``[-pi/4, pi/4]``."""
-    return _QUARTER_PI[direction.dtype] * torch.tanh(alpha * direction)
+    return QUARTER_PI[direction.dtype] * torch.tanh(alpha * direction)
 
 
 def _magnitudes(q: torch.Tensor, k: torch.Tensor, lam: float, eps: float):
@@ -123,7 +123,7 @@ def nala_feature_maps(q: torch.Tensor, k: torch.Tensor, kernel: str = 'cos_sin',
     Computed in the input dtype.
     """
     _check_args(kernel, lam, alpha, eps)
-    if _feature_kernel(kernel) == 'relu_split':
+    if feature_kernel(kernel) == 'relu_split':
         qn, dq = norm_direction(q, eps)
         p = nala_query_power(qn, lam)
         phq = torch.cat([F.relu(dq).pow(p), F.relu(-dq).pow(p)], dim=-1)
@@ -151,7 +151,7 @@ def nala_similarity_reference(q: torch.Tensor, k: torch.Tensor, lam: float = 3.0
     return (a[:, None, :] * b[None, :, :] * cos).sum(-1)
 
 
-def _rope_linear_attention(phq: torch.Tensor, phk: torch.Tensor, v: torch.Tensor,
+def rope_linear_attention(phq: torch.Tensor, phk: torch.Tensor, v: torch.Tensor,
                            angles: torch.Tensor, eps: float,
                            valid: Optional[torch.Tensor] = None) -> torch.Tensor:
     """``R(phi_q) (R(phi_k)^T V / M) / (phi_q . mean_j phi_k_j + eps)``, O(N).
@@ -222,7 +222,7 @@ def nala_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kernel: st
         q, k, v = island.cast(q, k, v)
         phi_q, phi_k = nala_feature_maps(q, k, kernel, lam, alpha, eps)
         if kernel == 'relu_split_rope':
-            out = _rope_linear_attention(phi_q, phi_k, v, rope_angles, eps, valid)
+            out = rope_linear_attention(phi_q, phi_k, v, rope_angles, eps, valid)
         else:
             out = normalized_linear_attention(phi_q, phi_k, v, eps, valid)
     return island.back(out)

@@ -75,7 +75,7 @@ def gaussian_kernel(a: torch.Tensor, b: torch.Tensor,
 
     Returns:
         (..., p, q) kernel values in [0, 1].  The backbones run the fast form
-        :func:`mmlinattn.kernels.soft.gaussian_kernel`.
+        :func:`mmlinattn.kernels.soft.fast_gaussian_kernel`.
     """
     if denom is None:
         denom = 2.0 * math.sqrt(a.shape[-1])

@@ -12,8 +12,8 @@ one of our configs (``docs/user_guides/configs.md``, "Start-up").
 :func:`cache_external_config_index` makes mmengine read each of those index files once per
 process, and remember that a package is installed once it has found it: its own lookup runs
 unchanged on the parsed files, which an installed package does not change while a process
-runs.  Like :func:`.install_safe_checkpoint_loading` it is switched on by the tools, by
-importing :mod:`mmlinattn.engine` and by the test suite, never by importing the package.
+runs.  It is switched on by the tools that parse configs and by the test suite, never by
+importing a package of mmlinattn.
 """
 import functools
 import os.path as osp

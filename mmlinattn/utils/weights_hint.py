@@ -19,6 +19,14 @@ def _timm_name(family: str, arch: Optional[str]) -> str:
     return f'{prefix}_{arch}' if isinstance(arch, str) else f'{prefix}_<arch>'
 
 
+def arch_name(model) -> Optional[str]:
+    """The name in ``arch_settings`` of a built backbone's arch, or None for a custom one."""
+    for name, setting in getattr(type(model), 'arch_settings', {}).items():
+        if all(model.arch.get(k) == v for k, v in dict(setting).items()):
+            return name
+    return None
+
+
 def weights_hint(backbone_type: str, arch: Optional[str], path: str) -> str:
     """How to make ``path``, the ImageNet checkpoint a ``backbone_type`` / ``arch`` config asks
     for, and how to run without it."""
@@ -27,7 +35,8 @@ def weights_hint(backbone_type: str, arch: Optional[str], path: str) -> str:
     pretrain = (f'pretrain timm\'s {timm} on ImageNet (import mmlinattn.timm) and convert it: '
                 f'{CONVERTER} model_best.pth.tar {path}')
     if family == 'NaLaFormer':
-        size = (arch or 'tiny')[:1].upper()
+        size = arch[:1].upper() if isinstance(arch, str) else '{T,S,B,L}'
+        arch = arch if isinstance(arch, str) else '<arch>'
         source = (f'The authors\' NALAFORMER_{size}.pth fits their model, not the paper\'s '
                   f'kernel this config runs: to use it, convert it with {CONVERTER} '
                   f'NALAFORMER_{size}.pth {path} --official --arch-check NaLaFormer:{arch} and '

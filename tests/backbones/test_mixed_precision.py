@@ -23,8 +23,8 @@ from archs import build
 from mmlinattn.models.layers import (LayerNorm2d, LinearAttention, NaLaAttention, SoftAttention,
                                      TokenGrid)
 from mmlinattn.models.layers.infsa_attention import LinearInfSA, PureInfSA
-from mmlinattn.kernels import (grid_diffusion, linear_attention, nala_attention, pure_infsa,
-                               soft_attention)
+from mmlinattn.kernels import (fast_grid_diffusion, fast_linear_attention, fast_nala_attention,
+                               fast_pure_infsa, fast_soft_attention)
 from mmlinattn.ops.diffusion import stencil_kernel
 from mmlinattn.ops.infsa import linear_infsa_pooled
 from mmlinattn.ops.soft import newton_schulz_pinv
@@ -100,9 +100,9 @@ def test_soft_island_large_activations():
     # informative while A has an entry range of e^-30 .. 1.
     q, lm, v = _bf16(2, 2, 256, 16, scale=1.0), _bf16(2, 2, 32, 16, scale=1.0, seed=1), \
         _bf16(2, 2, 256, 16, seed=2)
-    out = _autocast(soft_attention, q, lm, v)
+    out = _autocast(fast_soft_attention, q, lm, v)
     assert out.dtype == torch.bfloat16
-    _close_to_f64(out, soft_attention(q.double(), lm.double(), v.double()))
+    _close_to_f64(out, fast_soft_attention(q.double(), lm.double(), v.double()))
 
 
 def test_newton_schulz_pinv_island():
@@ -114,19 +114,19 @@ def test_newton_schulz_pinv_island():
 
 def test_nala_island_large_activations():
     q, k, v = _bf16(2, 2, 300, 16), _bf16(2, 2, 300, 16, seed=1), _bf16(2, 2, 300, 16, seed=2)
-    out = _autocast(nala_attention, q, k, v)
-    _close_to_f64(out, nala_attention(q.double(), k.double(), v.double()))
+    out = _autocast(fast_nala_attention, q, k, v)
+    _close_to_f64(out, fast_nala_attention(q.double(), k.double(), v.double()))
 
 
 def test_ldn_islands_large_activations():
     q, k, v = _bf16(2, 2, 300, 16), _bf16(2, 2, 300, 16, seed=1), _bf16(2, 2, 300, 16, seed=2)
-    _close_to_f64(_autocast(linear_attention, q, k, v),
-                  linear_attention(q.double(), k.double(), v.double()))
+    _close_to_f64(_autocast(fast_linear_attention, q, k, v),
+                  fast_linear_attention(q.double(), k.double(), v.double()))
     x = _bf16(2, 8, 17, 23)
     kernel = stencil_kernel(torch.softmax(torch.randn(1, 4), -1), 'cross4')
     step = torch.tensor([0.9])
-    _close_to_f64(_autocast(grid_diffusion, x, kernel, step, 3),
-                  grid_diffusion(x.double(), kernel.double(), step.double(), 3))
+    _close_to_f64(_autocast(fast_grid_diffusion, x, kernel, step, 3),
+                  fast_grid_diffusion(x.double(), kernel.double(), step.double(), 3))
 
 
 def test_infsa_islands_large_activations():
@@ -135,8 +135,8 @@ def test_infsa_islands_large_activations():
     _close_to_f64(_autocast(linear_infsa_pooled, q, x, w, b, 0.7),
                   linear_infsa_pooled(q.double(), x.double(), w.double(), b.double(), 0.7))
     k, v = _bf16(2, 4, 300, 8, seed=4), _bf16(2, 4, 300, 8, seed=5)
-    _close_to_f64(_autocast(pure_infsa, q, k, v, 0.7, None, 1e-6, 64),
-                  pure_infsa(q.double(), k.double(), v.double(), 0.7))
+    _close_to_f64(_autocast(fast_pure_infsa, q, k, v, 0.7, None, 1e-6, 64),
+                  fast_pure_infsa(q.double(), k.double(), v.double(), 0.7))
 
 
 def test_layer_norm_island_large_activations():

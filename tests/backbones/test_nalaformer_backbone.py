@@ -179,7 +179,7 @@ def test_block_runs_on_non_square_grid_and_gamma_none():
 def _plain_block(blk, x, hw):
     """The NaLaFormer block of App. A.2 / Fig. 2a written with standard NCHW convs and one
     op per term (no folded identities, no fused residuals, no split projections)."""
-    from mmlinattn.kernels import nala_attention
+    from mmlinattn.kernels import fast_nala_attention
 
     def conv(c, t):
         b, n, ch = t.shape
@@ -193,7 +193,7 @@ def _plain_block(blk, x, hw):
     q, k, v, g = (h @ a.qkvg.weight.T + a.qkvg.bias).chunk(4, dim=-1)
     b, n, c = h.shape
     heads = [t.reshape(b, n, a.num_heads, -1).transpose(1, 2) for t in (q, k, v)]
-    o = nala_attention(*heads, fuse=False).transpose(1, 2).reshape(b, n, c)
+    o = fast_nala_attention(*heads, fuse=False).transpose(1, 2).reshape(b, n, c)
     o = o + conv(a.lepe, v)
     o = a.proj(a.norm(o) * F.silu(g))
     x = x + blk.gamma1 * o

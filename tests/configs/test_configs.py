@@ -160,7 +160,9 @@ def test_longer_schedule_changes_only_the_schedule(name):
 KEY_FACTS = {
     'retinanet_soft_small_3x.py': dict(
         backbone=dict(type='mmlinattn.SOFT', arch='small', out_indices=(1, 2, 3),
-                      drop_path_rate=0.1, init_cfg=None, pinv='cholesky'),
+                      drop_path_rate=0.1, pinv='cholesky',
+                      init_cfg=dict(type='Pretrained',
+                                    checkpoint='checkpoints/soft_small_in1k.pth')),
         neck=dict(type='FPN', in_channels=[192, 384, 768], out_channels=256, start_level=0,
                   add_extra_convs='on_input', num_outs=5),
         optim_wrapper=dict(
@@ -175,7 +177,9 @@ KEY_FACTS = {
         batch_size=2, train_cfg=dict(type='EpochBasedTrainLoop', max_epochs=36, val_interval=1)),
     'maskrcnn_nalaformer_base_1x.py': dict(
         backbone=dict(type='mmlinattn.NaLaFormer', arch='base', out_indices=(0, 1, 2, 3),
-                      drop_path_rate=0.4, init_cfg=None),
+                      drop_path_rate=0.4,
+                      init_cfg=dict(type='Pretrained',
+                                    checkpoint='checkpoints/nalaformer_base_in1k.pth')),
         optim_wrapper=dict(
             type='OptimWrapper',
             optimizer=dict(type='AdamW', lr=1e-4, betas=(0.9, 0.999), weight_decay=1e-4),
@@ -183,7 +187,9 @@ KEY_FACTS = {
         batch_size=2, train_cfg=dict(type='EpochBasedTrainLoop', max_epochs=12, val_interval=1)),
     'upernet_soft_small_cityscapes_80k.py': dict(
         backbone=dict(type='mmlinattn.SOFT', arch='small', out_indices=(0, 1, 2, 3),
-                      drop_path_rate=0.1, init_cfg=None, pinv='cholesky'),
+                      drop_path_rate=0.1, pinv='cholesky',
+                      init_cfg=dict(type='Pretrained',
+                                    checkpoint='checkpoints/soft_small_in1k.pth')),
         test_cfg=dict(mode='slide', crop_size=(768, 768), stride=(512, 512)),
         crop=(768, 768),
         optim_wrapper=dict(
@@ -199,7 +205,9 @@ KEY_FACTS = {
         train_cfg=dict(type='IterBasedTrainLoop', max_iters=80000, val_interval=8000)),
     'semfpn_ldn_tiny_ade20k_40k.py': dict(
         backbone=dict(type='mmlinattn.LDN', arch='tiny', out_indices=(0, 1, 2, 3),
-                      drop_path_rate=0.1, init_cfg=None),
+                      drop_path_rate=0.1,
+                      init_cfg=dict(type='Pretrained',
+                                    checkpoint='checkpoints/ldn_tiny_in1k.pth')),
         neck=dict(type='FPN', in_channels=[64, 128, 320, 512], out_channels=256, num_outs=4),
         crop=(512, 512),
         optim_wrapper=dict(
@@ -213,7 +221,9 @@ KEY_FACTS = {
         train_cfg=dict(type='IterBasedTrainLoop', max_iters=40000, val_interval=4000)),
     'upernet_infvitplain_l4_ade20k_160k.py': dict(
         backbone=dict(type='mmlinattn.InfViTPlain', arch='l4', out_indices=(0, 1, 2, 3),
-                      drop_path_rate=0.1, init_cfg=None),
+                      drop_path_rate=0.1,
+                      init_cfg=dict(type='Pretrained',
+                                    checkpoint='checkpoints/infvitplain_l4_in1k.pth')),
         neck=dict(type='mmlinattn.SimpleFeaturePyramid', in_channels=768,
                   scale_factors=(4.0, 2.0, 1.0, 0.5), in_index=None),
         crop=(512, 512), batch_size=2, checkpoint_interval=16000),
@@ -293,7 +303,9 @@ def test_config_pipelines_and_demo_variant_build(name):
             for t in ds.pipeline:
                 TRANSFORMS.build(t)
     demo = demo_config(cfg, iters=10, data_root='/nonexistent')
-    assert demo.model.backbone == cfg.model.backbone, 'the demo variant keeps the backbone'
+    # the demo variant keeps the backbone, and trains it from scratch without the ImageNet file
+    assert dict(demo.model.backbone, init_cfg=None) == dict(cfg.model.backbone, init_cfg=None)
+    assert demo.model.backbone.init_cfg is None
     assert demo.train_dataloader.dataset.data_root.startswith('/nonexistent')
 
 

@@ -16,6 +16,7 @@ from archs import FAMILIES, build
 import mmlinattn.engine  # noqa: F401  (installs the safe loader)
 from mmlinattn.utils import checkpoint as ckpt_utils
 from mmlinattn.utils.checkpoint import UnsafeCheckpointError
+from mmlinattn.utils.pretrained import load_pretrained_backbone
 
 # A second, incompatible arch per family (other widths / depths): a "wrong-arch" checkpoint.
 OTHER_ARCH = {
@@ -104,7 +105,7 @@ def test_wrong_arch_checkpoint_raises_unless_partial(family, tmp_path, log_lines
     assert 'is for another arch; check `arch`' in msg and '(< 90%)' in msg, msg
     model = _pretrained(family, path, allow_partial=True)
     before = {k: v.clone() for k, v in model.state_dict().items()}
-    report = ckpt_utils.load_pretrained_backbone(model, model.init_cfg)
+    report = load_pretrained_backbone(model, model.init_cfg)
     assert report['fraction'] < 0.9 and report['shape_mismatch']
     # exactly the tensors whose shapes agree were loaded, the rest kept
     own = model.state_dict()
@@ -125,7 +126,7 @@ def test_shallower_checkpoint_names_missing_blocks(family, tmp_path):
     model = _pretrained(family, path, min_match=0.99)
     with pytest.raises(RuntimeError, match='lacks .* it is for a shallower arch'):
         model.init_weights()
-    report = ckpt_utils.load_pretrained_backbone(
+    report = load_pretrained_backbone(
         model, dict(model.init_cfg, min_match=0.0))       # a lower threshold is honoured
     assert 0 < report['fraction'] < 0.99
 

@@ -6,7 +6,7 @@ from mmengine.config import Config
 from mmengine.config import config as config_module
 from mmengine.config import utils as config_utils
 
-import mmlinattn.engine  # noqa: F401  (the configs' custom_imports: it installs the cache too)
+import mmlinattn.engine  # noqa: F401  (the configs' custom_imports)
 from mmlinattn.utils.external_configs import cache_external_config_index
 from repo_paths import ROOT
 

@@ -1,5 +1,5 @@
 """A backbone ``init_cfg`` naming a checkpoint file that does not exist (as the examples of
-docs/usage.md do until the user makes one) says what to do."""
+docs/user_guides/configs.md do until the user makes one) says what to do."""
 import pytest
 
 import mmlinattn.models  # noqa: F401  (registers the backbones)
@@ -16,4 +16,4 @@ def test_missing_pretrained_file_says_what_to_do(tmp_path):
     message = str(err.value)
     assert path in message and 'init_cfg=None' in message
     assert 'tools/model_converters/convert_checkpoint.py' in message
-    assert 'docs/pretraining.md' in message
+    assert 'docs/user_guides/weights.md' in message

@@ -1,12 +1,15 @@
 """``import mmlinattn`` and ``import mmlinattn.models`` leave mmengine's checkpoint loading
 as it was; ``import mmlinattn.engine`` (in every config's ``custom_imports``) switches the safe
-loaders on.  Each check runs in a fresh interpreter: this test process has installed them."""
+loaders on, and does nothing else to mmengine (its config lookup stays its own).  Each check
+runs in a fresh interpreter: this test process has installed them."""
 import json
 import subprocess
 import sys
 
 PROBE = '''
 import json, sys
+from mmengine.config import config as config_module
+from mmengine.config import utils as config_utils
 from mmengine.runner.checkpoint import CheckpointLoader
 import torch
 
@@ -16,7 +19,8 @@ def state():
                 get_loader=repr(CheckpointLoader.__dict__['_get_checkpoint_loader']),
                 # torch adds its own types as its modules load: only mmengine's matter here
                 history_buffer_safe=any('HistoryBuffer' in repr(g)
-                                        for g in torch.serialization.get_safe_globals()))
+                                        for g in torch.serialization.get_safe_globals()),
+                config_lookup=[repr(config_utils.load), repr(config_module.is_installed)])
 
 before = state()
 for name in sys.argv[1:]:
@@ -48,3 +52,4 @@ def test_importing_the_engine_installs_the_safe_loaders():
     assert after[''] == 'mmlinattn.utils.checkpoint_schemes.load_from_local_safe'
     assert res['after']['get_loader'] != res['before']['get_loader']
     assert res['after']['history_buffer_safe'] and not res['before']['history_buffer_safe']
+    assert res['after']['config_lookup'] == res['before']['config_lookup']

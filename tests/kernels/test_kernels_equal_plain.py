@@ -31,7 +31,7 @@ def _soft(pinv, masks=False, sym_norm=True):
     if masks:
         kw.update(valid=torch.arange(n) < torch.tensor([[n], [n - 7]]),
                   landmark_valid=torch.arange(m) < torch.tensor([[m], [m - 2]]))
-    return kernels.soft_attention, ops.soft_attention, args, kw
+    return kernels.fast_soft_attention, ops.soft_attention, args, kw
 
 
 def _nala(kernel, masks=False):
@@ -43,7 +43,7 @@ def _nala(kernel, masks=False):
         kw['rope_angles'] = rope_2d_angles(15, 20, d, dtype=f64)
     if masks:
         kw['valid'] = torch.arange(n) < torch.tensor([[n], [n - 40]])
-    return kernels.nala_attention, ops.nala_attention, args, kw
+    return kernels.fast_nala_attention, ops.nala_attention, args, kw
 
 
 def _ldn(feature_map, masks=False):
@@ -52,7 +52,7 @@ def _ldn(feature_map, masks=False):
     kw = dict(feature_map=feature_map)
     if masks:
         kw['valid'] = torch.arange(n) < torch.tensor([[n], [n - 40]])
-    return kernels.linear_attention, ops.linear_attention, args, kw
+    return kernels.fast_linear_attention, ops.linear_attention, args, kw
 
 
 def _diffusion(taps, n_steps, masks=False):
@@ -64,17 +64,17 @@ def _diffusion(taps, n_steps, masks=False):
         valid = torch.zeros(2, 1, 7, 9, dtype=f64)
         valid[0], valid[1, :, :5, :6] = 1, 1
         kw['valid'] = valid
-    return kernels.grid_diffusion, ops.grid_diffusion, args, kw
+    return kernels.fast_grid_diffusion, ops.grid_diffusion, args, kw
 
 
 def _pure(chunk_size):
     args = [_randn(2, 2, 40, 8), _randn(2, 2, 40, 8, seed=1), _randn(2, 2, 40, 8, seed=2)]
-    return kernels.pure_infsa, ops.pure_infsa, args, dict(gamma=0.7, chunk_size=chunk_size)
+    return kernels.fast_pure_infsa, ops.pure_infsa, args, dict(gamma=0.7, chunk_size=chunk_size)
 
 
 def _kernel_rows():
     args = [_randn(2, 3, 20, 8, scale=0.5), _randn(2, 3, 7, 8, scale=0.5, seed=1)]
-    return kernels.soft.gaussian_kernel, ops.gaussian_kernel, args, dict(denom=2.0)
+    return kernels.soft.fast_gaussian_kernel, ops.gaussian_kernel, args, dict(denom=2.0)
 
 
 CASES = {

@@ -46,7 +46,7 @@ def test_kernels_equal_the_dense_reference_in_float64(interpreted, feature_map, 
     b, h, n, m, d, e = shape
     q, k = _randn(b, h, n, d), _randn(b, h, m, d, seed=1)
     v = _randn(b, h, m, e, seed=2)
-    got = interpreted.linear_attention(q, k, v, feature_map, eps=1e-3)
+    got = interpreted.triton_linear_attention(q, k, v, feature_map, eps=1e-3)
     want = dense_reference(q, k, v, feature_map, eps=1e-3)
     torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
     # and the package's plain op, which the kernels stand in for
@@ -64,17 +64,17 @@ def test_key_summary_is_the_mean_of_the_key_features(interpreted):
 
 def test_heads_axis_optional_and_output_tokens_major(interpreted):
     q, k, v = _randn(3, 40, 8), _randn(3, 50, 8, seed=1), _randn(3, 50, 6, seed=2)
-    got = interpreted.linear_attention(q, k, v)
+    got = interpreted.triton_linear_attention(q, k, v)
     assert got.shape == (3, 40, 6)
     torch.testing.assert_close(got, dense_reference(q, k, v, 'elu', 1e-6), rtol=1e-12,
                                atol=1e-12)
-    out = interpreted.linear_attention(q[None], k[None], v[None])
+    out = interpreted.triton_linear_attention(q[None], k[None], v[None])
     # (B, heads, N, e) over (B, N, heads, e) memory: merging the heads is a view
     assert out.transpose(1, 2).is_contiguous()
     # strided inputs: q, k, v as the heads' views of one projection
     qkv = _randn(2, 30, 3, 2, 8, seed=3)
     q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)
-    torch.testing.assert_close(interpreted.linear_attention(q, k, v),
+    torch.testing.assert_close(interpreted.triton_linear_attention(q, k, v),
                                dense_reference(q, k, v, 'elu', 1e-6), rtol=1e-12, atol=1e-12)
 
 
@@ -84,31 +84,31 @@ def test_lower_precision_within_the_inputs_rounding(interpreted, dtype, tol):
     accumulation and a float32 normaliser: within ``tol`` of the float64 result of the same
     rounded inputs, relative to its largest value (float16 itself rounds at 4.9e-4)."""
     q, k, v = (_randn(2, 2, 300, 32, seed=s, dtype=dtype) for s in range(3))
-    got = interpreted.linear_attention(q, k, v)
+    got = interpreted.triton_linear_attention(q, k, v)
     assert got.dtype == dtype
     want = dense_reference(q.double(), k.double(), v.double(), 'elu', 1e-6)
     assert ((got.double() - want).abs().max() / want.abs().max()).item() < tol
 
 
 def test_entry_runs_the_kernels_only_where_the_policy_allows(interpreted, monkeypatch):
-    """:func:`mmlinattn.kernels.linear_attention` takes the kernels in eager inference on
+    """:func:`mmlinattn.kernels.fast_linear_attention` takes the kernels in eager inference on
     float32 (the interpreter on the CPU standing in for CUDA), and the chunked core under
     autograd, with padded keys, in float64, with ``MMLINATTN_TRITON=0`` or
     ``MMLINATTN_KERNELS=plain``, and on the CPU outside the tests."""
     calls = []
-    real = interpreted.linear_attention
-    monkeypatch.setattr(interpreted, 'linear_attention',
+    real = interpreted.triton_linear_attention
+    monkeypatch.setattr(interpreted, 'triton_linear_attention',
                         lambda *a, **kw: calls.append(1) or real(*a, **kw))
     q, k, v = (_randn(1, 2, 90, 8, seed=s, dtype=torch.float32) for s in range(3))
     want = ops.linear_attention(q.double(), k.double(), v.double())
     with torch.no_grad():
-        got = kernels.linear_attention(q, k, v)
+        got = kernels.fast_linear_attention(q, k, v)
     assert calls == [1]
     assert ((got.double() - want).abs().max() / want.abs().max()).item() < 2e-6
 
     def taken(*args, **kw):
         calls.clear()
-        kernels.linear_attention(*args, **kw)
+        kernels.fast_linear_attention(*args, **kw)
         return bool(calls)
     with torch.no_grad():
         assert not taken(q, k, v, valid=torch.ones(1, 90, dtype=torch.bool))

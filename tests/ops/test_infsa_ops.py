@@ -8,7 +8,7 @@ per-token loops, Eq. 16-21), share no code with the fast paths; inputs are float
 import pytest
 import torch
 
-from mmlinattn.kernels import pure_infsa
+from mmlinattn.kernels import fast_pure_infsa
 from mmlinattn.ops.infsa import (infsa_attention_matrix, linear_infsa, linear_infsa_pooled,
                                  linear_infsa_reference, linear_infsa_weights,
                                  pure_infsa_reference)
@@ -25,7 +25,8 @@ def heads(t, num_heads):
 @pytest.mark.parametrize('gamma', [1.0, 0.49, torch.tensor([0.7, 0.3, 0.9], **D64)])
 def test_pure_matches_dense_equations(gamma):
     q, k, v = (torch.randn(2, 3, 13, 5, **D64) for _ in range(3))
-    torch.testing.assert_close(pure_infsa(q, k, v, gamma), pure_infsa_reference(q, k, v, gamma))
+    torch.testing.assert_close(fast_pure_infsa(q, k, v, gamma),
+                               pure_infsa_reference(q, k, v, gamma))
 
 
 def test_pure_attention_matrix_is_frobenius_normalised():
@@ -43,9 +44,9 @@ def test_pure_chunked_equals_unchunked(chunk, masked):
     q, k, v = (torch.randn(2, 2, n, 3, **D64, requires_grad=True) for _ in range(3))
     valid = (torch.rand(2, n) > 0.3) if masked else None
     g = torch.randn(2, 2, n, 3, **D64)
-    full = pure_infsa(q, k, v, 0.7, valid)
+    full = fast_pure_infsa(q, k, v, 0.7, valid)
     grads_full = torch.autograd.grad((full * g).sum(), (q, k, v))
-    chunked = pure_infsa(q, k, v, 0.7, valid, chunk_size=chunk)
+    chunked = fast_pure_infsa(q, k, v, 0.7, valid, chunk_size=chunk)
     grads_chunked = torch.autograd.grad((chunked * g).sum(), (q, k, v))
     torch.testing.assert_close(chunked, full)
     for a, b in zip(grads_chunked, grads_full):
@@ -67,10 +68,10 @@ def test_pure_chunked_never_materialises_n_by_n():
             return out
 
     with Spy():
-        pure_infsa(q, k, v, chunk_size=chunk)
+        fast_pure_infsa(q, k, v, chunk_size=chunk)
     assert max(largest) <= chunk * n
     with Spy():
-        pure_infsa(q, k, v)
+        fast_pure_infsa(q, k, v)
     assert max(largest) == n * n  # the spy does see the dense path's N x N scores
 
 
@@ -79,20 +80,20 @@ def test_pure_padding_does_not_change_valid_tokens():
     q, k, v = (torch.randn(1, 2, n, 4, **D64) for _ in range(3))
     qp, kp, vp = (torch.cat([t, 5 * torch.randn(1, 2, pad, 4, **D64)], 2) for t in (q, k, v))
     valid = torch.tensor([[True] * n + [False] * pad])
-    z = pure_infsa(q, k, v, 0.7)
-    zp = pure_infsa(qp, kp, vp, 0.7, valid)
+    z = fast_pure_infsa(q, k, v, 0.7)
+    zp = fast_pure_infsa(qp, kp, vp, 0.7, valid)
     torch.testing.assert_close(zp[:, :, :n], z)
     assert (zp[:, :, n:] == 0).all()
-    torch.testing.assert_close(pure_infsa(qp, kp, vp, 0.7, valid, chunk_size=3), zp)
+    torch.testing.assert_close(fast_pure_infsa(qp, kp, vp, 0.7, valid, chunk_size=3), zp)
 
 
 def test_pure_token_duplication_invariance():
     """Nearest upsampling by k scales ‖·‖_F by k and every entry of Â by 1/k: Z is unchanged
     exactly when ε = 0."""
     q, k, v = (torch.randn(2, 2, 9, 4, **D64) for _ in range(3))
-    z = pure_infsa(q, k, v, 0.7, eps=0.0)
+    z = fast_pure_infsa(q, k, v, 0.7, eps=0.0)
     rep = 3
-    zd = pure_infsa(*(t.repeat_interleave(rep, 2) for t in (q, k, v)), 0.7, eps=0.0)
+    zd = fast_pure_infsa(*(t.repeat_interleave(rep, 2) for t in (q, k, v)), 0.7, eps=0.0)
     torch.testing.assert_close(zd, z.repeat_interleave(rep, 2))
 
 
@@ -100,7 +101,7 @@ def test_pure_all_rectified_has_finite_gradient():
     q = torch.ones(1, 1, 5, 3, **D64, requires_grad=True)
     k = (-torch.ones(1, 1, 5, 3, **D64)).requires_grad_()  # QKᵀ < 0 everywhere
     v = torch.randn(1, 1, 5, 3, **D64, requires_grad=True)
-    z = pure_infsa(q, k, v)
+    z = fast_pure_infsa(q, k, v)
     assert (z == 0).all()
     z.sum().backward()
     assert all(torch.isfinite(t.grad).all() for t in (q, k, v))
@@ -109,7 +110,7 @@ def test_pure_all_rectified_has_finite_gradient():
 def test_pure_autocast_bf16_reduces_in_float32():
     q, k, v = (torch.randn(1, 2, 300, 8).bfloat16() for _ in range(3))
     with torch.autocast('cpu', dtype=torch.bfloat16):
-        z = pure_infsa(q, k, v, 0.7, chunk_size=128)
+        z = fast_pure_infsa(q, k, v, 0.7, chunk_size=128)
     assert z.dtype == torch.bfloat16
     ref = pure_infsa_reference(*(t.double() for t in (q, k, v)), 0.7)
     torch.testing.assert_close(z.double(), ref, rtol=1e-2, atol=1e-4)
@@ -200,10 +201,10 @@ def test_linear_autocast_output_dtype_and_float32_math():
 def test_bad_arguments_raise():
     q = torch.randn(1, 2, 5, 3)
     with pytest.raises(ValueError, match='gamma'):
-        pure_infsa(q, q, q, torch.ones(3))
+        fast_pure_infsa(q, q, q, torch.ones(3))
     with pytest.raises(ValueError, match='valid'):
         linear_infsa_weights(q, valid=torch.ones(1, 4, dtype=torch.bool))
     with pytest.raises(ValueError, match='chunk_size'):
-        pure_infsa(q, q, q, chunk_size=0)
+        fast_pure_infsa(q, q, q, chunk_size=0)
     with pytest.raises(ValueError, match='shapes'):
         linear_infsa_pooled(q, torch.randn(1, 5, 6), torch.randn(5, 6))

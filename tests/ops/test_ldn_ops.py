@@ -13,7 +13,7 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 import mmlinattn.kernels.chunked as la
-from mmlinattn.kernels import grid_diffusion, linear_attention, policy
+from mmlinattn.kernels import fast_grid_diffusion, fast_linear_attention, policy
 from mmlinattn.models.layers import GridDiffusion, LDNBlock, LinearAttention, TokenGrid
 from mmlinattn.ops.diffusion import (grid_diffusion_implicit_dct,
                                      grid_diffusion_implicit_reference, grid_diffusion_reference,
@@ -79,8 +79,8 @@ def test_increment_on_token_views_and_padded_grids_equals_the_dense_form(grad, n
     valid = torch.zeros(2, 1, h, w, dtype=torch.float64)
     valid[0], valid[1, :, :3, :4] = 1, 1
     with torch.set_grad_enabled(grad):
-        got = grid_diffusion(x, stencil_kernel(p, 'k3'), a, n_steps, valid)
-        whole = grid_diffusion(x, stencil_kernel(p, 'k3'), a, n_steps)
+        got = fast_grid_diffusion(x, stencil_kernel(p, 'k3'), a, n_steps, valid)
+        whole = fast_grid_diffusion(x, stencil_kernel(p, 'k3'), a, n_steps)
     assert got.requires_grad == whole.requires_grad == grad
     x = x.detach()
     torch.testing.assert_close(whole, grid_diffusion_reference(x, p, a, 'k3', n_steps),
@@ -108,7 +108,7 @@ def test_increment_gradients_pass_gradcheck(padded):
         valid[..., :3, :4] = 1
 
     def increment(t, k, a):
-        return grid_diffusion(t.view(1, h, w, c).permute(0, 3, 1, 2), k, a, 2, valid)
+        return fast_grid_diffusion(t.view(1, h, w, c).permute(0, 3, 1, 2), k, a, 2, valid)
     assert torch.autograd.gradcheck(increment, (tokens, kernel, step))
 
 
@@ -180,7 +180,7 @@ def test_unconstrained_step_is_unstable():
     an 8x8 grid has spectral radius > 1 and the state blows up."""
     kernel = stencil_kernel(torch.full((1, 4), 0.25, dtype=torch.float64), 'cross4')
     x = torch.randn(1, 1, 8, 8, dtype=torch.float64)
-    y = x + grid_diffusion(x, kernel, torch.tensor([1.2], dtype=torch.float64), n_steps=60)
+    y = x + fast_grid_diffusion(x, kernel, torch.tensor([1.2], dtype=torch.float64), n_steps=60)
     assert y.abs().max() > 100 * x.abs().max()
 
 
@@ -306,9 +306,9 @@ def test_linear_attention_equals_explicit_row_normalised_form(feature_map):
     if feature_map == 'relu':
         q, k = q.abs() + 0.1, k.abs() + 0.1      # keep every denominator well away from 0
     expected = linear_attention_reference(q, k, v, feature_map)   # (B, h, N, M) similarities
-    got = linear_attention(q, k, v, feature_map=feature_map, eps=0.0)
+    got = fast_linear_attention(q, k, v, feature_map=feature_map, eps=0.0)
     torch.testing.assert_close(got, expected, rtol=1e-10, atol=1e-10)
-    got_eps = linear_attention(q, k, v, feature_map=feature_map)
+    got_eps = fast_linear_attention(q, k, v, feature_map=feature_map)
     torch.testing.assert_close(got_eps, expected, rtol=1e-5, atol=1e-5)
 
 
@@ -325,7 +325,7 @@ def test_linear_attention_gradients_equal_the_explicit_form(feature_map):
     valid = torch.ones(2, 600, dtype=torch.bool)
     valid[0, 450:] = False
     grad_out = torch.randn(2, 3, 600, 5, dtype=torch.float64)
-    got = torch.autograd.grad(linear_attention(q, k, v, feature_map, 1e-6, valid),
+    got = torch.autograd.grad(fast_linear_attention(q, k, v, feature_map, 1e-6, valid),
                               (q, k, v), grad_out)
     expected = torch.autograd.grad(
         linear_attention_reference(q, k, v, feature_map, 1e-6, valid), (q, k, v), grad_out)
@@ -336,7 +336,7 @@ def test_linear_attention_gradients_equal_the_explicit_form(feature_map):
 def test_linear_attention_identical_values_give_that_value():
     q, k = torch.randn(1, 2, 9, 4), torch.randn(1, 2, 9, 4)
     row = torch.randn(1, 2, 1, 6)
-    out = linear_attention(q, k, row.expand(1, 2, 9, 6))
+    out = fast_linear_attention(q, k, row.expand(1, 2, 9, 6))
     torch.testing.assert_close(out, row.expand_as(out), rtol=1e-5, atol=1e-5)
 
 
@@ -359,8 +359,8 @@ def test_linear_attention_finite_under_fp16_autocast_many_tokens():
 
 def test_linear_attention_argument_errors():
     with pytest.raises(ValueError, match='feature_map'):
-        linear_attention(torch.randn(1, 1, 3, 2), torch.randn(1, 1, 3, 2),
-                         torch.randn(1, 1, 3, 2), feature_map='softmax')
+        fast_linear_attention(torch.randn(1, 1, 3, 2), torch.randn(1, 1, 3, 2),
+                              torch.randn(1, 1, 3, 2), feature_map='softmax')
     with pytest.raises(ValueError, match='num_heads'):
         LinearAttention(10, 3)
 
@@ -397,7 +397,7 @@ def test_no_grad_elu_map_equals_elu_and_autograd_keeps_elu():
     q = torch.zeros(1, 1, 3, 2, dtype=torch.float64, requires_grad=True)
     k = torch.randn(1, 1, 3, 2, dtype=torch.float64)
     v = torch.randn(1, 1, 3, 2, dtype=torch.float64)
-    (g, ) = torch.autograd.grad(linear_attention(q, k, v, eps=0.0).sum(), q)
+    (g, ) = torch.autograd.grad(fast_linear_attention(q, k, v, eps=0.0).sum(), q)
     phi = lambda t: torch.nn.functional.elu(t) + 1  # noqa: E731
     q2 = q.detach().clone().requires_grad_()
     sim = phi(q2) @ phi(k).transpose(-1, -2)

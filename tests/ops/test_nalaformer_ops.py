@@ -12,7 +12,7 @@ from scipy.stats import spearmanr
 import mmlinattn.kernels.chunked as la
 from mmlinattn.kernels import compiled, policy
 from mmlinattn.kernels.nala import (_compiled_feature_maps, _fast_feature_maps,
-                                    _fused_feature_maps, _sin_quarter, nala_attention)
+                                    _fused_feature_maps, _sin_quarter, fast_nala_attention)
 from mmlinattn.ops.nalaformer import (inhibit_angle, nala_attention_matrix,
                                       nala_attention_reference, nala_feature_maps,
                                       nala_similarity_reference)
@@ -40,13 +40,13 @@ def _entropy(a):
 def test_linear_form_equals_materialised_attention(kernel, m):
     q, k, v = _qkv(m=m)
     ref = nala_attention_matrix(q, k, kernel=kernel) @ v
-    out = nala_attention(q, k, v, kernel=kernel, eps=1e-300)
+    out = fast_nala_attention(q, k, v, kernel=kernel, eps=1e-300)
     torch.testing.assert_close(out, ref, rtol=1e-10, atol=1e-12)
     # the default eps (1e-6 on the 1/N-scaled normaliser) is a negligible perturbation
-    torch.testing.assert_close(nala_attention(q, k, v, kernel=kernel), ref, rtol=1e-4,
+    torch.testing.assert_close(fast_nala_attention(q, k, v, kernel=kernel), ref, rtol=1e-4,
                                atol=1e-5)
     # with the same eps (norm clamp and normaliser term) the dense form is exact
-    torch.testing.assert_close(nala_attention(q, k, v, kernel=kernel),
+    torch.testing.assert_close(fast_nala_attention(q, k, v, kernel=kernel),
                                nala_attention_reference(q, k, v, kernel), rtol=1e-10,
                                atol=1e-12)
 
@@ -98,7 +98,7 @@ def test_chunked_attention_equals_dense(kernel, chunk):
 def test_attention_gradients_match_the_materialised_reference():
     """Training takes the out-of-place feature maps; its gradients are the dense ones."""
     q, k, v = (t.requires_grad_() for t in _qkv(n=11, m=9, d=4, dv=3))
-    fast = torch.autograd.grad(nala_attention(q, k, v, eps=1e-300).square().sum(), (q, k, v))
+    fast = torch.autograd.grad(fast_nala_attention(q, k, v, eps=1e-300).square().sum(), (q, k, v))
     dense = torch.autograd.grad((nala_attention_matrix(q, k) @ v).square().sum(), (q, k, v))
     for a, b in zip(fast, dense):
         torch.testing.assert_close(a, b, rtol=1e-8, atol=1e-10)
@@ -195,11 +195,11 @@ def test_cosine_inhibit_suppresses_only_opposite_signs():
 def test_invariant_to_key_rescaling_not_to_query_rescaling(kernel):
     q, k, v = _qkv()
     q = q / q.norm(dim=-1, keepdim=True) * 0.4            # tanh(||q||) in its active range
-    out = nala_attention(q, k, v, kernel=kernel, eps=1e-300)
+    out = fast_nala_attention(q, k, v, kernel=kernel, eps=1e-300)
     for c in (0.3, 2.0, 7.0):
-        torch.testing.assert_close(nala_attention(q, c * k, v, kernel=kernel, eps=1e-300), out)
+        torch.testing.assert_close(fast_nala_attention(q, c * k, v, kernel=kernel, eps=1e-300), out)
     for c in (0.25, 3.0):
-        diff = (nala_attention(q * c, k, v, kernel=kernel, eps=1e-300) - out).abs().max()
+        diff = (fast_nala_attention(q * c, k, v, kernel=kernel, eps=1e-300) - out).abs().max()
         assert diff > 1e-2, (c, diff)
     # control: degree-1 homogeneous ReLU linear attention ignores the query scale (Prop. 2)
     rq, rk = F.relu(q), F.relu(k)
@@ -233,29 +233,30 @@ def test_entropy_decreases_with_query_norm(kernel):
 @pytest.mark.parametrize('kernel', KERNELS)
 def test_permutation_equivariance(kernel):
     q, k, v = _qkv()
-    out = nala_attention(q, k, v, kernel=kernel)
+    out = fast_nala_attention(q, k, v, kernel=kernel)
     perm = torch.randperm(q.shape[-2])
-    torch.testing.assert_close(nala_attention(q[..., perm, :], k[..., perm, :], v[..., perm, :],
-                                              kernel=kernel), out[..., perm, :])
+    torch.testing.assert_close(fast_nala_attention(q[..., perm, :], k[..., perm, :],
+                                                   v[..., perm, :], kernel=kernel),
+                               out[..., perm, :])
     # permuting only the key-value set changes nothing
-    torch.testing.assert_close(nala_attention(q, k[..., perm, :], v[..., perm, :],
-                                              kernel=kernel), out)
+    torch.testing.assert_close(fast_nala_attention(q, k[..., perm, :], v[..., perm, :],
+                                                   kernel=kernel), out)
 
 
 @pytest.mark.parametrize('kernel', KERNELS)
 def test_float32_core_under_autocast_and_dtype_follows_input(kernel):
     q, k, v = (t.float() for t in _qkv(d=32))
     k = k * 8                                             # |k|^3 ~ 1e5 overflows float16
-    ref = nala_attention(q.double(), k.double(), v.double(), kernel=kernel)
+    ref = fast_nala_attention(q.double(), k.double(), v.double(), kernel=kernel)
     with torch.autocast('cpu', dtype=torch.bfloat16):
         qb, kb, vb = q.bfloat16(), k.bfloat16(), v.bfloat16()
-        out = nala_attention(qb, kb, vb, kernel=kernel)
+        out = fast_nala_attention(qb, kb, vb, kernel=kernel)
     assert out.dtype == torch.bfloat16
-    exact = nala_attention(qb.double(), kb.double(), vb.double(), kernel=kernel)
+    exact = fast_nala_attention(qb.double(), kb.double(), vb.double(), kernel=kernel)
     torch.testing.assert_close(out.double(), exact, rtol=1e-2, atol=2e-2)
-    out16 = nala_attention(q.half(), k.half(), v.half(), kernel=kernel)
+    out16 = fast_nala_attention(q.half(), k.half(), v.half(), kernel=kernel)
     assert out16.dtype == torch.float16 and torch.isfinite(out16).all()
-    out32 = nala_attention(q, k, v, kernel=kernel)
+    out32 = fast_nala_attention(q, k, v, kernel=kernel)
     assert out32.dtype == torch.float32
     torch.testing.assert_close(out32.double(), ref, rtol=1e-4, atol=1e-5)
 
@@ -266,7 +267,7 @@ def test_zero_rows_give_finite_values_and_gradients(kernel):
     q[..., 3, :] = 0
     k[..., 5, :] = 0
     q.requires_grad_(), k.requires_grad_(), v.requires_grad_()
-    out = nala_attention(q, k, v, kernel=kernel)
+    out = fast_nala_attention(q, k, v, kernel=kernel)
     out.square().sum().backward()
     assert torch.isfinite(out).all()
     for t in (q, k, v):
@@ -282,7 +283,7 @@ def test_gradcheck(fuse):
     for kernel in KERNELS:
         with torch._functorch.config.patch(donated_buffer=False):
             assert torch.autograd.gradcheck(
-                lambda a, b, c: nala_attention(a, b, c, kernel=kernel, fuse=fuse),
+                lambda a, b, c: fast_nala_attention(a, b, c, kernel=kernel, fuse=fuse),
                 (q.requires_grad_(), k.requires_grad_(), v.requires_grad_()))
 
 
@@ -305,7 +306,7 @@ def test_training_keeps_little_for_the_backward(compile_env, monkeypatch):
             saved.append(t.numel())
             return t
         with saved_tensors_hooks(pack, lambda t: t):
-            out = nala_attention(q, k, v, **kwargs)
+            out = fast_nala_attention(q, k, v, **kwargs)
         return out, torch.autograd.grad(out, (q, k, v), grad_out), sum(saved)
     out, grads, kept = run()
     # the reference: plain autograd through the chunked core and the eager maps, every
@@ -335,12 +336,12 @@ def test_training_runs_each_compiled_map_in_one_grad_mode(monkeypatch):
         return call(self, *args)
     monkeypatch.setattr(compiled.LazyCompiled, '__call__', recording)
     q, k, v = (t.float().requires_grad_() for t in _qkv(n=300))
-    grads = torch.autograd.grad(nala_attention(q, k, v).square().sum(), (q, k, v))
+    grads = torch.autograd.grad(fast_nala_attention(q, k, v).square().sum(), (q, k, v))
     assert calls == {('NaLa query features (cos_sin)', False),
                      ('NaLa key features (cos_sin)', False),
                      ('NaLa query features with backward (cos_sin)', True),
                      ('NaLa key features with backward (cos_sin)', True)}, calls
-    ref = torch.autograd.grad(nala_attention(q, k, v, fuse=False).square().sum(), (q, k, v))
+    ref = torch.autograd.grad(fast_nala_attention(q, k, v, fuse=False).square().sum(), (q, k, v))
     for g, r in zip(grads, ref):
         torch.testing.assert_close(g, r, rtol=1e-4, atol=1e-5)
 
@@ -376,13 +377,13 @@ def test_closed_form_backward_equals_the_dense_reference(masked, chunk):
 def test_bad_arguments(kwargs, name):
     q, k, v = _qkv(b=1, h=1, n=4)
     with pytest.raises(ValueError, match=name):
-        nala_attention(q, k, v, **kwargs)
+        fast_nala_attention(q, k, v, **kwargs)
 
 
 def test_bad_shapes():
     q, k, v = _qkv(b=1, h=1, n=4)
     with pytest.raises(ValueError, match='nala_attention'):
-        nala_attention(q, k[..., :3], v)
+        fast_nala_attention(q, k[..., :3], v)
 
 
 # ---------------------------------------------------------------- fused / compiled fast path
@@ -427,7 +428,7 @@ def test_compiled_attention_equals_the_dense_reference(kernel, compile_on):
     other token counts and head layouts."""
     q, k, v = _qkv(m=29)
     with torch.no_grad():
-        out = nala_attention(q, k, v, kernel=kernel, eps=1e-300)
+        out = fast_nala_attention(q, k, v, kernel=kernel, eps=1e-300)
     phi_q, phi_k = _compiled_feature_maps(kernel, 3.0, 20.0, 1e-300)
     assert phi_q._compiled is not None and not (phi_q.failed or phi_k.failed)
     ref = nala_attention_matrix(q, k, kernel=kernel) @ v
@@ -437,8 +438,8 @@ def test_compiled_attention_equals_the_dense_reference(kernel, compile_on):
         q, k, v = _qkv(b=1, h=h, n=n, dtype=torch.float32)
         graphs = counters['stats']['unique_graphs']
         with torch.no_grad():
-            fast = nala_attention(q, k, v, kernel=kernel)
-            eager = nala_attention(q, k, v, kernel=kernel, fuse=False)
+            fast = fast_nala_attention(q, k, v, kernel=kernel)
+            eager = fast_nala_attention(q, k, v, kernel=kernel, fuse=False)
         torch.testing.assert_close(fast, eager, rtol=1e-4, atol=1e-5)
         if n != 37:  # the first float32 call compiled; later sizes reuse it
             assert counters['stats']['unique_graphs'] == graphs
@@ -492,24 +493,24 @@ def test_relu_split_rope_equals_dense_numerator_only_rope(masked):
     if masked:
         valid = torch.ones(q.shape[0], h * w, dtype=torch.bool)
         valid[0, 20:] = False
-    out = nala_attention(q, k, v, kernel='relu_split_rope', eps=1e-6, rope_angles=angles,
-                         valid=valid, fuse=False)
+    out = fast_nala_attention(q, k, v, kernel='relu_split_rope', eps=1e-6, rope_angles=angles,
+                              valid=valid, fuse=False)
     ref = nala_attention_reference(q, k, v, 'relu_split_rope', eps=1e-6, valid=valid,
                                    rope_angles=angles)
     torch.testing.assert_close(out, ref, rtol=1e-12, atol=1e-12)
     # the rotation matters: without it the numerator is the denominator's own weights
-    plain = nala_attention(q, k, v, kernel='relu_split', eps=1e-6, valid=valid, fuse=False)
+    plain = fast_nala_attention(q, k, v, kernel='relu_split', eps=1e-6, valid=valid, fuse=False)
     assert (out - plain).abs().max() > 1e-2
 
 
 def test_relu_split_rope_needs_its_angles():
     q, k, v = _qkv(n=12, d=8)
     with pytest.raises(ValueError, match='rope_angles'):
-        nala_attention(q, k, v, kernel='relu_split_rope')
+        fast_nala_attention(q, k, v, kernel='relu_split_rope')
     with pytest.raises(ValueError, match='rope_angles'):
-        nala_attention(q, k, v, kernel='relu_split', rope_angles=torch.zeros(12, 4))
+        fast_nala_attention(q, k, v, kernel='relu_split', rope_angles=torch.zeros(12, 4))
     with pytest.raises(ValueError, match=r'\(N, d / 2\)'):
-        nala_attention(q, k, v, kernel='relu_split_rope', rope_angles=torch.zeros(11, 4))
+        fast_nala_attention(q, k, v, kernel='relu_split_rope', rope_angles=torch.zeros(11, 4))
 
 
 def test_default_chunks_are_cache_sized_on_cpu_and_large_elsewhere():

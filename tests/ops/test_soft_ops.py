@@ -8,7 +8,7 @@ from torch.overrides import TorchFunctionMode
 
 import mmlinattn.kernels.soft as soft_kernels
 from mmlinattn.kernels import policy
-from mmlinattn.kernels.soft import gaussian_kernel, soft_attention
+from mmlinattn.kernels.soft import fast_gaussian_kernel, fast_soft_attention
 from mmlinattn.ops.soft import (NEWTON_INITS, cholesky_pinv_solve, gaussian_kernel_reference,
                                 newton_init_alpha, newton_schulz_pinv, newton_schulz_reference,
                                 pairwise_sqdist, soft_attention_reference, symmetric_normalize)
@@ -34,9 +34,9 @@ def test_gaussian_kernel_matches_eq5():
     a = torch.randn(2, 3, 7, 16, dtype=torch.float64)
     b = torch.randn(2, 3, 5, 16, dtype=torch.float64)
     # the default bandwidth is Eq. 5's 2 sqrt(d_e)
-    torch.testing.assert_close(gaussian_kernel(a, b),
+    torch.testing.assert_close(fast_gaussian_kernel(a, b),
                                gaussian_kernel_reference(a, b, denom=2 * 16 ** 0.5))
-    torch.testing.assert_close(gaussian_kernel(a, b, denom=2.0),
+    torch.testing.assert_close(fast_gaussian_kernel(a, b, denom=2.0),
                                torch.exp(-pairwise_sqdist(a, b) / 2))
 
 
@@ -45,7 +45,7 @@ def test_sqdist_never_negative():
     a = 1000 + torch.randn(64, 32)
     d = pairwise_sqdist(a, a)
     assert (d >= 0).all()
-    assert (gaussian_kernel(a, a, denom=2.0) <= 1).all()
+    assert (fast_gaussian_kernel(a, a, denom=2.0) <= 1).all()
 
 
 def test_sqdist_bad_shapes():
@@ -229,7 +229,7 @@ def test_soft_attention_matches_dense_nystrom(sym_norm):
     q = torch.randn(b, h, hh * ww, d, dtype=torch.float64) * 0.6
     lm = torch.randn(b, h, m, d, dtype=torch.float64) * 0.6
     v = torch.randn(b, h, hh * ww, 4, dtype=torch.float64)
-    out = soft_attention(q, lm, v, sym_norm=sym_norm)
+    out = fast_soft_attention(q, lm, v, sym_norm=sym_norm)
     torch.testing.assert_close(out, soft_attention_reference(q, lm, v, sym_norm), rtol=1e-8,
                                atol=1e-8)
 
@@ -238,7 +238,7 @@ def test_soft_attention_never_forms_n_by_n():
     n, m = 40, 5
     q, lm, v = torch.randn(1, 2, n, 8), torch.randn(1, 2, m, 8), torch.randn(1, 2, n, 8)
     with _RecordShapes() as rec:
-        soft_attention(q, lm, v)
+        fast_soft_attention(q, lm, v)
     assert rec.shapes and all(not (s[-1] >= n and s[-2] >= n) for s in rec.shapes
                               if len(s) >= 2), rec.shapes
     with _RecordShapes() as rec:  # positive control: the dense reference does form it
@@ -258,22 +258,22 @@ def test_soft_attention_in_token_chunks_is_the_same_attention(pinv, monkeypatch)
     v = torch.randn(b, h, n, 4, dtype=torch.float64)
     valid, keep = torch.rand(b, n) > 0.2, torch.rand(b, m) > 0.3
     with torch.no_grad():
-        whole = soft_attention(q, lm, v, valid=valid, landmark_valid=keep, pinv=pinv)
+        whole = fast_soft_attention(q, lm, v, valid=valid, landmark_valid=keep, pinv=pinv)
     monkeypatch.setattr(policy, 'SOFT_CHUNK_ELEMENTS', b * h * m * 10)
     monkeypatch.setattr(policy, 'SOFT_CHUNK_TARGET', b * h * m * 11)   # 11 tokens a chunk
     with torch.no_grad(), _RecordShapes() as rec:
-        out = soft_attention(q, lm, v, pinv=pinv)
+        out = fast_soft_attention(q, lm, v, pinv=pinv)
     assert (b, h, 11, m) in rec.shapes and (b, h, n, m) not in rec.shapes
     ref = soft_attention_reference(q, lm, v)
     tol = 1e-8 if pinv == 'newton' else 1e-5     # the Cholesky ridge, 1e-6 of the trace
     torch.testing.assert_close(out, ref, rtol=tol, atol=tol)
     with torch.no_grad():
-        chunked = soft_attention(q, lm, v, valid=valid, landmark_valid=keep, pinv=pinv)
+        chunked = fast_soft_attention(q, lm, v, valid=valid, landmark_valid=keep, pinv=pinv)
     torch.testing.assert_close(chunked, whole, rtol=1e-12, atol=1e-12)
     # training keeps P whole (autograd records it once, not twice)
     q.requires_grad_(True)
     with _RecordShapes() as rec:
-        soft_attention(q, lm, v, pinv=pinv)
+        fast_soft_attention(q, lm, v, pinv=pinv)
     assert (b, h, n, m) in rec.shapes
 
 
@@ -291,17 +291,17 @@ def test_soft_inference_per_head_products_are_the_same_attention(pinv, compiled,
     v = torch.randn(b, h, n, 4, dtype=torch.float64)
     monkeypatch.setattr(policy, 'MM_LOOP_FLOPS', 2 * d * m)   # every product per head
     with torch.no_grad(), _RecordShapes() as rec:
-        out = soft_attention(q, lm, v, pinv=pinv)
+        out = fast_soft_attention(q, lm, v, pinv=pinv)
     assert rec.calls.count(torch.mm) >= 3 * b * h and torch.bmm not in rec.calls[:3 * b * h]
     tol = 1e-8 if pinv == 'newton' else 1e-5     # the Cholesky ridge, 1e-6 of the trace
     torch.testing.assert_close(out, soft_attention_reference(q, lm, v), rtol=tol, atol=tol)
     q.requires_grad_(True), lm.requires_grad_(True)   # autograd: batched products, no loop
     with _RecordShapes() as rec:
-        batched = soft_attention(q, lm, v, pinv=pinv)
+        batched = fast_soft_attention(q, lm, v, pinv=pinv)
     assert torch.mm not in rec.calls
     torch.testing.assert_close(out, batched.detach(), rtol=1e-12, atol=1e-12)
     with torch.no_grad():                         # the float32 kernel of the fast path
-        k32 = gaussian_kernel(q.float(), lm.float(), denom=2.0)
+        k32 = fast_gaussian_kernel(q.float(), lm.float(), denom=2.0)
         k64 = gaussian_kernel_reference(q, lm, denom=2.0)
     torch.testing.assert_close(k32.double(), k64, rtol=0, atol=1e-6)
 
@@ -311,9 +311,9 @@ def test_soft_attention_float32_under_autocast():
     q, lm, v = (torch.randn(1, 2, 30, 8), torch.randn(1, 2, 6, 8), torch.randn(1, 2, 30, 8))
     qb, lb, vb = q.bfloat16(), lm.bfloat16(), v.bfloat16()
     with torch.autocast('cpu', dtype=torch.bfloat16):
-        out = soft_attention(qb, lb, vb)
+        out = fast_soft_attention(qb, lb, vb)
     assert out.dtype == torch.bfloat16
-    ref = soft_attention(qb.float(), lb.float(), vb.float())   # same inputs, fp32 math
+    ref = fast_soft_attention(qb.float(), lb.float(), vb.float())   # same inputs, fp32 math
     torch.testing.assert_close(out.float(), ref, rtol=1e-2, atol=1e-2)
     assert torch.equal(out, ref.bfloat16())
 
@@ -322,7 +322,7 @@ def test_soft_attention_gradients_flow_to_all_inputs():
     q = torch.randn(1, 2, 20, 8, dtype=torch.float64, requires_grad=True)
     lm = torch.randn(1, 2, 4, 8, dtype=torch.float64, requires_grad=True)
     v = torch.randn(1, 2, 20, 8, dtype=torch.float64, requires_grad=True)
-    soft_attention(q, lm, v).square().sum().backward()
+    fast_soft_attention(q, lm, v).square().sum().backward()
     for t in (q, lm, v):
         assert t.grad is not None and torch.isfinite(t.grad).all() and t.grad.abs().sum() > 0
 
@@ -333,16 +333,16 @@ def test_soft_attention_gradcheck():
     q = (0.5 * torch.randn(1, 1, 6, 3, dtype=torch.float64)).requires_grad_()
     lm = (1.5 * torch.randn(1, 1, 3, 3, dtype=torch.float64)).requires_grad_()
     v = torch.randn(1, 1, 6, 2, dtype=torch.float64, requires_grad=True)
-    assert gradcheck(lambda a, b, c: soft_attention(a, b, c, num_iters=40), (q, lm, v),
+    assert gradcheck(lambda a, b, c: fast_soft_attention(a, b, c, num_iters=40), (q, lm, v),
                      eps=1e-6, atol=1e-5)
 
 
 def test_soft_attention_bad_shapes():
     with pytest.raises(ValueError, match='4-D'):
-        soft_attention(torch.randn(2, 5, 8), torch.randn(1, 2, 3, 8), torch.randn(1, 2, 5, 8))
+        fast_soft_attention(torch.randn(2, 5, 8), torch.randn(1, 2, 3, 8), torch.randn(1, 2, 5, 8))
     with pytest.raises(ValueError, match='tokens'):
-        soft_attention(torch.randn(1, 2, 5, 8), torch.randn(1, 2, 3, 8),
-                       torch.randn(1, 2, 6, 8))
+        fast_soft_attention(torch.randn(1, 2, 5, 8), torch.randn(1, 2, 3, 8),
+                            torch.randn(1, 2, 6, 8))
 
 
 def test_scaled_init_with_ridge_is_the_plain_soft_iteration():
@@ -464,8 +464,8 @@ def test_cholesky_bad_arguments():
     with pytest.raises(ValueError, match='jitter'):
         cholesky_pinv_solve(torch.eye(3), torch.randn(3, 1), jitter=0.0)
     with pytest.raises(ValueError, match='pinv'):
-        soft_attention(torch.randn(1, 1, 5, 4), torch.randn(1, 1, 2, 4), torch.randn(1, 1, 5, 4),
-                       pinv='svd')
+        fast_soft_attention(torch.randn(1, 1, 5, 4), torch.randn(1, 1, 2, 4),
+                            torch.randn(1, 1, 5, 4), pinv='svd')
 
 
 def test_cholesky_gradcheck():
@@ -480,7 +480,7 @@ def test_soft_attention_cholesky_gradcheck():
     q = (0.5 * torch.randn(1, 1, 6, 3, dtype=torch.float64)).requires_grad_()
     lm = (1.5 * torch.randn(1, 1, 3, 3, dtype=torch.float64)).requires_grad_()
     v = torch.randn(1, 1, 6, 2, dtype=torch.float64, requires_grad=True)
-    assert gradcheck(lambda a, b, c: soft_attention(a, b, c, pinv='cholesky'), (q, lm, v),
+    assert gradcheck(lambda a, b, c: fast_soft_attention(a, b, c, pinv='cholesky'), (q, lm, v),
                      eps=1e-6, atol=1e-5)
 
 
@@ -494,12 +494,12 @@ def test_soft_attention_cholesky_vs_newton_vs_dense(sym_norm):
     v = torch.randn(2, 3, 64, 8, dtype=torch.float64)
     ref = soft_attention_reference(q, lm, v, sym_norm)
     args = (q.float(), lm.float(), v.float())
-    chol = soft_attention(*args, sym_norm=sym_norm, pinv='cholesky')
-    newton = soft_attention(*args, sym_norm=sym_norm)
+    chol = fast_soft_attention(*args, sym_norm=sym_norm, pinv='cholesky')
+    newton = fast_soft_attention(*args, sym_norm=sym_norm)
     assert chol.dtype == torch.float32
     assert rel_err(chol, ref) < 2e-5 and rel_err(newton, ref) < 2e-5
-    torch.testing.assert_close(soft_attention(q, lm, v, sym_norm=sym_norm, pinv='cholesky'), ref,
-                               rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(fast_soft_attention(q, lm, v, sym_norm=sym_norm, pinv='cholesky'),
+                               ref, rtol=1e-5, atol=1e-5)
 
 
 def test_soft_attention_cholesky_close_landmarks():
@@ -515,8 +515,8 @@ def test_soft_attention_cholesky_close_landmarks():
     ref = soft_attention_reference(q, lm, v)
     args = (q.float(), lm.float(), v.float())
     # measured in float32: 1.3e-4 and 0.36
-    assert rel_err(soft_attention(*args, pinv='cholesky'), ref) < 5e-4
-    assert rel_err(soft_attention(*args), ref) > 1e-1
+    assert rel_err(fast_soft_attention(*args, pinv='cholesky'), ref) < 5e-4
+    assert rel_err(fast_soft_attention(*args), ref) > 1e-1
 
 
 def test_soft_attention_cholesky_duplicate_landmarks():
@@ -524,7 +524,7 @@ def test_soft_attention_cholesky_duplicate_landmarks():
     lm = x.expand(1, 2, 12, 8)
     q = torch.cat([x, 0.5 * torch.randn(30, 8, dtype=torch.float64)]).expand(1, 2, 42, 8)
     v = torch.randn(1, 2, 42, 4, dtype=torch.float64)
-    out = soft_attention(q.float(), lm.float(), v.float(), pinv='cholesky')
+    out = fast_soft_attention(q.float(), lm.float(), v.float(), pinv='cholesky')
     assert torch.isfinite(out).all()
     assert rel_err(out, soft_attention_reference(q, lm, v)) < 1e-4
 
@@ -536,9 +536,9 @@ def test_soft_attention_cholesky_masks_match_unpadded():
     q, lm, v = (torch.randn(1, 2, 20, 8, dtype=torch.float64) * 0.5,
                 torch.randn(1, 2, 6, 8, dtype=torch.float64) * 0.5,
                 torch.randn(1, 2, 20, 4, dtype=torch.float64))
-    small = soft_attention(q, lm[:, :, :4], v, pinv='cholesky')
+    small = fast_soft_attention(q, lm[:, :, :4], v, pinv='cholesky')
     mask = torch.tensor([[True] * 4 + [False] * 2])
-    torch.testing.assert_close(soft_attention(q, lm, v, landmark_valid=mask, pinv='cholesky'),
+    torch.testing.assert_close(fast_soft_attention(q, lm, v, landmark_valid=mask, pinv='cholesky'),
                                small, rtol=1e-6, atol=1e-9)
 
 
@@ -551,11 +551,11 @@ def test_newton_cost_logged_once(monkeypatch):
     from mmengine.logging import MMLogger
     monkeypatch.setattr(MMLogger.get_current_instance(), 'warning', messages.append)
     q, lm, v = torch.randn(1, 1, 10, 4), torch.randn(1, 1, 5, 4), torch.randn(1, 1, 10, 4)
-    soft_attention(q, lm[:, :, :4], v)
-    soft_attention(q, lm, v, pinv='cholesky')
+    fast_soft_attention(q, lm[:, :, :4], v)
+    fast_soft_attention(q, lm, v, pinv='cholesky')
     assert messages == []
-    soft_attention(q, lm, v)
-    soft_attention(q, lm, v)
+    fast_soft_attention(q, lm, v)
+    fast_soft_attention(q, lm, v)
     assert len(messages) == 1
     assert 'm = 5 landmarks' in messages[0] and "pinv='cholesky'" in messages[0]
     assert 'max_landmarks=49' in messages[0]

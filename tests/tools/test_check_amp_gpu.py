@@ -197,9 +197,9 @@ def test_triton_core_benchmark_times_both_ways_and_checks_the_values(tmp_path, c
         assert all(r['triton_error'] < tool.TOLERANCE[getattr(torch, r['dtype'])]
                    for r in rows)
         assert 'stage 4' in capsys.readouterr().out
-        real = kernels.linear_attention
+        real = kernels.triton_linear_attention
         with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(kernels, 'linear_attention', lambda *a, **kw: real(*a, **kw) * 1.1)
+            mp.setattr(kernels, 'triton_linear_attention', lambda *a, **kw: real(*a, **kw) * 1.1)
             assert tool.main(argv[:-2]) == 1
     assert os.environ.get('MMLINATTN_TRITON') is None
 

@@ -21,7 +21,7 @@ import torch
 from mmengine.config import DictAction
 from mmengine.logging import print_log
 
-from mmlinattn.deployment import mmdeploy_rewriters
+from mmlinattn.deployment.mmdeploy_api import load_configs, require_mmdeploy
 
 
 def parse_args(argv=None):
@@ -37,23 +37,6 @@ def parse_args(argv=None):
     parser.add_argument('--cfg-options', nargs='+', action=DictAction,
                         help='override settings of the model config')
     return parser.parse_args(argv)
-
-
-def _require_mmdeploy():
-    if not mmdeploy_rewriters.REGISTERED:
-        raise SystemExit('mmdeploy is not installed; run `bash tools/setup.sh --with deploy`')
-
-
-def load_configs(deploy_cfg: str, model_cfg: str, cfg_options=None):
-    """mmdeploy's ``load_config`` of both files, ``cfg_options`` merged into the model's."""
-    from mmdeploy.utils import load_config
-    for path in (deploy_cfg, model_cfg):
-        if not osp.isfile(path):
-            raise SystemExit(f'config file {path!r} does not exist')
-    deploy, model = load_config(deploy_cfg, model_cfg)
-    if cfg_options:
-        model.merge_from_dict(cfg_options)
-    return deploy, model
 
 
 def backend_files(deploy_cfg, work_dir: str):
@@ -107,7 +90,7 @@ def main(argv=None):
     args = parse_args(argv)
     from mmlinattn.utils.external_configs import cache_external_config_index
     cache_external_config_index()  # mmdet:: / mmseg:: bases without re-reading their index
-    _require_mmdeploy()
+    require_mmdeploy()
     from mmdeploy.apis import torch2onnx
     deploy_cfg, model_cfg = load_configs(args.deploy_cfg, args.model_cfg, args.cfg_options)
     for img in [args.img, *args.test_img]:

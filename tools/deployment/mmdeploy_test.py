@@ -16,8 +16,7 @@ from copy import deepcopy
 
 from mmengine.config import DictAction
 
-sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
-from mmdeploy_deploy import _require_mmdeploy, load_configs  # noqa: E402
+from mmlinattn.deployment.mmdeploy_api import load_configs, require_mmdeploy
 
 
 def parse_args(argv=None):
@@ -38,7 +37,7 @@ def main(argv=None):
     args = parse_args(argv)
     from mmlinattn.utils.external_configs import cache_external_config_index
     cache_external_config_index()  # mmdet:: / mmseg:: bases without re-reading their index
-    _require_mmdeploy()
+    require_mmdeploy()
     from mmdeploy.apis import build_task_processor
     for f in args.model:
         if not osp.isfile(f):

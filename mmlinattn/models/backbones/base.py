@@ -30,9 +30,10 @@ import torch.nn as nn
 from mmengine.model import BaseModule
 from torch.nn.modules.batchnorm import _BatchNorm
 
-from ...kernels.policy import traced
+from ...kernels import decide_once
 from ...ops.precision import autocast_enabled
-from ...utils.checkpoint import load_pretrained_backbone
+from ...ops.tracing import traced
+from ...utils.pretrained import load_pretrained_backbone
 from ..layers import LayerNorm2d, maybe_checkpoint
 from ..layers.channels_last import tokens_as_map
 from ..layers.token_grid import IMAGE_SIZES_ATTR, TokenGrid
@@ -72,7 +73,7 @@ class BackboneBase(BaseModule, metaclass=_FreezeAfterInit):
             ``init_cfg`` (see the family's ``convert_checkpoint``).
         pretrained: deprecated path, use ``init_cfg=dict(type='Pretrained', checkpoint=...)``.
         init_cfg: mmengine init config; ``type='Pretrained'`` loads through
-            :func:`mmlinattn.utils.checkpoint.load_pretrained_backbone`, which also accepts
+            :func:`mmlinattn.utils.pretrained.load_pretrained_backbone`, which also accepts
             ``min_match`` (default 0.9) and ``allow_partial`` (default False).
     """
 
@@ -263,14 +264,16 @@ class BackboneBase(BaseModule, metaclass=_FreezeAfterInit):
             valid_hw: optional ``(h, w)`` per image: the image occupies the top-left
                 ``h x w`` of ``x`` and the rest is padding.  Convolutions and token mixers
                 then ignore the padding, so each image's features inside its ``h x w`` do
-                not depend on the other images of the batch (``docs/batch_independence.md``).
+                not depend on the other images of the batch (``docs/advanced/batch_independence.md``).
                 Without it, sizes attached to ``x`` by the data preprocessor hook of
                 :func:`mmlinattn.engine.valid_region_hook.enable_valid_region` are used.
         """
         self.check_input(x)
         if x.shape[0] == 0:
             return self._empty_outputs(x)
-        return tuple(o.contiguous() for o in self.forward_pyramid(x, self.input_grid(x, valid_hw)))
+        # which form of each op runs is decided from one reading of the switches
+        outs = decide_once(self.forward_pyramid, x, self.input_grid(x, valid_hw))
+        return tuple(o.contiguous() for o in outs)
 
     def _empty_outputs(self, x: torch.Tensor) -> Tuple[torch.Tensor, ...]:
         """Empty maps for a batch of zero images, without running the stages.  With grad

@@ -55,7 +55,7 @@ class InfViT(PyramidBackbone):
         stem: ``'patch'`` (the 7x7/4 overlapping patch conv with LN, default) or ``'conv'``
             (the early-convolution stem, :func:`~mmlinattn.models.layers.early_conv_stem`),
             with which the pyramid learns a detector from scratch as fast as SOFT++ and
-            NaLaFormer do (docs/photos.md).
+            NaLaFormer do (docs/user_guides/photos.md).
         norm_cfg: the norm after each patch embedding (:func:`~mmlinattn.models.layers.
             build_norm`), a channel LayerNorm by default.
         kwargs: ``in_channels``, ``out_indices``, ``drop_path_rate``, ``frozen_stages``,

@@ -79,7 +79,7 @@ class LDN(PyramidBackbone):
         overlap_downsample: 3x3/2 down-samplers (overlapping, as PVTv2's) in place of
             2x2/2.  With ``stem='conv'`` this is the pyramid that learns from scratch as
             fast as SOFT++ and NaLaFormer do; the patchify default barely learns a detector
-            in a short schedule (docs/photos.md).
+            in a short schedule (docs/user_guides/photos.md).
         norm_cfg: the norm after each patch embedding (:func:`~mmlinattn.models.layers.
             build_norm`), a channel LayerNorm by default.
         drop_path_rate: stochastic depth (see :class:`~mmlinattn.models.backbones.base.

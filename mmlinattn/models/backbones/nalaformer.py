@@ -55,7 +55,7 @@ class NaLaFormer(PyramidBackbone):
         softmax_rope: 2-D RoPE in the softmax stages.
         eps: added to NaLa's mean denominator (Eqs. 10-11); 1e-6 as in the authors' code.
             It is not negligible at head dim 64, where the denominators are ~1e-3 (see
-            ``docs/pretraining.md``); ``eps=0`` gives the exact Eq. 10-11 (a query with no
+            ``docs/user_guides/weights.md``); ``eps=0`` gives the exact Eq. 10-11 (a query with no
             positive similarity then yields NaN).
         out_norm: a LayerNorm on every returned map (the project's dense default).
             ``False`` returns the raw stage maps, as the authors' classifier head reads them.

@@ -12,8 +12,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ...kernels.policy import eager_training, traced
-from ...kernels.recompute import recompute_in_backward
+from ...kernels.recompute import recompute_in_backward, recomputes
+from ...ops.tracing import traced
 from .norm import build_act, build_norm, norm_cancels_bias
 from .token_grid import TokenGrid
 
@@ -100,7 +100,7 @@ class ConvStem(nn.Sequential):
         self.recompute_act = recompute_act
 
     def forward(self, x: torch.Tensor, grid: TokenGrid) -> Tuple[torch.Tensor, TokenGrid]:
-        if not (self.recompute_act and eager_training(x, *self.parameters())):
+        if not (self.recompute_act and recomputes(x, *self.parameters())):
             for unit in self:
                 x, grid = unit(x, grid)
             return x, grid

@@ -6,8 +6,8 @@ import torch.nn as nn
 from timm.layers import Mlp as TimmMlp
 
 from ...kernels.onednn import apply_linear, fused_gelu, linear_act
-from ...kernels.policy import eager_training
-from ...kernels.residual import branch_output, normed_linears
+from ...kernels.recompute import recomputes
+from ...kernels.residual import ResidualBranch, normed_linears
 from .channels_last import conv_tokens
 from .norm import build_act
 from .token_grid import TokenGrid
@@ -20,7 +20,7 @@ def _check_recompute(recompute: str) -> None:
         raise ValueError(f'recompute must be one of {RECOMPUTE}, got {recompute!r}')
 
 
-class ConvFFN(nn.Module):
+class ConvFFN(ResidualBranch):
     """fc1 -> act -> (depthwise 3x3 conv on the H x W grid [+ residual]) -> act? -> fc2.
 
     The Mix-FFN of PVTv2/SegFormer (``dw_residual=False, act_after_dw=True`` ordering
@@ -58,17 +58,7 @@ class ConvFFN(nn.Module):
         self.act_before_dw = act_before_dw
         self.recompute = recompute
 
-    @property
-    def out_proj(self) -> nn.Linear:
-        return self.fc2
-
-    @property
-    def out_drop(self) -> nn.Module:
-        return self.drop
-
-    def forward(self, x: torch.Tensor, grid: TokenGrid) -> torch.Tensor:
-        """(B, N, C) tokens on ``grid`` -> (B, N, C)."""
-        return branch_output(self, x, grid)
+    out_proj_name, out_drop_name = 'fc2', 'drop'
 
     def residual_parts(self, x: torch.Tensor, grid: TokenGrid,
                        norm: Optional[nn.Module] = None):
@@ -80,7 +70,7 @@ class ConvFFN(nn.Module):
             h = linear_act(x if norm is None else norm(x), self.fc1, self.act)
         else:
             h = apply_linear(x, self.fc1) if norm is None else normed_linears(norm, x, self.fc1)[0]
-        if self.recompute != 'none' and eager_training(h):
+        if self.recompute != 'none' and recomputes(h):
             first, last = self._steps(grid)
             if self.recompute == 'last':
                 return first(h), lambda t: self.drop(last(t))
@@ -105,7 +95,7 @@ class ConvFFN(nn.Module):
         return (self.act, dwconv) if self.act_before_dw else (dwconv, self.act)
 
 
-class Mlp(TimmMlp):
+class Mlp(ResidualBranch, TimmMlp):
     """timm's ``Mlp`` (fc1 -> act -> drop -> norm -> fc2 -> drop, the same parameters and
     state-dict keys) that can recompute its activation in the backward.
 
@@ -123,17 +113,7 @@ class Mlp(TimmMlp):
         _check_recompute(recompute)
         self.recompute = recompute
 
-    @property
-    def out_proj(self) -> nn.Linear:
-        return self.fc2
-
-    @property
-    def out_drop(self) -> nn.Module:
-        return self.drop2
-
-    def forward(self, x: torch.Tensor, grid: Optional[TokenGrid] = None) -> torch.Tensor:
-        """(B, N, C) -> (B, N, C) (``grid`` unused: a per-token MLP)."""
-        return branch_output(self, x, grid)
+    out_proj_name, out_drop_name = 'fc2', 'drop2'
 
     def residual_parts(self, x: torch.Tensor, grid=None, norm: Optional[nn.Module] = None):
         """The residual seam's protocol (:class:`~mmlinattn.kernels.residual.ResidualBranch`):
@@ -142,7 +122,7 @@ class Mlp(TimmMlp):
         if norm is not None:
             x = norm(x)
         h = self.fc1(x) if self._act_apart(x) else None
-        if h is not None and self.recompute != 'none' and eager_training(h):
+        if h is not None and self.recompute != 'none' and recomputes(h):
             return h, self._fc2_input
         return self.fc2_input(x, h), None
 

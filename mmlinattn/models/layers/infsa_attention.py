@@ -11,7 +11,7 @@ import torch
 import torch.nn as nn
 from timm.layers import DropPath
 
-from ...kernels import pure_infsa
+from ...kernels import fast_pure_infsa
 from ...ops.infsa import (infsa_attention_matrix, linear_infsa, linear_infsa_pooled,
                           linear_infsa_weights)
 from ...kernels.residual import residual_step
@@ -101,8 +101,8 @@ class PureInfSA(QKVMixer):
         """x: (B, N, C), the last H*W tokens on ``grid`` (any before are prefix tokens);
         a padded grid leaves its padding out of the norm and the keys (None: no padding)."""
         q, k, v = self.qkv_heads(x)
-        z = pure_infsa(q, k, v, gamma=self.gamma(), valid=valid_tokens_or_none(grid, x),
-                       eps=self.eps, chunk_size=self.chunk_size)
+        z = fast_pure_infsa(q, k, v, gamma=self.gamma(), valid=valid_tokens_or_none(grid, x),
+                            eps=self.eps, chunk_size=self.chunk_size)
         return self.project(z)
 
     @torch.no_grad()

@@ -13,8 +13,8 @@ import torch
 import torch.nn as nn
 from timm.layers import DropPath, LayerScale
 
-from ...kernels import grid_diffusion, linear_attention
-from ...kernels.residual import branch_output, parallel_residual
+from ...kernels import fast_grid_diffusion, fast_linear_attention
+from ...kernels.residual import ResidualBranch, parallel_residual
 from ...ops import grid_diffusion_implicit_dct, stencil_kernel, stencil_offsets
 from ...ops.precision import compute_dtype
 from .channels_last import map_as_tokens, tokens_as_map
@@ -114,8 +114,8 @@ class GridDiffusion(nn.Module):
         if self.integrator == 'euler':
             # in a padded batch, each image diffuses on its own valid region only
             valid = None if grid is None else grid.map_mask(x.device, torch.float32)
-            return grid_diffusion(x, stencil_kernel(p, self.taps), self.step(), self.n_steps,
-                                  valid)
+            return fast_grid_diffusion(x, stencil_kernel(p, self.taps), self.step(),
+                                       self.n_steps, valid)
         kappa = torch.stack([p[:, 0] + p[:, 1], p[:, 2] + p[:, 3]], dim=1)
         return grid_diffusion_implicit_dct(x, kappa, self.step(), self.n_steps)
 
@@ -124,14 +124,15 @@ class GridDiffusion(nn.Module):
                 f'n_steps={self.n_steps}, step_max={self.step_max}')
 
 
-class LinearAttention(QKVMixer):
+class LinearAttention(ResidualBranch, QKVMixer):
     """Multi-head normalised linear attention with an output projection (LDN E6-E7).
 
     ``Q, K, V = x W_Q, x W_K, x W_V`` (one fused linear), per head
     ``φ(Q)(φ(K)^T V) / (φ(Q) φ(K)^T 1)`` by :func:`mmlinattn.ops.linear_attention`
-    (float32, means over tokens), then heads concatenated and projected.  The paper has one
-    head and no projection; several heads and a projection are our choice,
-    E6 allows ``d' ≠ d``.
+    (float32, means over tokens), then heads concatenated and projected; every output token
+    depends on every input token (of its image's valid region when the grid is padded).  The
+    paper has one head and no projection; several heads and a projection are our choice, E6
+    allows ``d' ≠ d``.
 
     Args:
         dim: channels C (= d' here).
@@ -147,18 +148,7 @@ class LinearAttention(QKVMixer):
         super().__init__(dim, num_heads, qkv_bias, eps, proj_drop)
         self.feature_map = feature_map
 
-    @property
-    def out_proj(self) -> nn.Linear:
-        return self.proj
-
-    @property
-    def out_drop(self) -> nn.Module:
-        return self.proj_drop
-
-    def forward(self, x: torch.Tensor, grid: Optional[TokenGrid] = None) -> torch.Tensor:
-        """(B, N, C) -> (B, N, C); every output token depends on every input token (of its
-        image's valid region when ``grid`` is a padded grid)."""
-        return branch_output(self, x, grid)
+    out_drop_name = 'proj_drop'
 
     def residual_parts(self, x: torch.Tensor, grid: Optional[TokenGrid] = None,
                        norm: Optional[nn.Module] = None):
@@ -169,7 +159,8 @@ class LinearAttention(QKVMixer):
     def attend(self, x: torch.Tensor, grid: Optional[TokenGrid] = None) -> torch.Tensor:
         """(B, N, C) -> (B, H, N, d): the attention output per head, before the projection."""
         q, k, v = self.qkv_heads(x)
-        return linear_attention(q, k, v, self.feature_map, self.eps, valid_tokens_or_none(grid, x))
+        return fast_linear_attention(q, k, v, self.feature_map, self.eps,
+                                     valid_tokens_or_none(grid, x))
 
 
 class LDNBlock(nn.Module):

@@ -6,7 +6,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ...kernels.policy import traced
+from ...ops.tracing import traced
 from .token_grid import TokenGrid
 
 

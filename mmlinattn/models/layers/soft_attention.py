@@ -11,11 +11,11 @@ import torch.nn as nn
 import torch.nn.functional as F
 from timm.layers import DropPath
 
-from ...kernels import soft_attention
+from ...kernels import fast_soft_attention
 from ...kernels.onednn import apply_linear
-from ...kernels.policy import traced
-from ...kernels.residual import branch_output, residual_step
+from ...kernels.residual import ResidualBranch, residual_step
 from ...ops.soft import NEWTON_INITS, PINV_SOLVERS
+from ...ops.tracing import traced
 from .embed import pad_to_multiple
 from .ffn import Mlp
 from .norm import build_act
@@ -152,7 +152,7 @@ class LandmarkSampler(nn.Module):
         """(B, m) bool mask of the landmarks whose window holds a real token, for a padded
         ``grid``; None when nothing is padded.  With ``max_landmarks`` pooling a landmark
         mixes windows, so no mask is made (the padding then reaches the pooled landmarks;
-        see docs/batch_independence.md)."""
+        see docs/advanced/batch_independence.md)."""
         if not grid.padded:
             return None
         landmarks = grid.downsample(self.ratio, crop=self.grid == 'crop')
@@ -162,7 +162,7 @@ class LandmarkSampler(nn.Module):
         return landmarks.token_mask(device)
 
 
-class SoftAttention(nn.Module):
+class SoftAttention(ResidualBranch):
     """One SOFT block's attention (Fig. 2): ``proj(S^ V)`` with ``S^`` from Eq. 9 / Eq. 17.
 
     ``W_q = W_k`` (one ``qk`` projection, Sec. 3.1) so the kernel is symmetric; tokens are
@@ -217,16 +217,6 @@ class SoftAttention(nn.Module):
                                  groups=num_heads, bias=False) if v_conv_size else None)
         self.proj = nn.Linear(dim, dim)
 
-    out_drop = None
-
-    @property
-    def out_proj(self) -> nn.Linear:
-        return self.proj
-
-    def forward(self, x: torch.Tensor, grid: TokenGrid) -> torch.Tensor:
-        """(B, H*W, C) tokens on an H x W ``grid`` -> (B, H*W, C)."""
-        return branch_output(self, x, grid)
-
     def residual_parts(self, x: torch.Tensor, grid: TokenGrid,
                        norm: Optional[nn.Module] = None):
         """The residual seam's protocol (:class:`~mmlinattn.kernels.residual.ResidualBranch`):
@@ -259,8 +249,8 @@ class SoftAttention(nn.Module):
                valid: Optional[torch.Tensor] = None,
                landmark_valid: Optional[torch.Tensor] = None) -> torch.Tensor:
         """``S^ V`` with this block's Newton-Schulz and normalisation settings."""
-        return soft_attention(q, landmarks, v, self.num_iters, self.newton_init, self.sym_norm,
-                              self.ridge, valid, landmark_valid, self.pinv)
+        return fast_soft_attention(q, landmarks, v, self.num_iters, self.newton_init,
+                                   self.sym_norm, self.ridge, valid, landmark_valid, self.pinv)
 
     def _conv_v(self, v: torch.Tensor, grid: TokenGrid) -> torch.Tensor:
         """The authors' depthwise conv: one k x k filter per head, shared by its channels."""

@@ -20,7 +20,7 @@ map.  The layers ask it for masks, built lazily once per grid object:
   tokens out of every sum, mean, pool and normaliser.
 
 An un-padded grid (no sizes, or every image filling the map) gives no masks, and nothing is
-computed.  See ``docs/batch_independence.md``.
+computed.  See ``docs/advanced/batch_independence.md``.
 """
 from typing import Dict, List, Optional, Sequence, Tuple
 

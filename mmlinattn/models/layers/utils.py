@@ -4,7 +4,7 @@ from typing import Any, List, Optional, Sequence
 import torch
 import torch.utils.checkpoint as cp
 
-from ...kernels.policy import traced
+from ...ops.tracing import traced
 
 
 def check_heads(dim: int, num_heads: int) -> int:
