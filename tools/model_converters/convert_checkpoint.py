@@ -203,7 +203,16 @@ def convert(args: argparse.Namespace) -> int:
 
 
 def main(argv=None) -> int:
-    return convert(parse_args(argv))
+    from mmlinattn.utils.checkpoint import CorruptCheckpointError, UnsafeCheckpointError
+    args = parse_args(argv)
+    try:
+        return convert(args)
+    except FileNotFoundError as err:   # the source file: a download not made yet, a typo
+        print(f'ERROR: {err}. Give the path of the authors\' ImageNet file or of your timm '
+              f'checkpoint (docs/user_guides/weights.md says where each comes from).')
+    except (CorruptCheckpointError, UnsafeCheckpointError) as err:
+        print(f'ERROR: {err}')
+    return 1
 
 
 if __name__ == '__main__':
