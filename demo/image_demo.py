@@ -18,7 +18,7 @@ from mmengine.config import Config
 
 from mmlinattn.engine.runner import library_of
 from mmlinattn.utils.checkpoint_schemes import install_safe_checkpoint_loading
-from mmlinattn.utils.external_configs import cache_external_config_index
+from mmlinattn.utils.external_configs import prepare_external_configs
 
 INFERENCERS = {'mmdet': ('mmdet.apis', 'DetInferencer'),
                'mmseg': ('mmseg.apis', 'MMSegInferencer')}
@@ -75,7 +75,7 @@ def main() -> int:
     parser.add_argument('--device', default='cpu')
     args = parser.parse_args()
     install_safe_checkpoint_loading()
-    cache_external_config_index()  # mmdet:: / mmseg:: bases without re-reading their index
+    prepare_external_configs()  # mmdet:: / mmseg:: bases on either stack, each index read once
     cfg = Config.fromfile(args.config)
     scope = library_of(cfg)
     image = args.image or first_test_image(cfg)

@@ -198,8 +198,8 @@ def main(argv=None) -> int:
     parser.add_argument('--train-iters', type=int, default=4)
     parser.add_argument('--json', help='write the results here')
     args = parser.parse_args(argv)
-    from mmlinattn.utils.external_configs import cache_external_config_index
-    cache_external_config_index()  # mmdet:: / mmseg:: bases without re-reading their index
+    from mmlinattn.utils.external_configs import prepare_external_configs
+    prepare_external_configs()  # mmdet:: / mmseg:: bases on either stack, each index read once
     if not torch.cuda.is_available():
         print('check_amp_gpu.py needs a CUDA GPU; none is available here.')
         return 2

@@ -17,8 +17,8 @@ import sys
 DUMP = '''
 import json, sys
 from mmengine.config import Config
-from mmlinattn.utils.external_configs import cache_external_config_index
-cache_external_config_index()
+from mmlinattn.utils.external_configs import prepare_external_configs
+prepare_external_configs()
 out = {}
 for path in sys.argv[1:]:
     out[path] = json.loads(json.dumps(Config.fromfile(path).to_dict(), default=repr))

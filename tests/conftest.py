@@ -11,7 +11,7 @@ import durations  # noqa: E402
 from tool_runs import worker_threads  # noqa: E402
 
 from mmlinattn.kernels.policy import COMPILE_ENV  # noqa: E402
-from mmlinattn.utils.external_configs import cache_external_config_index  # noqa: E402
+from mmlinattn.utils.external_configs import prepare_external_configs  # noqa: E402
 
 
 def pytest_configure(config):
@@ -29,7 +29,7 @@ def pytest_configure(config):
     # one tool run keeps the default; ``MMLINATTN_COMPILE=1`` runs the suite compiled.
     os.environ.setdefault(COMPILE_ENV, '0')
     # as the tools do: Config.fromfile reads mmdet's and mmseg's model index once per process
-    cache_external_config_index()
+    prepare_external_configs()
     durations.pytest_configure(config)
 
 

@@ -14,7 +14,11 @@ cd "$ROOT"
 CONFIG=${1:-configs/photos/retinanet_soft_pico_bccd.py}
 ITERS=${2:-${DEMO_ITERS:-400}}
 WORK_DIR=${WORK_DIR:-work_dirs/demo}
-PY=.venv/bin/python
+# MMLINATTN_LANE=onedl: on the onedl-* forks' environment (requirements/lanes.txt)
+# shellcheck source=tools/misc/lanes.sh
+source tools/misc/lanes.sh
+select_lane "${MMLINATTN_LANE:-}"
+PY="$VENV_DIR/bin/python"
 start=$(date +%s)
 
 bash tools/setup.sh

@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
 # Set up whatever is missing (tools/setup.sh), then run the whole test suite.
-#   bash tools/run_tests.sh [--quick] [pytest args...]
+#   bash tools/run_tests.sh [--lane onedl] [--quick] [pytest args...]
 # --quick: the tests not marked `slow` (every package area, a few minutes), for the
-# edit-test loop; CI runs everything.  The run writes work_dirs/test_durations.json (the
+# edit-test loop; CI runs everything.
+# --lane onedl: on the onedl-* forks' environment (.venv-onedl, set up first), the tests listed
+# in tests/lane_tests.txt: those that run mmengine, mmcv, mmdet or mmseg, where the two stacks
+# differ (the backbones' own tests need only torch, the same on both).  CI runs it after the
+# whole suite on the default lane.
+# The run writes work_dirs/test_durations.json (test_durations_LANE.json for another lane: the
 # 30 slowest tests, the total, the CPU type) and warns when the suite took longer than its
 # budget for this machine type (tests/durations.py).
 # The tests run in parallel processes (pytest-xdist), one per core up to 4, each with
@@ -11,16 +16,33 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
+# shellcheck source=tools/misc/lanes.sh
+source tools/misc/lanes.sh
+LANE_ARG=""
+if [ "${1:-}" = "--lane" ]; then
+  [ $# -ge 2 ] || { echo "--lane needs a name, e.g. --lane onedl" >&2; exit 2; }
+  LANE_ARG="$2"
+  shift 2
+fi
+select_lane "$LANE_ARG"
+DEFAULT_LANE="$(awk '!/^#/ && NF {print $1; exit}' "$LANES_FILE")"
 # --with deploy: the export tests run the model in ONNX Runtime and OpenVINO.
-bash tools/setup.sh --with deploy
+bash tools/setup.sh --lane "$LANE" --with deploy
 QUICK=()
 if [ "${1:-}" = "--quick" ]; then
   shift
   QUICK=(-m "not slow")
 fi
+SELECTED=()
+if [ "$LANE" != "$DEFAULT_LANE" ]; then
+  export MMLINATTN_TEST_DURATIONS="$ROOT/work_dirs/test_durations_$LANE.json"
+  if [ $# -eq 0 ]; then
+    mapfile -t SELECTED < <(sed 's/#.*//; /^[[:space:]]*$/d; s/[[:space:]]*$//' tests/lane_tests.txt)
+  fi
+fi
 CORES="$(nproc)"
 WORKERS="${MMLINATTN_TEST_WORKERS:-$(( CORES < 4 ? CORES : 4 ))}"
 [ "$WORKERS" -gt 1 ] || WORKERS=0
 # --durations: the slowest tests at the end of the log, to keep CI within its time budget
-exec .venv/bin/python -m pytest -q -ra --durations=30 -n "$WORKERS" --dist worksteal \
-  ${QUICK[@]+"${QUICK[@]}"} "$@"
+exec "$VENV_DIR/bin/python" -m pytest -q -ra --durations=30 -n "$WORKERS" --dist worksteal \
+  ${QUICK[@]+"${QUICK[@]}"} ${SELECTED[@]+"${SELECTED[@]}"} "$@"

@@ -2,7 +2,9 @@
 # Sets up everything mmlinattn needs on a fresh machine, unattended and idempotent:
 #   .venv/ (git-ignored) with the verified OpenMMLab stack, mmcv compiled with its ops,
 #   and mmlinattn itself in editable mode.  A second run only re-checks (seconds).
-#   bash tools/setup.sh [--with EXTRA ...]
+#   bash tools/setup.sh [--lane onedl] [--with EXTRA ...]
+#   --lane onedl    the maintained onedl-* forks instead of official OpenMMLab, in .venv-onedl/
+#                   (requirements/lanes.txt lists the lanes and their verified versions)
 #   --with deploy   also installs requirements/deploy.txt (ONNX export, ONNX Runtime, OpenVINO)
 # The compiled mmcv wheel is kept outside the clone in $MMLINATTN_WHEELHOUSE
 # (default ~/.cache/mmlinattn/wheelhouse), keyed by the torch version, so later clones
@@ -11,38 +13,47 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
-VENV="$ROOT/.venv"
-PY="$VENV/bin/python"
-CONSTRAINTS="$ROOT/requirements/constraints.txt"
-TORCH_VERSION="$(sed -n 's/^torch==//p' "$CONSTRAINTS")"
-MMCV_VERSION="$(sed -n 's/^mmcv==//p' "$CONSTRAINTS")"
-WHEELHOUSE="${MMLINATTN_WHEELHOUSE:-$HOME/.cache/mmlinattn/wheelhouse}/torch-$TORCH_VERSION"
-STAMP="$VENV/.mmlinattn-setup"
+LANE="${MMLINATTN_LANE:-}"
 STEP="start"
 EXTRAS=()
 while [ $# -gt 0 ]; do
   case "$1" in
+    --lane) [ $# -ge 2 ] || { echo "[setup] --lane needs a name, e.g. --lane onedl" >&2; exit 2; }
+            LANE="$2"; shift 2 ;;
+    --lane=*) LANE="${1#--lane=}"; shift ;;
     --with) [ $# -ge 2 ] || { echo "[setup] --with needs a name, e.g. --with deploy" >&2; exit 2; }
             EXTRAS+=("$2"); shift 2 ;;
     --with=*) EXTRAS+=("${1#--with=}"); shift ;;
-    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
-    *) echo "[setup] unknown argument '$1' (usage: tools/setup.sh [--with deploy])" >&2; exit 2 ;;
+    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+    *) echo "[setup] unknown argument '$1' (usage: tools/setup.sh [--lane onedl] [--with deploy])" >&2; exit 2 ;;
   esac
 done
+# shellcheck source=tools/misc/lanes.sh
+source "$ROOT/tools/misc/lanes.sh"
+select_lane "$LANE"
+VENV="$ROOT/$VENV_DIR"
+PY="$VENV/bin/python"
+CONSTRAINTS="$ROOT/$CONSTRAINTS_FILE"
+REQS="$(dirname "$CONSTRAINTS")"  # the lane's runtime.txt and extras
+TORCH_VERSION="$(sed -n 's/^torch==//p' "$CONSTRAINTS")"
+MMCV_VERSION="$(sed -n "s/^$MMCV_DIST==//p" "$CONSTRAINTS")"
+MMCV_WHEEL_NAME="${MMCV_DIST//-/_}-$MMCV_VERSION"
+WHEELHOUSE="${MMLINATTN_WHEELHOUSE:-$HOME/.cache/mmlinattn/wheelhouse}/torch-$TORCH_VERSION"
+STAMP="$VENV/.mmlinattn-setup"
 for extra in "${EXTRAS[@]}"; do
-  [ -f "$ROOT/requirements/$extra.txt" ] || {
-    echo "[setup] unknown extra '$extra': there is no requirements/$extra.txt (known: $(ls "$ROOT/requirements" | sed -n 's/\.txt$//p' | grep -v -e constraints -e runtime -e -nodeps | tr '\n' ' '))" >&2
+  [ -f "$REQS/$extra.txt" ] || {
+    echo "[setup] unknown extra '$extra': there is no ${REQS#"$ROOT"/}/$extra.txt (known: $(ls "$REQS" | sed -n 's/\.txt$//p' | grep -v -e constraints -e runtime -e -nodeps -e lanes | tr '\n' ' '))" >&2
     exit 2; }
 done
 
-log() { printf '[setup %s] %s\n' "$(date +%H:%M:%S)" "$*"; }
+log() { printf '[setup %s %s] %s\n' "$LANE" "$(date +%H:%M:%S)" "$*"; }
 fail() { printf '[setup] FAILED at step "%s": %s\n' "$STEP" "$*" >&2; exit 1; }
 trap 'fail "command exited with status $? (see the output above)"' ERR
 
 # A digest of everything that decides the environment's content: change any of them and
 # the next run re-installs.
 digest() {
-  cat "$CONSTRAINTS" "$ROOT/requirements/runtime.txt" "$ROOT/pyproject.toml" "$ROOT/tools/setup.sh" \
+  cat "$LANES_FILE" "$CONSTRAINTS" "$REQS/runtime.txt" "$ROOT/pyproject.toml" "$ROOT/tools/setup.sh" \
     | sha256sum | cut -c1-16
 }
 
@@ -55,6 +66,10 @@ STEP="check system tools"
 command -v python3 >/dev/null || fail "python3 not found; install Python 3.9-3.12 (3.11 is the verified one)"
 python3 -c 'import sys; assert (3, 9) <= sys.version_info[:2] <= (3, 12), sys.version' \
   || fail "Python 3.9-3.12 is required (found $(python3 --version))"
+if [ "$LANE" = onedl ]; then
+  python3 -c 'import sys; assert sys.version_info[:2] >= (3, 10)' \
+    || fail "the onedl lane needs Python 3.10-3.12: its packages declare Python >= 3.10 (found $(python3 --version))"
+fi
 if ! command -v g++ >/dev/null; then
   log "installing a C++ compiler (needed to build mmcv's ops)"
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
@@ -72,14 +87,14 @@ install_extras() {
     local want
     # requirements/EXTRA-nodeps.txt: packages whose declared pins the stack cannot meet,
     # installed without their dependencies (which EXTRA.txt lists)
-    local nodeps="$ROOT/requirements/$extra-nodeps.txt"
-    want="$(cat "$CONSTRAINTS" "$ROOT/requirements/$extra.txt" \
+    local nodeps="$REQS/$extra-nodeps.txt"
+    want="$(cat "$CONSTRAINTS" "$REQS/$extra.txt" \
       $( [ -f "$nodeps" ] && echo "$nodeps" ) | sha256sum | cut -c1-16)"
     if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
       log "extra '$extra' up to date"
     else
-      log "$STEP (requirements/$extra.txt)"
-      pipi -r "$ROOT/requirements/$extra.txt"
+      log "$STEP (${REQS#"$ROOT"/}/$extra.txt)"
+      pipi -r "$REQS/$extra.txt"
       if [ -f "$nodeps" ]; then
         pipi --no-deps -r "$nodeps"
       fi
@@ -90,8 +105,8 @@ install_extras() {
 
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$(digest)" ]; then
   STEP="verify existing environment"
-  "$PY" "$ROOT/tools/misc/check_env.py" --quiet \
-    || fail "the environment in .venv is broken; remove .venv and run tools/setup.sh again"
+  "$PY" "$ROOT/tools/misc/check_env.py" --quiet --strict \
+    || fail "the environment in $VENV_DIR is broken; remove $VENV_DIR and run tools/setup.sh again"
   log "environment up to date ($VENV)"
   install_extras
   exit 0
@@ -122,30 +137,31 @@ STEP="install build tools"
 pipi setuptools ninja wheel
 
 STEP="install mmengine"
-pipi mmengine
+pipi "$MMENGINE_DIST"
 
-STEP="build or reuse mmcv $MMCV_VERSION with compiled ops"
+STEP="build or reuse $MMCV_DIST $MMCV_VERSION with compiled ops"
 mkdir -p "$WHEELHOUSE"
-WHEEL="$(ls "$WHEELHOUSE"/mmcv-"$MMCV_VERSION"-*.whl 2>/dev/null | head -n1 || true)"
+WHEEL="$(ls "$WHEELHOUSE"/"$MMCV_WHEEL_NAME"-*.whl 2>/dev/null | head -n1 || true)"
 if [ -z "$WHEEL" ]; then
-  log "compiling mmcv $MMCV_VERSION against torch $TORCH_VERSION (about 4 min on 2 cores, once per machine)"
+  log "compiling $MMCV_DIST $MMCV_VERSION against torch $TORCH_VERSION (2-4 min on 2 cores, once per machine)"
   BUILD="$(mktemp -d)"
   quiet "$PY" -m pip download --disable-pip-version-check -q --no-deps --no-binary=:all: --no-build-isolation \
-    "mmcv==$MMCV_VERSION" -d "$BUILD"
+    "$MMCV_DIST==$MMCV_VERSION" -d "$BUILD"
+  SRC="$BUILD/$MMCV_WHEEL_NAME"
   unpack_mmcv() {
-    rm -rf "$BUILD/mmcv-$MMCV_VERSION"
-    tar -xzf "$BUILD"/mmcv-"$MMCV_VERSION".tar.gz -C "$BUILD"
-    # torch >= 2.14 headers refuse anything older than C++20.
-    sed -i 's/-std=c++17/-std=c++20/g' "$BUILD/mmcv-$MMCV_VERSION/setup.py"
-    grep -q -- '-std=c++20' "$BUILD/mmcv-$MMCV_VERSION/setup.py" \
-      || fail "could not patch mmcv's setup.py to C++20"
+    rm -rf "$SRC"
+    tar -xzf "$BUILD/$MMCV_WHEEL_NAME.tar.gz" -C "$BUILD"
+    # torch >= 2.14 headers refuse anything older than C++20 (onedl-mmcv's CPU branch
+    # still says C++14 in places).
+    sed -i 's/-std=c++1[47]/-std=c++20/g' "$SRC/setup.py"
+    grep -q -- '-std=c++20' "$SRC/setup.py" \
+      || fail "could not patch $MMCV_DIST's setup.py to C++20"
   }
   build_mmcv() {
     quiet env MMCV_WITH_OPS=1 MAX_JOBS="${MAX_JOBS:-$(nproc)}" FORCE_CUDA=0 \
       "$PY" -m pip wheel --disable-pip-version-check -q --no-build-isolation --no-deps \
-      "$BUILD/mmcv-$MMCV_VERSION" -w "$BUILD/out"
+      "$SRC" -w "$BUILD/out"
   }
-  SRC="$BUILD/mmcv-$MMCV_VERSION"
   unpack_mmcv
   # Five translation units instead of 77: torch's headers are parsed 5 times, not 77
   # (about 4 instead of 15-20 minutes); the usual per-file build if that fails.
@@ -159,9 +175,9 @@ if [ -z "$WHEEL" ]; then
     unpack_mmcv
     build_mmcv
   fi
-  mv "$BUILD"/out/mmcv-*.whl "$WHEELHOUSE"/
+  mv "$BUILD"/out/"$MMCV_WHEEL_NAME"-*.whl "$WHEELHOUSE"/
   rm -rf "$BUILD"
-  WHEEL="$(ls "$WHEELHOUSE"/mmcv-"$MMCV_VERSION"-*.whl | head -n1)"
+  WHEEL="$(ls "$WHEELHOUSE"/"$MMCV_WHEEL_NAME"-*.whl | head -n1)"
 else
   log "reusing $WHEEL"
 fi
@@ -170,13 +186,13 @@ pipi --no-deps --force-reinstall "$WHEEL"
 pipi addict packaging Pillow pyyaml yapf opencv-python
 
 STEP="install mmdet, mmseg, timm and the project's runtime dependencies"
-pipi -r "$ROOT/requirements/runtime.txt"
+pipi -r "$REQS/runtime.txt"
 
 STEP="install mmlinattn (editable)"
 pipi --no-deps --no-build-isolation -e "$ROOT"
 
 STEP="check the installed stack"
-"$PY" "$ROOT/tools/misc/check_env.py" --quiet \
+"$PY" "$ROOT/tools/misc/check_env.py" --quiet --strict \
   || fail "tools/misc/check_env.py reported problems (see above)"
 digest > "$STAMP"
 install_extras

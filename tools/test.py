@@ -29,7 +29,7 @@ from mmengine.runner import Runner
 
 from mmlinattn.deployment.runtimes import PRECISIONS
 from mmlinattn.utils.checkpoint_schemes import install_safe_checkpoint_loading
-from mmlinattn.utils.external_configs import cache_external_config_index
+from mmlinattn.utils.external_configs import prepare_external_configs
 from mmlinattn.engine.runner import (add_custom_hook, check_config_channels,
                                     check_config_datasets, close_process_group, enable_show,
                                     enable_tta, exit_on_bad_checkpoint, library_of,
@@ -80,7 +80,7 @@ def parse_args():
 def main():
     args = parse_args()
     install_safe_checkpoint_loading()
-    cache_external_config_index()  # mmdet:: / mmseg:: bases without re-reading their index
+    prepare_external_configs()  # mmdet:: / mmseg:: bases on either stack, each index read once
     for path, what in ((args.config, 'config'), (args.checkpoint, 'checkpoint')):
         if not osp.isfile(path):
             raise SystemExit(f'{what} file {path!r} does not exist')

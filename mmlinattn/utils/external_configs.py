@@ -14,9 +14,19 @@ process, and remember that a package is installed once it has found it: its own 
 unchanged on the parsed files, which an installed package does not change while a process
 runs.  It is switched on by the tools that parse configs and by the test suite, never by
 importing a package of mmlinattn.
+
+:func:`find_forked_config_packages` lets the same lookup find ``mmseg::`` bases on the
+maintained ``onedl-*`` forks.  mmengine resolves ``mmseg::`` through the *distribution* name
+``mmsegmentation`` (its ``MODULE2PACKAGE`` table); the fork installs the same ``mmseg`` module
+under the distribution ``onedl-mmsegmentation``, so onedl-mmengine answers "mmsegmentation is
+not installed" for every ``mmseg::`` base.  Where a distribution of that table is absent but
+its module is importable, the entry is pointed at the module, which mmengine's lookup
+finds through ``importlib`` on either stack.  :func:`prepare_external_configs` does both.
 """
 import functools
+import importlib.util
 import os.path as osp
+from importlib.metadata import PackageNotFoundError, distribution
 
 _MARK = '_mmlinattn_cached_index'
 
@@ -69,3 +79,37 @@ def cache_external_config_index() -> bool:
     load.cache_info = cached.cache_info
     utils.load = load
     return True
+
+
+def _distribution_installed(name: str) -> bool:
+    try:
+        distribution(name)
+    except PackageNotFoundError:
+        return False
+    return True
+
+
+def find_forked_config_packages() -> dict:
+    """Point mmengine's ``MODULE2PACKAGE`` entries whose distribution is absent, but whose
+    module is installed (under a fork's distribution name), at the module (see the module
+    docstring).  Returns the entries changed, ``{module: old distribution}``; idempotent,
+    and a no-op on the stack whose distribution names the table already has."""
+    try:
+        from mmengine.config.utils import MODULE2PACKAGE
+    except ImportError:
+        return {}
+    changed = {}
+    for module, dist in list(MODULE2PACKAGE.items()):
+        if (dist != module and not _distribution_installed(dist)
+                and importlib.util.find_spec(module) is not None):
+            MODULE2PACKAGE[module] = module
+            changed[module] = dist
+    return changed
+
+
+def prepare_external_configs() -> None:
+    """What the tools call before parsing a config: ``mmdet::`` / ``mmseg::`` bases found on
+    either OpenMMLab stack (:func:`find_forked_config_packages`), each package's index read
+    once per process (:func:`cache_external_config_index`)."""
+    find_forked_config_packages()
+    cache_external_config_index()

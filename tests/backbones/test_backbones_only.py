@@ -1,6 +1,7 @@
-"""The backbones without the OpenMMLab detection/segmentation stack (README "Supported
-versions"): ``pip install mmlinattn`` pulls torch, timm and mmengine only; mmcv, mmdet and
-mmseg come with the ``det`` / ``seg`` / ``all`` extras."""
+"""The backbones without the OpenMMLab detection/segmentation stack: ``pip install mmlinattn``
+pulls torch and timm only (mmengine, from either stack, is the user's: docs/get_started.md);
+the official stack comes with the ``engine`` / ``det`` / ``seg`` / ``all`` extras, the onedl
+forks with ``onedl``."""
 import importlib.util
 import os
 import os.path as osp
@@ -51,12 +52,18 @@ def test_pyproject_core_dependencies_leave_out_the_openmmlab_stack():
     from packaging.requirements import Requirement
     project = _core_dependencies()
     core = {Requirement(r).name for r in project['dependencies']}
-    assert core == {'torch', 'timm', 'mmengine'}, core
+    # mmengine is no core dependency: the onedl forks provide it as onedl-mmengine, and pip
+    # would install the official one over it
+    assert core == {'torch', 'timm'}, core
     extras = {k: {Requirement(r).name for r in v}
               for k, v in project['optional-dependencies'].items()}
-    assert {'mmcv', 'mmdet'} <= extras['det']
+    assert extras['engine'] == {'mmengine'}
+    assert {'mmengine', 'mmcv', 'mmdet'} <= extras['det']
     assert {'mmcv', 'mmsegmentation'} <= extras['seg']
     assert extras['det'] | extras['seg'] <= extras['all']
+    assert {'onedl-mmengine', 'onedl-mmcv', 'onedl-mmdetection',
+            'onedl-mmsegmentation'} <= extras['onedl']
+    assert not any(name.startswith('onedl') for name in extras['all'])
 
 
 @pytest.mark.slow

@@ -73,3 +73,24 @@ def test_errors_are_mmengines(tmp_path, monkeypatch):
     assert cached == [_error(missing), _error(absent)]
     assert cached[0][0] is FileNotFoundError and 'no_such_model' in cached[0][1]
     assert cached[1][0] is ModuleNotFoundError and 'mmpose' in cached[1][1]
+
+
+def test_mmseg_bases_resolve_where_a_fork_renamed_the_distribution(monkeypatch):
+    """On the onedl lane, mmengine's table names the distribution ``mmsegmentation`` while
+    ``mmseg`` comes from ``onedl-mmsegmentation``.  Simulated here on either lane with a
+    table entry naming a distribution that is not installed: parsing an ``mmseg::`` config
+    fails as on the forks, and works once the entry is pointed at the installed module."""
+    from mmengine.config.utils import MODULE2PACKAGE
+
+    from mmlinattn.utils.external_configs import find_forked_config_packages
+    monkeypatch.setitem(MODULE2PACKAGE, 'mmseg', 'renamed-mmsegmentation')
+    monkeypatch.setitem(MODULE2PACKAGE, 'mmnothere', 'mmnothere-dist')  # neither installed
+    upernet = f'{ROOT}/configs/upernet_ldn_tiny_ade20k_160k.py'
+    with pytest.raises(ModuleNotFoundError, match='renamed-mmsegmentation is not installed'):
+        Config.fromfile(upernet)
+    changed = find_forked_config_packages()
+    assert changed == {'mmseg': 'renamed-mmsegmentation'}
+    assert MODULE2PACKAGE['mmseg'] == 'mmseg' and MODULE2PACKAGE['mmnothere'] == 'mmnothere-dist'
+    assert MODULE2PACKAGE['mmdet'] == 'mmdet'  # found under its own name: left as it was
+    assert Config.fromfile(upernet).model.decode_head.type == 'UPerHead'
+    assert find_forked_config_packages() == {}  # idempotent

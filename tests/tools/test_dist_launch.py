@@ -1,5 +1,6 @@
-"""Distributed launch set-up: tools/dist_launch.sh runs the repository's
-.venv/bin/python when there is one (``PYTHON`` still overrides it; without a .venv, PATH's),
+"""Distributed launch set-up: tools/dist_launch.sh runs the activated environment's python
+(``VIRTUAL_ENV``, as for the onedl lane's .venv-onedl), else the repository's .venv/bin/python
+when there is one (``PYTHON`` overrides both; without either, PATH's),
 and the tools give the process group a collective timeout (``env_cfg.dist_cfg.timeout``)."""
 import os
 import os.path as osp
@@ -32,11 +33,13 @@ def repo(tmp_path):
     return tmp_path
 
 
-def _launch(repo, python=None):
-    env = {k: v for k, v in os.environ.items() if k != 'PYTHON'}
+def _launch(repo, python=None, virtual_env=None):
+    env = {k: v for k, v in os.environ.items() if k not in ('PYTHON', 'VIRTUAL_ENV')}
     env['PATH'] = f'{repo / "bin"}{os.pathsep}{env["PATH"]}'
     if python:
         env['PYTHON'] = python
+    if virtual_env:
+        env['VIRTUAL_ENV'] = virtual_env
     proc = subprocess.run(['bash', str(repo / 'tools' / 'dist_launch.sh'), 'train.py', '2'],
                           env=env, capture_output=True, text=True, check=True)
     return proc.stdout
@@ -48,6 +51,15 @@ def test_uses_repository_venv(repo):
     assert out.startswith('venv-python -m torch.distributed.run'), out
     assert '--nproc_per_node=2' in out and '--launcher pytorch' in out
     assert _launch(repo, str(repo / 'custom' / 'python')).startswith('custom-python')
+
+
+def test_activated_environment_comes_first(repo):
+    _stub(repo / '.venv' / 'bin' / 'python', 'venv-python')
+    _stub(repo / '.venv-onedl' / 'bin' / 'python', 'onedl-python')
+    out = _launch(repo, virtual_env=str(repo / '.venv-onedl'))
+    assert out.startswith('onedl-python -m torch.distributed.run'), out
+    assert _launch(repo, str(repo / 'custom' / 'python'),
+                   virtual_env=str(repo / '.venv-onedl')).startswith('custom-python')
 
 
 def test_falls_back_to_path_without_venv(repo):

@@ -18,6 +18,7 @@ detector and the LDN segmentor; three trained models (InfViT RetinaNet, LDN Sema
 Mask R-CNN) are converted by mmdeploy (configs/deploy/, ONNX Runtime, dynamic
 sizes) and evaluated through it: the metric equals the eager one (docs/user_guides/deployment.md).
 """
+import json
 import os
 import os.path as osp
 import sys
@@ -30,6 +31,8 @@ from mmlinattn.datasets.demo_overrides import cfg_option_words
 from repo_paths import ROOT
 
 FAMILIES = ('soft', 'nalaformer', 'infvit', 'ldn')
+#: a file to append each run's metrics to, one JSON line per config
+METRICS_ENV = 'MMLINATTN_PHOTO_METRICS'
 
 pytestmark = pytest.mark.slow
 
@@ -63,6 +66,9 @@ def train_and_compare(config, tmp_path, options, snippet=None, deploy=None, resc
                                  tmp_path / 'inference', snippet=snippet)
         assert 'data/photos/' in image.replace('\\', '/'), image  # a real held-out photo
     print(f'{config}: untrained {untrained}, trained {trained}')  # shown by pytest -rP
+    if os.environ.get(METRICS_ENV):  # dev/lane_photo_metrics.py: the lanes side by side
+        with open(os.environ[METRICS_ENV], 'a') as f:
+            f.write(json.dumps(dict(config=config, untrained=untrained, trained=trained)) + '\n')
     return untrained, trained
 
 

@@ -60,8 +60,8 @@ def main(argv=None) -> int:
     parser.add_argument('--json', help='also write the numbers to this JSON file')
     parser.add_argument('--cfg-options', nargs='+', action=DictAction)
     args = parser.parse_args(argv)
-    from mmlinattn.utils.external_configs import cache_external_config_index
-    cache_external_config_index()  # mmdet:: / mmseg:: bases without re-reading their index
+    from mmlinattn.utils.external_configs import prepare_external_configs
+    prepare_external_configs()  # mmdet:: / mmseg:: bases on either stack, each index read once
     model, cfg = build_config_model(args.config, args.cfg_options)
     shape = parse_shape(args.shape, cfg)
     if min(shape) < 32 or any(not math.isfinite(s) for s in shape):

@@ -107,8 +107,8 @@ def main(argv=None) -> int:
                         help='measure nothing, write nothing: exit 1 if a file under --out '
                              'differs from what the records give')
     args = parser.parse_args(argv)
-    from mmlinattn.utils.external_configs import cache_external_config_index
-    cache_external_config_index()  # mmdet:: / mmseg:: bases without re-reading their index
+    from mmlinattn.utils.external_configs import prepare_external_configs
+    prepare_external_configs()  # mmdet:: / mmseg:: bases on either stack, each index read once
     cache = {}
     if osp.isfile(CACHE):
         with open(CACHE) as f:

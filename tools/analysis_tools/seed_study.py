@@ -118,8 +118,8 @@ def table(results, args):
 
 def main(argv=None):
     args = parse_args(argv)
-    from mmlinattn.utils.external_configs import cache_external_config_index
-    cache_external_config_index()  # mmdet:: / mmseg:: bases without re-reading their index
+    from mmlinattn.utils.external_configs import prepare_external_configs
+    prepare_external_configs()  # mmdet:: / mmseg:: bases on either stack, each index read once
     env = dict(os.environ, PYTHONUNBUFFERED='1')
     if args.jobs > 1:
         env['OMP_NUM_THREADS'] = '1'

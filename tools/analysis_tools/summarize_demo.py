@@ -15,7 +15,7 @@ import sys
 from mmengine.config import Config
 
 from mmlinattn.utils.checkpoint_schemes import install_safe_checkpoint_loading
-from mmlinattn.utils.external_configs import cache_external_config_index
+from mmlinattn.utils.external_configs import prepare_external_configs
 from mmlinattn.engine.runner import register_library
 from mmlinattn.utils.work_dirs import last_metrics
 
@@ -86,7 +86,7 @@ def main() -> int:
                         help='skip evaluating an untrained model')
     args = parser.parse_args()
     install_safe_checkpoint_loading()
-    cache_external_config_index()  # mmdet:: / mmseg:: bases without re-reading their index
+    prepare_external_configs()  # mmdet:: / mmseg:: bases on either stack, each index read once
     trained = read_metrics(osp.join(args.work_dir, 'test'))
     cfg_path = latest_json(args.work_dir, '*.py')
     untrained = {} if args.no_baseline else untrained_metrics(cfg_path, args.work_dir)

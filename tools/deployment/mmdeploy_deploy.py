@@ -88,8 +88,8 @@ def _difference(eager, deployed, top: int = 20) -> str:
 
 def main(argv=None):
     args = parse_args(argv)
-    from mmlinattn.utils.external_configs import cache_external_config_index
-    cache_external_config_index()  # mmdet:: / mmseg:: bases without re-reading their index
+    from mmlinattn.utils.external_configs import prepare_external_configs
+    prepare_external_configs()  # mmdet:: / mmseg:: bases on either stack, each index read once
     require_mmdeploy()
     from mmdeploy.apis import torch2onnx
     deploy_cfg, model_cfg = load_configs(args.deploy_cfg, args.model_cfg, args.cfg_options)

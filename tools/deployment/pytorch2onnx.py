@@ -81,8 +81,8 @@ def load_weights(model, checkpoint: str) -> None:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    from mmlinattn.utils.external_configs import cache_external_config_index
-    cache_external_config_index()  # mmdet:: / mmseg:: bases without re-reading their index
+    from mmlinattn.utils.external_configs import prepare_external_configs
+    prepare_external_configs()  # mmdet:: / mmseg:: bases on either stack, each index read once
     if not osp.isfile(args.config):
         print(f'config not found: {args.config}', file=sys.stderr)
         return 2

@@ -57,8 +57,8 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
-    from mmlinattn.utils.external_configs import cache_external_config_index
-    cache_external_config_index()  # mmdet:: / mmseg:: bases without re-reading their index
+    from mmlinattn.utils.external_configs import prepare_external_configs
+    prepare_external_configs()  # mmdet:: / mmseg:: bases on either stack, each index read once
     for path in (args.config, args.model):
         if not osp.isfile(path):
             raise SystemExit(f'{path!r} does not exist')

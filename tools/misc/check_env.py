@@ -2,25 +2,47 @@
 
     python tools/misc/check_env.py            # full report
     python tools/misc/check_env.py --quiet    # only problems; exit status 1 if any
+    python tools/misc/check_env.py --strict   # versions other than the verified ones are problems too
 
-Checks versions against requirements/constraints.txt, that mmcv's compiled ops load and run
-(nms and RoIAlign on CPU), that mmdet / mmseg / timm import, that mmlinattn's registry is
-reachable from both libraries, and whether a GPU is present.
+Finds which verified OpenMMLab stack ("lane", requirements/lanes.txt) the environment holds:
+official OpenMMLab or the onedl-* forks.  Problems are what stops mmlinattn from running: a
+package missing or failing to import, both lanes' packages mixed in one environment, mmcv's
+compiled ops not loading (nms and RoIAlign on CPU), mmlinattn's registry unreachable from
+mmdet or mmseg, the ``mmdet::`` / ``mmseg::`` config bases not resolving.  A version other than
+the lane's verified one is a note (``--strict``, which tools/setup.sh uses, makes it a problem).
 """
 import argparse
 import importlib
 import os.path as osp
 import platform
 import sys
-from typing import Callable, List, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
-SETUP_FIX = 'run `bash tools/setup.sh` (it installs the verified versions into .venv)'
+#: the import name of each lane column of requirements/lanes.txt, in order
+STACK_MODULES = ('mmengine', 'mmcv', 'mmdet', 'mmseg')
 
 
-def _pinned() -> dict:
+def read_lanes() -> Dict[str, dict]:
+    """requirements/lanes.txt as ``{lane: {'venv', 'constraints', 'dists': {module: dist}}}``."""
+    lanes = {}
+    for line in open(osp.join(ROOT, 'requirements', 'lanes.txt')):
+        fields = line.split('#')[0].split()
+        if fields:
+            name, venv, constraints, *dists = fields
+            lanes[name] = dict(venv=venv, constraints=constraints,
+                               dists=dict(zip(STACK_MODULES, dists)))
+    return lanes
+
+
+def _setup_fix(lane: str, default: str) -> str:
+    flag = '' if lane == default else f' --lane {lane}'
+    return f'run `bash tools/setup.sh{flag}` (it installs the verified versions)'
+
+
+def _pinned(constraints: str) -> dict:
     pins = {}
-    path = osp.join(ROOT, 'requirements', 'constraints.txt')
+    path = osp.join(ROOT, constraints)
     if osp.isfile(path):
         for line in open(path):
             line = line.split('#')[0].strip()
@@ -30,12 +52,30 @@ def _pinned() -> dict:
     return pins
 
 
-def _version(dist: str):
+def _version(dist: str) -> Optional[str]:
     from importlib.metadata import PackageNotFoundError, version
     try:
         return version(dist)
     except PackageNotFoundError:
         return None
+
+
+def find_lane(lanes: Dict[str, dict]) -> Tuple[Optional[str], List[str]]:
+    """The lane whose distributions are installed, and the problems found on the way (none
+    installed, or distributions of two lanes, which overwrite each other's files)."""
+    found = {name: [d for d in lane['dists'].values() if _version(d)]
+             for name, lane in lanes.items()}
+    present = [name for name, dists in found.items() if dists]
+    if not present:
+        return None, ['no OpenMMLab stack is installed (neither ' + ' nor '.join(
+            lane['dists']['mmengine'] for lane in lanes.values()) + ')']
+    if len(present) > 1:
+        listed = '; '.join(f'{name}: {", ".join(found[name])}' for name in present)
+        return present[0], [
+            f'packages of two lanes are installed ({listed}): they share the import names '
+            f'{", ".join(STACK_MODULES)}, so one overwrote the other\'s files; uninstall one '
+            'lane\'s packages (or start from a fresh environment)']
+    return present[0], []
 
 
 def _check_mmcv_ops():
@@ -88,53 +128,68 @@ def _check_gpu():
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--quiet', action='store_true', help='print only problems')
+    parser.add_argument('--strict', action='store_true',
+                        help='a version other than the lane\'s verified one is a problem')
     args = parser.parse_args()
-    from mmlinattn.utils.external_configs import cache_external_config_index
-    cache_external_config_index()  # mmdet:: / mmseg:: bases without re-reading their index
+    from mmlinattn.utils.external_configs import prepare_external_configs
+    prepare_external_configs()  # mmdet:: / mmseg:: bases on either stack, each index read once
 
     lines: List[Tuple[str, str]] = []
+    notes: List[Tuple[str, str]] = []
     problems: List[Tuple[str, str]] = []
-    pins = _pinned()
+    lanes = read_lanes()
+    default = next(iter(lanes))
+    lane, lane_problems = find_lane(lanes)
+    problems += [('lane', p + f'; {_setup_fix(default, default)} for the default lane')
+                 for p in lane_problems]
+    lane = lane or default
+    fix = _setup_fix(lane, default)
+    pins = _pinned(lanes[lane]['constraints'])
     lines.append(('python', f'{platform.python_version()} ({sys.executable})'))
-    for dist, mod in (('torch', 'torch'), ('torchvision', 'torchvision'),
-                      ('mmengine', 'mmengine'), ('mmcv', 'mmcv'), ('mmdet', 'mmdet'),
-                      ('mmsegmentation', 'mmseg'), ('timm', 'timm'),
-                      ('pycocotools', 'pycocotools'), ('numpy', 'numpy'),
-                      ('mmlinattn', 'mmlinattn')):
+    lines.append(('lane', f'{lane} (verified versions: {lanes[lane]["constraints"]})'))
+    packages = [('torch', 'torch'), ('torchvision', 'torchvision')]
+    packages += [(lanes[lane]['dists'][m], m) for m in STACK_MODULES]
+    packages += [('timm', 'timm'), ('pycocotools', 'pycocotools'), ('numpy', 'numpy'),
+                 ('mmlinattn', 'mmlinattn')]
+    for dist, mod in packages:
         ver = _version(dist)
         want = pins.get(dist)
         if ver is None:
-            problems.append((dist, f'not installed; {SETUP_FIX}'))
+            problems.append((dist, f'not installed; {fix}'))
             continue
         if want and ver.split('+')[0] != want:
-            problems.append((dist, f'version {ver}, verified is {want}; {SETUP_FIX}'))
+            (problems if args.strict else notes).append(
+                (dist, f'version {ver}, verified is {want}; {fix}'))
         try:
             importlib.import_module(mod)
             lines.append((dist, ver))
         except Exception as err:  # noqa: BLE001 - any import failure is reported
             problems.append((dist, f'{ver} installed but `import {mod}` fails: '
-                                   f'{type(err).__name__}: {err}; {SETUP_FIX}'))
+                                   f'{type(err).__name__}: {err}; {fix}'))
 
     checks: List[Tuple[str, Callable[[], str], str]] = [
         ('mmcv ops', _check_mmcv_ops,
          'mmcv must be built from source with MMCV_WITH_OPS=1 against this torch; delete '
-         '~/.cache/mmlinattn/wheelhouse/torch-* and .venv, then run `bash tools/setup.sh`'),
+         f'~/.cache/mmlinattn/wheelhouse/torch-* and {lanes[lane]["venv"]}, then {fix}'),
         ('registry', _check_registry,
-         '`pip install -e .` inside .venv (tools/setup.sh does it)'),
+         '`pip install --no-deps -e .` in this environment (tools/setup.sh does it)'),
         ('configs', _check_configs,
-         'setuptools must be < 82 (it still ships pkg_resources): run `bash tools/setup.sh`'),
+         'on the official lane setuptools must be < 82 (mmengine 0.10.7 imports '
+         f'pkg_resources): {fix}'),
         ('gpu', _check_gpu, 'install a CUDA build of torch on a GPU machine'),
     ]
-    for name, fn, fix in checks:
+    for name, check, how in checks:
         try:
-            lines.append((name, fn()))
+            lines.append((name, check()))
         except Exception as err:  # noqa: BLE001
-            problems.append((name, f'{type(err).__name__}: {err}. Fix: {fix}'))
+            problems.append((name, f'{type(err).__name__}: {err}. Fix: {how}'))
 
     if not args.quiet:
-        width = max(len(k) for k, _ in lines + problems)
+        width = max(len(k) for k, _ in lines + problems + notes)
         for k, v in lines:
             print(f'{k:<{width}}  {v}')
+        for k, v in notes:
+            print(f'note {k}: {v}')
     for k, v in problems:
         print(f'PROBLEM {k}: {v}', file=sys.stderr)
     if not args.quiet:

@@ -23,8 +23,8 @@ def main(argv=None) -> int:
     parser.add_argument('--num-train', type=int, default=NUM_TRAIN,
                         help='training images in the demo data (make_demo_data --num-train)')
     args = parser.parse_args(argv)
-    from mmlinattn.utils.external_configs import cache_external_config_index
-    cache_external_config_index()  # mmdet:: / mmseg:: bases without re-reading their index
+    from mmlinattn.utils.external_configs import prepare_external_configs
+    prepare_external_configs()  # mmdet:: / mmseg:: bases on either stack, each index read once
     cfg = Config.fromfile(args.config)
     options = demo_options(cfg, args.iters, data_root=args.data_root,
                            num_train=args.num_train)
