@@ -31,11 +31,25 @@ done
 # shellcheck source=tools/misc/lanes.sh
 source "$ROOT/tools/misc/lanes.sh"
 select_lane "$LANE"
-VENV="$ROOT/$VENV_DIR"
+VENV="${MMLINATTN_VENV:-$ROOT/$VENV_DIR}"
 PY="$VENV/bin/python"
 CONSTRAINTS="$ROOT/$CONSTRAINTS_FILE"
 REQS="$(dirname "$CONSTRAINTS")"  # the lane's runtime.txt and extras
 TORCH_VERSION="$(sed -n 's/^torch==//p' "$CONSTRAINTS")"
+TORCHVISION=torchvision
+# MMLINATTN_TORCH=TORCH,TORCHVISION (with MMLINATTN_VENV): a torch release other than the lane's
+# verified one, to check a new release (dev/torch_next.sh); the lane's other pins are kept.
+if [ -n "${MMLINATTN_TORCH:-}" ]; then
+  TORCH_VERSION="${MMLINATTN_TORCH%%,*}"
+  TORCHVISION="torchvision==${MMLINATTN_TORCH#*,}"
+  mkdir -p "$VENV"
+  grep -v -i -E '^(torch|torchvision|triton|nvidia-[a-z0-9-]*|cuda-[a-z-]*)==' "$CONSTRAINTS" \
+    > "$VENV/.constraints-torch-$TORCH_VERSION"
+  CONSTRAINTS="$VENV/.constraints-torch-$TORCH_VERSION"
+fi
+# check_env.py --strict: every version the lane's (none but torch's otherwise)
+STRICT=--strict
+[ -z "${MMLINATTN_TORCH:-}" ] || STRICT=
 MMCV_VERSION="$(sed -n "s/^$MMCV_DIST==//p" "$CONSTRAINTS")"
 MMCV_WHEEL_NAME="${MMCV_DIST//-/_}-$MMCV_VERSION"
 WHEELHOUSE="${MMLINATTN_WHEELHOUSE:-$HOME/.cache/mmlinattn/wheelhouse}/torch-$TORCH_VERSION"
@@ -105,7 +119,7 @@ install_extras() {
 
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$(digest)" ]; then
   STEP="verify existing environment"
-  "$PY" "$ROOT/tools/misc/check_env.py" --quiet --strict \
+  "$PY" "$ROOT/tools/misc/check_env.py" --quiet $STRICT \
     || fail "the environment in $VENV_DIR is broken; remove $VENV_DIR and run tools/setup.sh again"
   log "environment up to date ($VENV)"
   install_extras
@@ -131,7 +145,7 @@ quiet "$PY" -m pip install --disable-pip-version-check -q --upgrade "pip>=24"
 
 STEP="install torch $TORCH_VERSION and torchvision"
 log "$STEP (first time: ~5.5 GB with the CUDA runtime wheels, a few minutes)"
-pipi "torch==$TORCH_VERSION" torchvision
+pipi "torch==$TORCH_VERSION" "$TORCHVISION"
 
 STEP="install build tools"
 pipi setuptools ninja wheel
@@ -192,7 +206,7 @@ STEP="install mmlinattn (editable)"
 pipi --no-deps --no-build-isolation -e "$ROOT"
 
 STEP="check the installed stack"
-"$PY" "$ROOT/tools/misc/check_env.py" --quiet --strict \
+"$PY" "$ROOT/tools/misc/check_env.py" --quiet $STRICT \
   || fail "tools/misc/check_env.py reported problems (see above)"
 digest > "$STAMP"
 install_extras

@@ -21,6 +21,7 @@ from tool_runs import last_metrics, run, tool as tool_process
 from train_runs import check_image_demo
 
 from mmlinattn.datasets.demo_overrides import cfg_option_words, demo_options
+from mmlinattn.utils.checkpoint import safe_load_checkpoint  # mmengine's HistoryBuffer allowed
 from repo_paths import ROOT
 
 NUM_TRAIN = 8  # batch 4 -> 2 iterations per epoch
@@ -156,12 +157,12 @@ def test_resume_matches_uninterrupted_run(seed, demo_root, tmp_path):
     train(config, tmp_path / 'part', seeded + ['train_cfg.max_epochs=1'])
     assert osp.isfile(tmp_path / 'part' / 'epoch_1.pth')
     assert not osp.isfile(tmp_path / 'part' / 'epoch_2.pth')
-    drawn = torch.load(tmp_path / 'part' / 'epoch_1.pth', weights_only=True)['meta']['seed']
+    drawn = safe_load_checkpoint(tmp_path / 'part' / 'epoch_1.pth')['meta']['seed']
     train(config, tmp_path / 'full', opts + [f'randomness.seed={drawn}'])
     train(config, tmp_path / 'part', seeded, '--resume', str(tmp_path / 'part' / 'epoch_1.pth'))
 
-    full = torch.load(tmp_path / 'full' / 'epoch_2.pth', weights_only=True)['state_dict']
-    resumed = torch.load(tmp_path / 'part' / 'epoch_2.pth', weights_only=True)['state_dict']
+    full = safe_load_checkpoint(tmp_path / 'full' / 'epoch_2.pth')['state_dict']
+    resumed = safe_load_checkpoint(tmp_path / 'part' / 'epoch_2.pth')['state_dict']
     assert full.keys() == resumed.keys()
     for k in full:
         torch.testing.assert_close(resumed[k], full[k], rtol=0, atol=0, msg=k)

@@ -1,0 +1,70 @@
+"""tools/misc/check_env.py: which verified stack ("lane", requirements/lanes.txt) an environment
+holds, problems only for what stops mmlinattn, other versions as notes."""
+import importlib.util
+import os.path as osp
+import subprocess
+import sys
+from importlib import metadata
+
+import pytest
+
+from repo_paths import ROOT
+
+
+@pytest.fixture(scope='module')
+def check_env():
+    spec = importlib.util.spec_from_file_location(
+        'check_env', osp.join(ROOT, 'tools', 'misc', 'check_env.py'))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _installed_only(monkeypatch, check_env, dists):
+    monkeypatch.setattr(check_env, '_version', lambda d: '1.0' if d in dists else None)
+
+
+def test_lanes_table_names_both_stacks(check_env):
+    lanes = check_env.read_lanes()
+    assert list(lanes) == ['openmmlab', 'onedl']
+    assert lanes['openmmlab']['dists']['mmseg'] == 'mmsegmentation'
+    assert lanes['onedl']['dists']['mmcv'] == 'onedl-mmcv'
+    for lane in lanes.values():
+        assert osp.isfile(osp.join(ROOT, lane['constraints']))
+
+
+@pytest.mark.parametrize('lane', ['openmmlab', 'onedl'])
+def test_finds_the_lane_installed(lane, check_env, monkeypatch):
+    lanes = check_env.read_lanes()
+    _installed_only(monkeypatch, check_env, set(lanes[lane]['dists'].values()))
+    assert check_env.find_lane(lanes) == (lane, [])
+
+
+def test_a_mix_of_lanes_and_no_stack_are_problems(check_env, monkeypatch):
+    lanes = check_env.read_lanes()
+    _installed_only(monkeypatch, check_env, {'mmcv', 'onedl-mmengine', 'onedl-mmdetection'})
+    _, problems = check_env.find_lane(lanes)
+    assert len(problems) == 1 and 'two lanes' in problems[0]
+    assert 'openmmlab: mmcv' in problems[0] and 'onedl-mmengine' in problems[0]
+    _installed_only(monkeypatch, check_env, set())
+    assert check_env.find_lane(lanes) == (None, [
+        'no OpenMMLab stack is installed (neither mmengine nor onedl-mmengine)'])
+
+
+@pytest.mark.slow
+def test_this_environment_is_a_verified_lane():
+    proc = subprocess.run([sys.executable, 'tools/misc/check_env.py'], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lane = 'onedl' if _has('onedl-mmengine') else 'openmmlab'
+    assert any(line.split()[:2] == ['lane', lane] for line in proc.stdout.splitlines()), \
+        proc.stdout
+    assert proc.stdout.rstrip().endswith('environment OK')
+
+
+def _has(dist):
+    try:
+        metadata.distribution(dist)
+    except metadata.PackageNotFoundError:
+        return False
+    return True
