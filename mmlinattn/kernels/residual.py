@@ -81,24 +81,26 @@ def hidden_chain(x: torch.Tensor, norm: Optional[nn.Module], first: nn.Linear,
         h = apply_linear(x, first) if norm is None else normed_linears(norm, x, first)[0]
         if recompute != 'none' and recomputes(h):
             keep = len(steps) - 1 if recompute == 'last' else 0
-            h = _run_steps(steps[:keep], h)
+            for step in steps[:keep]:
+                h = step(h)
             return h, lambda t: drop(_run_steps(steps[keep:], t))
-    return drop(_run_steps(steps, h, fuse=True)), None
-
-
-def _run_steps(steps: Sequence[Callable], h: torch.Tensor, fuse: bool = False) -> torch.Tensor:
-    """``steps`` applied in turn; with ``fuse`` a GELU goes into the epilogue of the step
-    before it where :func:`.onednn.fused_gelu` allows."""
+    # each step rebinds h, so a step's input is freed before the next step runs (in
+    # inference at most two hidden-size tensors are alive)
     i = 0
     while i < len(steps):
         conv = getattr(steps[i], 'epilogue', None)
         act = steps[i + 1] if i + 1 < len(steps) else None
-        if fuse and conv is not None and act is not None and \
-                fused_gelu(act, h, conv) is not None:
+        if conv is not None and act is not None and fused_gelu(act, h, conv) is not None:
             h, i = steps[i](h, act=act), i + 2
         else:
             h, i = steps[i](h), i + 1
-    return h
+    return drop(h), None
+
+
+def _run_steps(steps: Sequence[Callable], t: torch.Tensor) -> torch.Tensor:
+    for step in steps:
+        t = step(t)
+    return t
 
 
 def branch_output(branch: ResidualBranch, x: torch.Tensor, grid) -> torch.Tensor:
