@@ -5,7 +5,9 @@
 
 ``--per-forward``: also run every family's tiny arch from ROOT (eval forward; train forward and
 backward, float32, MMLINATTN_COMPILE=0) and count, per run, the rules of the fast forms asked
-by a form or a layer, and the reads of the environment switches.
+by a form or a layer (with a dispatch, ``kernels/dispatch.py``: the verifiers it runs and the
+mode questions; ``--by-name`` lists them), the reads of the environment switches, and the
+dispatch's calls, availability checks computed (once per form and context) and verifiers run.
 """
 import ast
 import sys
@@ -20,8 +22,11 @@ RULES = {'mode', 'switched_off', 'plain', 'traced', 'needs_grad', 'eager_inferen
          'compiled_allowed', 'hooked', 'onednn_allowed', 'triton_allowed',
          'custom_depthwise_backward', 'depthwise_slices', 'gemm_accumulates',
          'layer_scale_folded', 'norm_recomputed', 'plain_precision', 'recomputes'}
-#: what the policy offers besides questions: the reading of the switches at a forward's start
-NOT_QUESTIONS = {'read_switches', 'decide_once'}
+#: what the policy offers besides questions: the reading of the switches or the context at a
+#: forward's start, and the context-level availability checks the dispatch asks once per
+#: context (counted apart)
+NOT_QUESTIONS = {'read_switches', 'decide_once', 'read_context', 'context', 'run_in',
+                 'plain_unavailable', 'eager_unavailable'}
 
 
 def predicates(root: Path):
@@ -91,7 +96,8 @@ ARCHS = {
     'InfViT': dict(embed_dims=(16, 32, 48, 64), depths=(1, 2, 1, 1), mlp_ratios=(2, 2, 2, 2)),
     'LDN': dict(embed_dims=[16, 32, 64, 64], depths=[2, 1, 2, 1], num_heads=[1, 2, 2, 2]),
 }
-counts = {'questions': 0, 'switch_reads': 0}
+counts = {'questions': 0, 'switch_reads': 0, 'dispatches': 0, 'availability': 0,
+          'verifiers': 0}
 class Environ(dict):
     def get(self, key, default=None):
         if key in policy.SWITCHES:
@@ -99,11 +105,28 @@ class Environ(dict):
         return super().get(key, default)
 def profile(frame, event, arg):
     # a question asked by a form or a layer (not by a rule answering its own)
+    if event != 'call':
+        return
     code = frame.f_code
-    caller = frame.f_back.f_code.co_name if frame.f_back is not None else ''
-    if event == 'call' and code.co_name in QUESTIONS and caller not in QUESTIONS \
+    back = frame.f_back
+    caller = back.f_code.co_name if back is not None else ''
+    if back is not None and back.f_code.co_filename.endswith('kernels/dispatch.py'):
+        # the dispatch (kernels/dispatch.py): an availability check computed for a context,
+        # or a verifier run for a call
+        if caller == 'unavailable' and code.co_name not in ('context', '_log_once'):
+            counts['availability'] += 1
+            names['available:' + code.co_name] = names.get('available:' + code.co_name, 0) + 1
+        elif caller == '__call__' and code.co_name not in ('unavailable', 'context'):
+            counts['verifiers'] += 1
+    if code.co_name == '__call__' and code.co_filename.endswith('kernels/dispatch.py'):
+        counts['dispatches'] += 1
+    reading = caller in ('context', 'read_context', 'decide_once', 'run_in', 'unavailable') or \
+        caller.endswith('unavailable')
+    if code.co_name in QUESTIONS and caller not in QUESTIONS and not reading \
             and 'mmlinattn' in code.co_filename and code.co_name != '<lambda>':
         counts['questions'] += 1
+        names[code.co_name] = names.get(code.co_name, 0) + 1
+names = {}
 out = {}
 for fam, arch in ARCHS.items():
     torch.manual_seed(0)
@@ -111,7 +134,8 @@ for fam, arch in ARCHS.items():
     x = torch.randn(1, 3, 64, 64)
     for run in ('eval', 'train'):
         os.environ = Environ(os.environ)
-        counts.update(questions=0, switch_reads=0)
+        counts.update(questions=0, switch_reads=0, dispatches=0, availability=0, verifiers=0)
+        names.clear()
         sys.setprofile(profile)
         if run == 'eval':
             with torch.no_grad():
@@ -119,7 +143,7 @@ for fam, arch in ARCHS.items():
         else:
             sum(o.mean() for o in m.train()(x)).backward()
         sys.setprofile(None)
-        out[f'{fam} {run}'] = dict(counts)
+        out[f'{fam} {run}'] = dict(counts, names=dict(names))
 print(json.dumps(out))
 '''
 
@@ -136,7 +160,7 @@ def per_forward(root: Path):
 
 
 if __name__ == '__main__':
-    args = [a for a in sys.argv[1:] if a != '--per-forward']
+    args = [a for a in sys.argv[1:] if not a.startswith('--')]
     root = Path(args[0] if args else '.')
     sites = call_sites(root)
     per_file = Counter(s[0] for s in sites)
@@ -152,6 +176,11 @@ if __name__ == '__main__':
           f"kernels: {sum(f.startswith('mmlinattn/kernels/') for f, _, _ in rs)}, "
           f"models: {sum(f.startswith('mmlinattn/models/') for f, _, _ in rs)}")
     if '--per-forward' in sys.argv:
-        print('per run (rule calls from a form or a layer / switch reads):')
+        print('per run: rule calls from a form or a layer / switch reads / fast-form '
+              'dispatches / availability checks computed / verifiers run:')
         for run, c in per_forward(root).items():
-            print(f"  {run:18s} {c['questions']:5d} {c['switch_reads']:5d}")
+            print(f"  {run:18s} {c['questions']:5d} {c['switch_reads']:5d} "
+                  f"{c.get('dispatches', 0):5d} {c.get('availability', 0):5d} "
+                  f"{c.get('verifiers', 0):5d}")
+            if '--by-name' in sys.argv:
+                print('      ' + ', '.join(f'{n}:{k}' for n, k in sorted(c['names'].items())))

@@ -1,21 +1,23 @@
-"""The fast-path wing: every faster form of an op or a residual step, and the one policy that
+"""The fast-path wing: every faster form of an op or a residual step, and the dispatch that
 decides which runs.
 
 :mod:`mmlinattn.ops` writes each paper's mathematics plainly; this package holds the forms
 that compute the same values faster or in less memory (compiled loops, oneDNN epilogues,
-custom autograd Functions, in-place, chunked and sliced variants, Triton kernels for CUDA).  :mod:`.policy` decides per
-call which form runs (plain / traced / eager training / eager inference, and the device) and
-declares the environment switches in one table (:data:`.policy.SWITCHES`); every entry falls
-back to its :mod:`mmlinattn.ops` form.
+custom autograd Functions, in-place, chunked and sliced variants, Triton kernels for CUDA).  A
+backbone's forward builds one call context where it starts (:func:`.policy.decide_once`: the
+switches, tracing, special modes, the device); each fast form's rule is a
+:class:`.dispatch.FastForm` beside the form, whose availability is asked once per context and
+whose verifier checks each call's tensors; every entry falls back to its :mod:`mmlinattn.ops`
+form.  The switches are declared in one table (:data:`.policy.SWITCHES`).
 
 Entries the layers call: :func:`fast_soft_attention`, :func:`fast_nala_attention`,
 :func:`fast_linear_attention`, :func:`fast_grid_diffusion`, :func:`fast_pure_infsa` (each
 named apart from its plain form in :mod:`mmlinattn.ops`); the residual steps of
 :mod:`.residual`; the linears of :mod:`.onednn`; the depthwise convs of :mod:`.depthwise`.
-A backbone's forward runs under :func:`decide_once` (the switches read once for the whole
-forward); the base class :class:`.residual.ResidualBranch` holds the seam's protocol.
+The base class :class:`.residual.ResidualBranch` holds the seam's protocol;
+:func:`.residual.hidden_chain` composes a branch's plain forward with the fast forms.
 """
-from . import policy
+from . import dispatch, policy
 from .policy import decide_once
 from .chunked import fast_linear_attention
 from .diffusion import fast_grid_diffusion
@@ -23,5 +25,5 @@ from .infsa import fast_pure_infsa
 from .nala import fast_nala_attention
 from .soft import fast_soft_attention
 
-__all__ = ['policy', 'decide_once', 'fast_soft_attention', 'fast_nala_attention',
+__all__ = ['dispatch', 'policy', 'decide_once', 'fast_soft_attention', 'fast_nala_attention',
            'fast_linear_attention', 'fast_grid_diffusion', 'fast_pure_infsa']

@@ -23,9 +23,10 @@ from ..ops.normalized_attention import FEATURE_MAPS, check_shapes, linear_attent
 from ..ops.precision import Float32Island
 from . import policy
 from .compiled import LazyCompiled
+from .dispatch import fast_form
 from .recompute import recompute_in_backward
 
-__all__ = ['fast_linear_attention', 'chunked_linear_attention']
+__all__ = ['fast_linear_attention', 'chunked_linear_attention', 'triton_allowed']
 
 
 def _elu_plus_one_no_grad(x: torch.Tensor) -> torch.Tensor:
@@ -253,6 +254,32 @@ class _RecomputedCore(torch.autograd.Function):
         return grad_q, grad_k, grad_v, None, None, None, None, None, None, None, None
 
 
+def _triton_unavailable(ctx: policy.CallContext) -> Optional[str]:
+    """Why no Triton kernel may run in ``ctx``: a traced graph or a special mode, a switch
+    (``MMLINATTN_TRITON=0``, ``MMLINATTN_KERNELS=plain``), or Triton not importable."""
+    if ctx.special:
+        return 'off in a traced graph or a special mode'
+    if policy.TRITON_ENV in ctx.off:
+        return f'off ({policy.TRITON_ENV}=0)'
+    if not policy.toolchain_available('cuda'):
+        return 'off (Triton is not installed)'
+    return policy.plain_unavailable(ctx)
+
+
+@fast_form('Triton linear attention', _triton_unavailable)
+def triton_allowed(*tensors: torch.Tensor) -> bool:
+    """A Triton kernel (:mod:`.triton_linear`) may stand in for the torch ops on ``tensors``:
+    where the context allows (:func:`_triton_unavailable`), in eager inference on a device of
+    :data:`.policy.TRITON_DEVICES`, all plain ``torch.Tensor`` of one dtype of
+    :data:`.policy.TRITON_DTYPES`."""
+    if any(type(t) is not torch.Tensor for t in tensors) or policy.needs_grad(*tensors):
+        return False
+    dtypes = {t.dtype for t in tensors}
+    if len(dtypes) != 1 or next(iter(dtypes)) not in policy.TRITON_DTYPES:
+        return False
+    return tensors[0].device.type in policy.TRITON_DEVICES
+
+
 def fast_linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                           feature_map: str = 'elu', eps: float = 1e-6,
                           valid: Optional[torch.Tensor] = None) -> torch.Tensor:
@@ -262,7 +289,7 @@ def fast_linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     check_shapes(q, k, v, feature_map)
     if policy.plain():
         return linear_attention(q, k, v, feature_map, eps, valid)
-    if valid is None and policy.triton_allowed(q, k, v):
+    if valid is None and triton_allowed(q, k, v):
         from . import triton_linear  # imports Triton: only where its kernels run
         return triton_linear.triton_linear_attention(q, k, v, feature_map, eps)
     phi = FEATURE_MAPS[feature_map]

@@ -9,7 +9,7 @@ input) instead of every intermediate.  As with any ``torch.compile`` training gr
 backward with ``retain_graph=True`` through it needs
 ``torch._functorch.config.donated_buffer = False`` (or ``MMLINATTN_COMPILE=0``).
 
-Whether the compiled form may run is :func:`.policy.compiled_allowed`'s question.  The first
+Whether the compiled form may run is :func:`compiled_allowed`'s question.  The first
 call compiles (inductor caches the result on disk for later processes); if compilation fails
 the function falls back to eager for the rest of the process, with one warning.
 """
@@ -21,9 +21,34 @@ from typing import Callable, Tuple
 
 import torch
 
+from . import policy
+from .dispatch import fast_form
 from .policy import COMPILE_ENV
 
-__all__ = ['LazyCompiled', 'compile_each']
+__all__ = ['LazyCompiled', 'compile_each', 'compiled_allowed', 'compiler_unavailable']
+
+
+def compiler_unavailable(ctx: policy.CallContext):
+    """Why no compiled loop may run in ``ctx`` (None: one may): inside a traced graph or a
+    special mode (nothing may be asked there: a FLOP counter, fake tensors), or a switch
+    (``MMLINATTN_COMPILE=0``, ``MMLINATTN_KERNELS=plain``) says no."""
+    if ctx.special:
+        return 'off in a traced graph or a special mode'
+    if COMPILE_ENV in ctx.off:
+        return f'off ({COMPILE_ENV}=0)'
+    return policy.plain_unavailable(ctx)
+
+
+@fast_form('compiled loops', compiler_unavailable)
+def compiled_allowed(*tensors: torch.Tensor, allow_grad: bool = False) -> bool:
+    """A compiled loop (:class:`LazyCompiled`) may run on ``tensors`` now: where the context
+    allows (:func:`compiler_unavailable`), no gradient needed (or ``allow_grad``: compiled
+    with its backward), plain ``torch.Tensor`` inputs on a device with a toolchain."""
+    if any(type(t) is not torch.Tensor for t in tensors):
+        return False
+    if not allow_grad and policy.needs_grad(*tensors):
+        return False
+    return policy.toolchain_available(tensors[0].device.type)
 
 
 @contextlib.contextmanager
@@ -46,7 +71,7 @@ class LazyCompiled:
     of 1 and a new dtype or device compile once more).  Any exception from compiling or
     running the compiled form makes this object call ``fn`` eagerly from then on, after one
     warning: a machine without a working compiler still runs, only slower.  Callers check
-    :func:`.policy.compiled_allowed` first.
+    :func:`compiled_allowed` first.
     """
 
     def __init__(self, fn: Callable, name: str):

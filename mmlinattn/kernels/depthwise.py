@@ -24,7 +24,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from . import policy
-from .compiled import LazyCompiled
+from .compiled import LazyCompiled, compiled_allowed, compiler_unavailable
+from .dispatch import fast_form
 from .onednn import depthwise_act, fused_gelu
 
 
@@ -95,23 +96,33 @@ def depthwise_in_slices(m: torch.Tensor, weight: torch.Tensor, bias: Optional[to
     return out
 
 
+@fast_form('custom depthwise backward', compiler_unavailable)
 def custom_depthwise_backward(conv: torch.nn.Conv2d, x: torch.Tensor) -> bool:
     """A 'same' depthwise ``conv(x)`` takes the custom CPU backward: a kernel of at least
     :data:`.policy.MIN_KERNEL` in eager CPU training in float32 / float64 (no autocast) with a
-    compiler for its weight gradient."""
+    compiler for its weight gradient (available where a compiled loop is:
+    :func:`.compiled.compiler_unavailable`)."""
     kh, kw = conv.kernel_size
     return (max(kh, kw) >= policy.MIN_KERNEL and x.device.type == 'cpu'
             and x.dtype in (torch.float32, torch.float64) and x.dtype == conv.weight.dtype
             and not torch.is_autocast_enabled('cpu')
             and policy.needs_grad(x, *conv.parameters())
-            and policy.compiled_allowed(x, allow_grad=True))
+            and compiled_allowed.verify(x, allow_grad=True))
 
 
+@fast_form('depthwise channel slices', policy.eager_unavailable)
 def depthwise_slices(m: torch.Tensor) -> bool:
     """A depthwise conv of the map ``m`` runs on channel slices: off the CPU, in eager mode,
     above :data:`.policy.INDEX32_ELEMENTS`."""
-    return (m.device.type != 'cpu' and m.numel() > policy.INDEX32_ELEMENTS
-            and not policy.traced() and not policy.plain())
+    return m.device.type != 'cpu' and m.numel() > policy.INDEX32_ELEMENTS
+
+
+@fast_form('depthwise residual fold', policy.eager_unavailable)
+def residual_folded() -> bool:
+    """The residual of a depthwise conv of its own input goes into the kernel's centre
+    wherever the context allows: not in a graph, whose compiler fuses the sum anyway, and
+    where the TorchScript ONNX exporter loses the kernel's shape in the in-place write."""
+    return True
 
 
 def is_depthwise_same(conv: nn.Conv2d) -> bool:
@@ -131,9 +142,7 @@ def depthwise_same(conv: nn.Conv2d, m: torch.Tensor, shortcut: Optional[torch.Te
     sliced = depthwise_slices(m)
     algorithm = (fused_gelu(act, m, conv) if act is not None
                  and m.is_contiguous(memory_format=torch.channels_last) else None)
-    # not in a graph: its compiler fuses the sum anyway, and the TorchScript ONNX exporter
-    # loses the kernel's shape in the in-place write
-    fold = fold and shortcut is not None and not policy.plain() and not policy.traced()
+    fold = fold and shortcut is not None and residual_folded()
     if not sliced and (fold if shortcut is not None else algorithm is not None):
         weight = conv.weight
         if fold:

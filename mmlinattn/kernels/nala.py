@@ -20,7 +20,7 @@ from ..ops.nalaformer import (QUARTER_PI, check_attention_args, feature_kernel, 
 from ..ops.precision import Float32Island
 from . import policy
 from .chunked import chunked_linear_attention
-from .compiled import compile_each
+from .compiled import compile_each, compiled_allowed
 
 __all__ = ['fast_nala_attention']
 
@@ -143,7 +143,7 @@ def _feature_maps_for(kernel: str, lam: float, alpha: float, eps: float, fuse: b
     place).  Eager training evaluates ``maps`` in the core's forward and ``grad_maps`` in its
     backward, so each compiled pair only ever runs in one grad mode: one compilation per
     shape class, not two."""
-    if fuse and policy.compiled_allowed(*tensors, allow_grad=True):
+    if fuse and compiled_allowed(*tensors, allow_grad=True):
         return (_compiled_feature_maps(kernel, lam, alpha, eps),
                 _compiled_training_maps(kernel, lam, alpha, eps))
     if policy.traced():  # one map pair, traced with or without its autograd

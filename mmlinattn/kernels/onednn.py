@@ -28,25 +28,38 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .policy import FUSE_GELU_ENV, hooked, needs_grad, plain, special_mode, switched_off
+from .dispatch import fast_form
+from .policy import FUSE_GELU_ENV, CallContext, hooked, needs_grad, plain_unavailable
 
 #: how far the fused GELU may differ from ``F.gelu`` in the first-use check (oneDNN's erf
 #: is a different float32 approximation: measured differences up to 1.5e-6)
 _CHECK_ATOL = 1e-5
 
 
+def onednn_unavailable(ctx: CallContext) -> Optional[str]:
+    """Why oneDNN's fused ops cannot run in ``ctx`` (None: they can): oneDNN off, a traced
+    graph or a special mode (the fused ops have no ONNX symbol and no FLOP formula), or a
+    switch (``MMLINATTN_FUSE_GELU=0``, ``MMLINATTN_KERNELS=plain``) saying no."""
+    if FUSE_GELU_ENV in ctx.off:
+        return f'off ({FUSE_GELU_ENV}=0)'
+    if not ctx.mkldnn:
+        return 'off (torch.backends.mkldnn.enabled is False)'
+    if ctx.special:
+        return 'off in a traced graph or a special mode'
+    return plain_unavailable(ctx)
+
+
+@fast_form('oneDNN epilogues', onednn_unavailable)
 def onednn_allowed(x: torch.Tensor, modules=(), tensors=()) -> bool:
     """oneDNN's fused ops may stand in for the plain ones on ``x`` and ``modules``'
-    parameters (or ``tensors``): eager float32 CPU code that autograd does not record, with
-    oneDNN on, no autocast, no special mode, no forward hook on ``modules``, and neither
-    ``MMLINATTN_FUSE_GELU`` nor ``MMLINATTN_KERNELS`` saying no (the fused ops have no
-    autograd formula, no ONNX symbol and no FLOP formula)."""
+    parameters (or ``tensors``): where the context allows (:func:`onednn_unavailable`), in
+    float32 CPU code that autograd does not record (the fused ops have no autograd formula),
+    without autocast and without a forward hook on ``modules``."""
     params = [p for m in modules for p in m.parameters()] + list(tensors)
     return not (type(x) is not torch.Tensor or x.device.type != 'cpu'
                 or x.dtype != torch.float32 or any(p.dtype != x.dtype for p in params)
                 or torch.is_autocast_enabled('cpu') or needs_grad(x, *params)
-                or not torch.backends.mkldnn.enabled or special_mode()
-                or hooked(*modules) or switched_off(FUSE_GELU_ENV) or plain())
+                or hooked(*modules))
 
 
 def _linear_gelu(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor],

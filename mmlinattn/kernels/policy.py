@@ -1,13 +1,13 @@
-"""The one place that decides which form of an op runs, and the switches that steer it.
+"""The call context every path decision reads, and the switches that steer it.
 
 Every fast form in :mod:`mmlinattn.kernels` runs only where its rule allows, and falls back
 to the plain form of :mod:`mmlinattn.ops` (or of the torch op it stands in for) otherwise.
-This module holds what the rules share: the mode of a call, the switches, the toolchain
-checks and the sizes.  A rule that only one family of forms asks lives beside it under its
-own name (:func:`.onednn.onednn_allowed`; :func:`.depthwise.custom_depthwise_backward`,
-:func:`.depthwise.depthwise_slices`; :func:`.residual.gemm_accumulates`,
-:func:`.residual.layer_scale_folded`, :func:`.residual.norm_recomputed`);
-:func:`triton_allowed` stays here, since :mod:`.triton_linear` imports Triton.
+A backbone's forward builds one :class:`CallContext` where it starts (:func:`decide_once`):
+the switches read once, whether a graph is traced, a special mode, the device.  Each fast
+form's rule lives beside the form under its own name, as a :class:`.dispatch.FastForm`: an
+availability check on the context (asked once per forward) and a verifier of the call's
+tensors (dtype, device, autograd, size).  This module holds what the rules share: the
+context, the mode of a call, the switches, the toolchain check and the sizes.
 A call is in one of four modes (:func:`mode`):
 
 * ``PLAIN``: ``MMLINATTN_KERNELS=plain`` -- every entry runs its :mod:`mmlinattn.ops` form
@@ -19,12 +19,11 @@ A call is in one of four modes (:func:`mode`):
 * ``EAGER_INFERENCE``: autograd records nothing: in-place ops, ``out=`` views, buffer reuse.
 
 Orthogonal to the mode: the device (chunk and segment sizes, depthwise slices: the constants
-below) and the toolchain (:func:`compiled_allowed`, :func:`.onednn.onednn_allowed`).
+below) and the toolchain (:func:`toolchain_available`).
 
 The environment switches are declared in :data:`SWITCHES`, the sizes that tune the fast
-forms just below it.  A backbone's forward reads the switches once, where it starts
-(:func:`decide_once`), and every question asked during it answers from that reading; a call
-outside such a forward (an op called directly) reads them at call time.  The sizes are
+forms just below it.  Every question asked during a backbone's forward answers from its
+context; a call outside such a forward (an op called directly) reads a context at call time.  The sizes are
 module attributes read at call time (a test or a user may change them).
 """
 import enum
@@ -41,9 +40,11 @@ from ..ops.precision import autocast_enabled
 from ..ops.tracing import traced
 
 __all__ = ['SWITCHES', 'COMPILE_ENV', 'FUSE_GELU_ENV', 'KERNELS_ENV', 'TRITON_ENV', 'Mode',
-           'Switches', 'read_switches', 'decide_once', 'mode', 'switched_off', 'plain', 'traced',
-           'needs_grad', 'eager_inference', 'eager_training', 'may_branch_on_sizes',
-           'special_mode', 'compiled_allowed', 'triton_allowed', 'plain_precision', 'hooked']
+           'CallContext', 'read_context', 'decide_once', 'run_in', 'context', 'mode', 'switched_off',
+           'plain', 'traced', 'needs_grad', 'eager_inference', 'eager_training',
+           'may_branch_on_sizes', 'plain_unavailable', 'eager_unavailable',
+           'special_mode', 'toolchain_available', 'plain_precision',
+           'hooked']
 
 #: environment switch: ``MMLINATTN_COMPILE=0`` keeps every op eager (no ``torch.compile``)
 COMPILE_ENV = 'MMLINATTN_COMPILE'
@@ -104,35 +105,95 @@ class Mode(enum.Enum):
     EAGER_INFERENCE = 'eager inference'
 
 
-class Switches(NamedTuple):
-    """The environment switches as read at one moment: ``plain`` (``MMLINATTN_KERNELS=plain``)
-    and the other switches of :data:`SWITCHES` that say off."""
+class CallContext(NamedTuple):
+    """What decides the path of every call in one backbone forward, read once where it
+    starts (:func:`decide_once`): the switches (``plain``: ``MMLINATTN_KERNELS=plain``;
+    ``off``: the other switches of :data:`SWITCHES` that say off), whether a graph is being
+    traced (``traced``; ``jit_tracing``: ``torch.jit.trace``, whose ONNX export takes no
+    custom autograd Function nor ``out=`` view), a special mode (``special``:
+    :func:`special_mode`), oneDNN's flag and the input's device.  ``forms`` holds what each
+    fast form's availability check (:class:`.dispatch.FastForm`) answered in this context:
+    asked once per forward."""
     plain: bool
     off: FrozenSet[str]
+    traced: bool
+    jit_tracing: bool
+    special: bool
+    mkldnn: bool
+    device: Optional[str]
+    forms: dict
+
+    @property
+    def mode(self) -> Optional['Mode']:
+        """:attr:`Mode.PLAIN` or :attr:`Mode.TRACED` for the whole context; None in eager
+        code, where training or inference is each call's own (:func:`mode`)."""
+        return Mode.PLAIN if self.plain else Mode.TRACED if self.traced else None
 
 
-def read_switches() -> Switches:
-    """The switches as the environment sets them now."""
-    return Switches(os.environ.get(KERNELS_ENV, '').strip().lower() == 'plain',
-                    frozenset(v for v in SWITCHES if v != KERNELS_ENV and _says_off(v)))
+def read_context(device: Optional[str] = None) -> CallContext:
+    """The call context as the environment and torch's state set it now (in a graph being
+    traced only what a tracer can read: there every special-mode form is off anyway)."""
+    graph = traced()
+    return CallContext(_env_plain(),
+                       frozenset(v for v in SWITCHES if v != KERNELS_ENV and _says_off(v)),
+                       graph, torch.jit.is_tracing(), graph or special_mode(),
+                       not graph and torch.backends.mkldnn.enabled, device, {})
 
 
-#: the switches of the backbone forward that runs (:func:`decide_once`); None outside one
-_DECIDED: Optional[Switches] = None
+#: the context of the backbone forward that runs (:func:`decide_once`); None outside one
+_CONTEXT: Optional[CallContext] = None
 
 
 def decide_once(forward: Callable, *args, **kwargs):
-    """``forward(*args, **kwargs)`` with the switches read once, at its start, for every
-    question asked during it (a nested call keeps the outer reading).  Traced, nothing is
+    """``forward(*args, **kwargs)`` in one :class:`CallContext`, built at its start, for every
+    question asked during it (a nested call keeps the outer context).  Traced, nothing is
     stored: the graph is built from what the questions answered while tracing."""
-    global _DECIDED
-    if _DECIDED is not None or traced():
+    if _CONTEXT is not None or traced():
         return forward(*args, **kwargs)
-    _DECIDED = read_switches()
+    device = next((a.device.type for a in args if isinstance(a, torch.Tensor)), None)
+    return run_in(read_context(device), forward, *args, **kwargs)
+
+
+def run_in(ctx: CallContext, fn: Callable, *args, **kwargs):
+    """``fn(*args, **kwargs)`` in ``ctx``: inside a forward, the forward's own context; in
+    the backward, the context of the forward whose ops it recomputes (activation
+    checkpointing, :mod:`.recompute`), so the recomputation takes the forward's paths.
+    Nothing is stored where a context is running already, or for a traced one."""
+    global _CONTEXT
+    if _CONTEXT is not None or ctx.traced:
+        return fn(*args, **kwargs)
+    _CONTEXT = ctx
     try:
-        return forward(*args, **kwargs)
+        return fn(*args, **kwargs)
     finally:
-        _DECIDED = None
+        _CONTEXT = None
+
+
+def context() -> CallContext:
+    """The running forward's :class:`CallContext`; outside one, or inside a graph traced
+    within it (a compiled sub-module), one read now."""
+    if _CONTEXT is None or traced():
+        return read_context()
+    return _CONTEXT
+
+
+def plain_unavailable(ctx: CallContext) -> Optional[str]:
+    """Why no fast form may run in ``ctx``: ``MMLINATTN_KERNELS=plain`` (None: not set)."""
+    return f'off ({KERNELS_ENV}=plain)' if ctx.plain else None
+
+
+def eager_unavailable(ctx: CallContext) -> Optional[str]:
+    """Why no eager-only fast form (an in-place or ``out=`` write, a Python loop or branch
+    over sizes, a recomputation the graph's partitioner would choose for itself) may run in
+    ``ctx``: ``MMLINATTN_KERNELS=plain``, or a traced graph.  Shared by the forms'
+    availability checks (:class:`.dispatch.FastForm`)."""
+    if ctx.traced:
+        return 'off in a traced graph'
+    return plain_unavailable(ctx)
+
+
+def _env_plain() -> bool:
+    return os.environ.get(KERNELS_ENV, '').strip().lower() == 'plain'
 
 
 def _says_off(var: str) -> bool:
@@ -141,16 +202,16 @@ def _says_off(var: str) -> bool:
 
 def switched_off(var: str) -> bool:
     """Whether the switch ``var`` says off (``0``, ``false``, ``no``, ``off``)."""
-    if _DECIDED is not None and var in SWITCHES and var != KERNELS_ENV:
-        return var in _DECIDED.off
+    if _CONTEXT is not None and var in SWITCHES and var != KERNELS_ENV:
+        return var in _CONTEXT.off
     return _says_off(var)
 
 
 def plain() -> bool:
     """``MMLINATTN_KERNELS=plain``: no fast form runs."""
-    if _DECIDED is not None:
-        return _DECIDED.plain
-    return os.environ.get(KERNELS_ENV, '').strip().lower() == 'plain'
+    if _CONTEXT is not None:
+        return _CONTEXT.plain
+    return _env_plain()
 
 
 def needs_grad(*tensors: torch.Tensor) -> bool:
@@ -159,11 +220,11 @@ def needs_grad(*tensors: torch.Tensor) -> bool:
 
 
 def mode(*tensors: torch.Tensor) -> Mode:
-    """The mode of a call on ``tensors``."""
-    if plain():
-        return Mode.PLAIN
-    if traced():
-        return Mode.TRACED
+    """The mode of a call on ``tensors``: the context's (:attr:`CallContext.mode`), in eager
+    code training or inference by whether autograd records ``tensors``."""
+    fixed = context().mode
+    if fixed is not None:
+        return fixed
     return Mode.EAGER_TRAINING if needs_grad(*tensors) else Mode.EAGER_INFERENCE
 
 
@@ -188,7 +249,7 @@ def custom_autograd() -> bool:
     """A custom ``torch.autograd.Function`` may stand in for its plain ops: not under
     ``torch.jit.trace``, whose ONNX export (mmdeploy's) cannot take one apart ("Dangling node
     reference")."""
-    return not torch.jit.is_tracing()
+    return not context().jit_tracing
 
 
 def special_mode() -> bool:
@@ -200,29 +261,13 @@ def special_mode() -> bool:
 
 
 @functools.lru_cache(maxsize=None)
-def _toolchain_available(device_type: str) -> bool:
+def toolchain_available(device_type: str) -> bool:
     """Inductor's code generator for ``device_type`` can run on this machine."""
     if device_type == 'cpu':
         return any(shutil.which(c) for c in (os.environ.get('CXX', 'g++'), 'g++', 'c++'))
     if device_type == 'cuda':
         return importlib.util.find_spec('triton') is not None
     return False
-
-
-def compiled_allowed(*tensors: torch.Tensor, allow_grad: bool = False) -> bool:
-    """A compiled loop (:class:`~.compiled.LazyCompiled`) may run on ``tensors`` now: no
-    gradient needed (or ``allow_grad``: compiled with its backward), plain ``torch.Tensor``
-    inputs on a device with a toolchain, no special mode, and neither ``MMLINATTN_COMPILE``
-    nor ``MMLINATTN_KERNELS`` saying no."""
-    if special_mode():  # first: inside a traced graph nothing else may be asked
-        return False
-    if plain() or switched_off(COMPILE_ENV):
-        return False
-    if any(type(t) is not torch.Tensor for t in tensors):
-        return False
-    if not allow_grad and needs_grad(*tensors):
-        return False
-    return _toolchain_available(tensors[0].device.type)
 
 
 def hooked(*modules: torch.nn.Module) -> bool:
@@ -236,21 +281,6 @@ TRITON_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 #: devices the Triton kernels run on (the tests add the CPU, where Triton's interpreter
 #: runs them)
 TRITON_DEVICES = ('cuda', )
-
-
-def triton_allowed(*tensors: torch.Tensor) -> bool:
-    """A Triton kernel (:mod:`.triton_linear`) may stand in for the torch ops on ``tensors``:
-    eager inference (no graph, no autograd, no special mode) on a device of
-    :data:`TRITON_DEVICES`, all plain ``torch.Tensor`` of one dtype of :data:`TRITON_DTYPES`,
-    Triton importable, and neither ``MMLINATTN_TRITON`` nor ``MMLINATTN_KERNELS`` saying no."""
-    if special_mode() or plain() or switched_off(TRITON_ENV):
-        return False
-    if any(type(t) is not torch.Tensor for t in tensors) or not eager_inference(*tensors):
-        return False
-    dtypes = {t.dtype for t in tensors}
-    if len(dtypes) != 1 or next(iter(dtypes)) not in TRITON_DTYPES:
-        return False
-    return tensors[0].device.type in TRITON_DEVICES and _toolchain_available('cuda')
 
 
 def plain_precision(x: torch.Tensor, *params: torch.Tensor) -> bool:

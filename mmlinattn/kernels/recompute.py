@@ -1,9 +1,21 @@
-"""Activation checkpointing of a call in eager training: a memory form, not a faster one."""
+"""Activation checkpointing of a call in eager training: a memory form, not a faster one.
+
+The recomputation in the backward runs in the context of the forward it recomputes
+(:func:`.policy.run_in`): the same paths, without reading the switches again."""
+import functools
 from typing import Callable
 
 import torch.utils.checkpoint as cp
 
 from . import policy
+from .dispatch import fast_form
+
+
+@fast_form('activation checkpointing', policy.plain_unavailable)
+def checkpointed(*tensors) -> bool:
+    """A call on ``tensors`` runs under activation checkpointing: autograd records it (a
+    traced graph keeps the checkpoint)."""
+    return policy.needs_grad(*tensors)
 
 
 def recompute_in_backward(fn: Callable, *args):
@@ -11,16 +23,24 @@ def recompute_in_backward(fn: Callable, *args):
     intermediates are recomputed in the backward pass instead of stored; a traced graph keeps
     the checkpoint), so a loop of such calls keeps only its outputs alive.  ``args`` are
     tensors or None.  Under ``MMLINATTN_KERNELS=plain`` autograd keeps everything."""
-    if not policy.plain() and policy.needs_grad(*(a for a in args if a is not None)):
-        return cp.checkpoint(fn, *args, use_reentrant=False)
+    if checkpointed(*(a for a in args if a is not None)):
+        return checkpoint(fn, *args)
     return fn(*args)
 
 
+def checkpoint(fn: Callable, *args):
+    """``fn(*args)`` under activation checkpointing (non-reentrant), recomputed in the
+    backward in the running forward's context."""
+    return cp.checkpoint(functools.partial(policy.run_in, policy.context(), fn), *args,
+                         use_reentrant=False)
+
+
+@fast_form('recomputed stretches', policy.eager_unavailable)
 def recomputes(*tensors) -> bool:
     """The rule of the memory forms that hand a stretch of ops over to be recomputed in the
     backward (a stem's activations, an FFN's hidden stretch): eager training on ``tensors``
-    (:func:`.policy.eager_training`; a traced graph's partitioner chooses for itself)."""
-    return policy.eager_training(*tensors)
+    (a traced graph's partitioner chooses for itself)."""
+    return policy.needs_grad(*tensors)
 
 
 def recompute_in_eager_backward(fn: Callable, *args):

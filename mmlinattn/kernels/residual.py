@@ -23,9 +23,11 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .onednn import fused_linear
-from .policy import eager_inference, eager_training, hooked, needs_grad, plain_precision
-from .recompute import recompute_in_backward
+from .dispatch import fast_form
+from .onednn import apply_linear, fused_gelu, fused_linear, linear_act
+from .policy import (CallContext, eager_inference, eager_unavailable, hooked, needs_grad,
+                     plain_precision, plain_unavailable)
+from .recompute import recompute_in_backward, recomputes
 
 
 class ResidualBranch(nn.Module):
@@ -57,6 +59,48 @@ class ResidualBranch(nn.Module):
     def residual_parts(self, x: torch.Tensor, grid, norm: Optional[nn.Module]
                        ) -> Tuple[torch.Tensor, Optional[Callable]]:
         raise NotImplementedError
+
+
+def hidden_chain(x: torch.Tensor, norm: Optional[nn.Module], first: nn.Linear,
+                 steps: Sequence[Callable], drop: nn.Module, recompute: str = 'none'
+                 ) -> Tuple[torch.Tensor, Optional[Callable]]:
+    """A branch's plain forward ``drop(steps(first(norm(x))))`` up to its output linear,
+    composed with the fast forms, as :meth:`ResidualBranch.residual_parts` answers:
+
+    * a GELU right after ``first`` in ``first``'s oneDNN epilogue (:func:`.onednn.linear_act`);
+    * else ``first(norm(x))`` through :func:`normed_linears`, and in eager training with
+      ``recompute`` (``'last'``: the last step; ``'all'``: every step) the steps handed to
+      the seam as the tail it recomputes in the backward;
+    * a GELU right after a step with an ``epilogue`` (its conv) in that conv's epilogue: the
+      step is called as ``step(h, act=gelu)`` (:func:`.onednn.fused_gelu`).
+    """
+    steps = list(steps)
+    if steps and fused_gelu(steps[0], x, first) is not None:
+        h = linear_act(x if norm is None else norm(x), first, steps.pop(0))
+    else:
+        h = apply_linear(x, first) if norm is None else normed_linears(norm, x, first)[0]
+        if recompute != 'none' and recomputes(h):
+            keep = len(steps) - 1 if recompute == 'last' else 0
+            for step in steps[:keep]:
+                h = step(h)
+            return h, lambda t: drop(_run_steps(steps[keep:], t))
+    # each step rebinds h, so a step's input is freed before the next step runs (in
+    # inference at most two hidden-size tensors are alive)
+    i = 0
+    while i < len(steps):
+        conv = getattr(steps[i], 'epilogue', None)
+        act = steps[i + 1] if i + 1 < len(steps) else None
+        if conv is not None and act is not None and fused_gelu(act, h, conv) is not None:
+            h, i = steps[i](h, act=act), i + 2
+        else:
+            h, i = steps[i](h), i + 1
+    return drop(h), None
+
+
+def _run_steps(steps: Sequence[Callable], t: torch.Tensor) -> torch.Tensor:
+    for step in steps:
+        t = step(t)
+    return t
 
 
 def branch_output(branch: ResidualBranch, x: torch.Tensor, grid) -> torch.Tensor:
@@ -272,15 +316,22 @@ class _NormedLinears(torch.autograd.Function):
         return (grad_x, grad_nw, grad_nb, None, torch.cat(grad_w), torch.cat(grad_b), None)
 
 
+def _gemm_unavailable(ctx: CallContext) -> Optional[str]:
+    """Off under ``torch.jit.trace`` too: the TorchScript ONNX exporter drops a write into an
+    ``out=`` view (the graph would lose the branch)."""
+    if ctx.jit_tracing:
+        return 'off under torch.jit.trace'
+    return plain_unavailable(ctx)
+
+
+@fast_form('residual accumulated by the GEMM', _gemm_unavailable)
 def gemm_accumulates(x: torch.Tensor, linear: torch.nn.Linear, y: torch.Tensor) -> bool:
     """A residual step's ``linear(y)`` may be accumulated into ``x`` by its GEMM (``out=``):
-    plain precision (:func:`plain_precision`), no forward hook on ``linear``, and not under
-    ``torch.jit.trace`` (the TorchScript ONNX exporter drops a write into an ``out=`` view:
-    the graph would lose the branch)."""
-    return (plain_precision(x, y, linear.weight) and not hooked(linear)
-            and not torch.jit.is_tracing())
+    plain precision (:func:`plain_precision`) and no forward hook on ``linear``."""
+    return plain_precision(x, y, linear.weight) and not hooked(linear)
 
 
+@fast_form('LayerScale folded into the weight', plain_unavailable)
 def layer_scale_folded(linear: torch.nn.Linear, gamma, y: torch.Tensor) -> bool:
     """A LayerScale ``gamma`` goes into ``linear``'s weight for the training forward: plain
     precision, and more rows (tokens) in ``y`` than input channels (the folded weight is kept
@@ -289,13 +340,15 @@ def layer_scale_folded(linear: torch.nn.Linear, gamma, y: torch.Tensor) -> bool:
             and y.numel() // y.shape[-1] > linear.weight.shape[1])
 
 
+@fast_form('norm recomputed in the backward', eager_unavailable)
 def norm_recomputed(norm, x: torch.Tensor, linear: torch.nn.Linear) -> bool:
     """``linear(norm(x))`` keeps ``x`` instead of ``norm(x)`` for the backward: eager training
-    with a plain-precision affine ``nn.LayerNorm`` over the last axis and a biased linear."""
+    (autograd records ``x`` or the linear) with a plain-precision affine ``nn.LayerNorm`` over
+    the last axis and a biased linear."""
     w, b = linear.weight, linear.bias
     return (isinstance(norm, torch.nn.LayerNorm) and norm.elementwise_affine
             and norm.bias is not None and b is not None and len(norm.normalized_shape) == 1
-            and eager_training(x, w) and plain_precision(x, w, b, norm.weight, norm.bias))
+            and needs_grad(x, w) and plain_precision(x, w, b, norm.weight, norm.bias))
 
 
 def add_residual(shortcut: torch.Tensor, y: torch.Tensor, gamma: Optional[torch.Tensor] = None,

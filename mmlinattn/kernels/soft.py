@@ -15,7 +15,7 @@ from ..ops.soft import (CHOLESKY_JITTER, check_attention_args, landmark_kernel_r
                         nystrom_middle, soft_attention)
 from ..ops.precision import Float32Island
 from . import policy
-from .compiled import LazyCompiled
+from .compiled import LazyCompiled, compiled_allowed
 
 __all__ = ['fast_gaussian_kernel', 'fast_soft_attention']
 
@@ -43,7 +43,7 @@ def _gaussian_kernel_inplace(a: torch.Tensor, b: torch.Tensor, denom: float) -> 
     row = b3.square().sum(-1).mul_(1.0 / denom).unsqueeze(-2)             # (batch, 1, q)
     col = a3.square().sum(-1, keepdim=True).mul_(1.0 / denom)             # (batch, p, 1)
     out = _batched_mm(a3 * (2.0 / denom), b3.transpose(-1, -2))
-    finish = _KERNEL_FROM_PRODUCTS if policy.compiled_allowed(out) else _kernel_from_products
+    finish = _KERNEL_FROM_PRODUCTS if compiled_allowed(out) else _kernel_from_products
     finish(out, row, col)
     return out.view(*a.shape[:-1], b.shape[-2])
 

@@ -4,7 +4,7 @@ the form of :func:`mmlinattn.ops.linear_attention`::
 
     [S | s] = phi(K)^T [V | 1] / M          out = phi(Q) S / (phi(Q) . s + eps)
 
-in two kernels, for eager inference (:func:`.policy.triton_allowed`):
+in two kernels, for eager inference (:func:`.chunked.triton_allowed`):
 
 * key side (:func:`_key_side`): each program maps a range of key tokens in registers and
   accumulates its part of ``[S | s]`` (one ``tl.dot`` per tile, on the inputs' own precision:

@@ -33,7 +33,7 @@ def test_a_forward_reads_the_switches_once(family, monkeypatch):
     with torch.no_grad():
         model(x)
     assert _CountingEnviron.reads == len(policy.SWITCHES)
-    assert policy._DECIDED is None                    # nothing left behind
+    assert policy._CONTEXT is None                    # nothing left behind
     # an op called outside a forward reads them at call time
     _CountingEnviron.reads = 0
     policy.plain()

@@ -133,7 +133,7 @@ def _plain_block_forms():
     layers = 'mmlinattn.models.layers'
     with contextlib.ExitStack() as stack:
         for target, form in ((f'{layers}.nala_attention.normed_linears', _plain_linears),
-                             (f'{layers}.ffn.normed_linears', _plain_linears),
+                             ('mmlinattn.kernels.residual.normed_linears', _plain_linears),
                              ('mmlinattn.kernels.residual.layer_scaled_linear', unfolded)):
             stack.enter_context(mock.patch(target, form))
         yield

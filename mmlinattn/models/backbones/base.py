@@ -23,7 +23,7 @@ handed down as an argument.
 import math
 import warnings
 from abc import ABCMeta
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import torch
 import torch.nn as nn
@@ -63,7 +63,8 @@ class BackboneBase(BaseModule, metaclass=_FreezeAfterInit):
         arch: a name from ``arch_settings`` or a dict with every key in ``arch_keys``.
         in_channels: input image channels.
         out_indices: stages whose (normed) maps are returned, in that order.
-        drop_path_rate: stochastic depth, linearly increasing over all blocks.
+        drop_path_rate: stochastic depth, linearly increasing over all blocks; None takes
+            the arch's ``drop_path_rate`` entry, else :attr:`default_drop_path_rate`.
         frozen_stages: stages ``0..frozen_stages`` (and their embeddings) are frozen from
             construction on (no ``requires_grad``; eval mode under ``train()``); -1 freezes
             nothing.
@@ -81,12 +82,14 @@ class BackboneBase(BaseModule, metaclass=_FreezeAfterInit):
     arch_keys: Tuple[str, ...] = ('embed_dims', 'depths')
     strides: Tuple[int, ...] = ()
     min_input_size: int = 32
+    #: the rate ``drop_path_rate=None`` takes where the arch has none
+    default_drop_path_rate: float = 0.0
 
     def __init__(self,
                  arch: Union[str, dict],
                  in_channels: int = 3,
                  out_indices: Sequence[int] = (0, 1, 2, 3),
-                 drop_path_rate: float = 0.0,
+                 drop_path_rate: Optional[float] = 0.0,
                  frozen_stages: int = -1,
                  norm_eval: bool = False,
                  with_cp: bool = False,
@@ -105,6 +108,8 @@ class BackboneBase(BaseModule, metaclass=_FreezeAfterInit):
         super().__init__(init_cfg=init_cfg)
 
         self.arch = self.resolve_arch(arch)
+        if drop_path_rate is None:
+            drop_path_rate = self.arch.get('drop_path_rate', self.default_drop_path_rate)
         self.embed_dims, self.depths = self.stage_layout(self.arch)
         self.num_stages = len(self.depths)
         if not isinstance(in_channels, int) or isinstance(in_channels, bool) or in_channels < 1:
@@ -301,6 +306,22 @@ class BackboneBase(BaseModule, metaclass=_FreezeAfterInit):
         necks / heads read no padding features)."""
         raise NotImplementedError
 
+    def forward_stages(self, x: torch.Tensor, grid: TokenGrid, last: int
+                       ) -> Iterator[Tuple[int, torch.Tensor, TokenGrid]]:
+        """The stage loop, written once: for ``i`` in ``0..last`` the embedding ``i`` (where
+        there is one), then stage ``i`` (:meth:`run_stage`); yields ``(i, its output, its
+        grid)``."""
+        for i in range(last + 1):
+            if i < len(self.patch_embeds):
+                x, grid = self.patch_embeds[i](x, grid)
+            x = self.run_stage(i, x, grid)
+            yield i, x, grid
+
+    def run_stage(self, i: int, x: torch.Tensor, grid: TokenGrid) -> torch.Tensor:
+        """Stage ``i`` on ``x`` (a :class:`~mmlinattn.models.layers.BlockStage` checkpoints
+        its own blocks with ``with_cp``)."""
+        return self.stages[i](x, grid)
+
     # ----------------------------------------------------------------- training state
     def frozen_modules(self, index: int) -> List[nn.Module]:
         """The modules ``frozen_stages >= index`` freezes: stage ``index``, its embedding
@@ -388,13 +409,10 @@ class PyramidBackbone(BackboneBase):
         """The stage loop on a checked input on ``grid``; the returned maps are zero in the
         padding, so necks / heads read no padding features."""
         outs = {}
-        last = max(self.out_indices)
         # channels-last from the start: oneDNN / cuDNN convs run faster on it, and the stages
         # take and give channels-last maps without a copy
         x = x.contiguous(memory_format=torch.channels_last)
-        for i in range(last + 1):
-            x, grid = self.patch_embeds[i](x, grid)
-            x = self.stages[i](x, grid)
+        for i, x, grid in self.forward_stages(x, grid, max(self.out_indices)):
             if str(i) in self.out_norms:
                 outs[i] = grid.zero_padding(self.out_norms[str(i)](x))
         return tuple(outs[i] for i in self.out_indices)
@@ -458,13 +476,15 @@ class IsotropicBackbone(BackboneBase):
                     keep: Sequence[int] = ()) -> Tuple[torch.Tensor, TokenGrid, dict]:
         """The embedding and blocks ``0..last``: ``(tokens after block last, the patch
         grid, {i: tokens after block i} for i in keep)``."""
-        tokens, grid = self.patch_embeds[0](x, grid)
         kept = {}
-        for i in range(last + 1):
-            tokens = maybe_checkpoint(self.stages[i], tokens, grid, enabled=self.with_cp)
+        for i, tokens, grid in self.forward_stages(x, grid, last):
             if i in keep:
                 kept[i] = tokens
         return tokens, grid, kept
+
+    def run_stage(self, i: int, x: torch.Tensor, grid: TokenGrid) -> torch.Tensor:
+        """Block ``i``, checkpointed with ``with_cp``."""
+        return maybe_checkpoint(self.stages[i], x, grid, enabled=self.with_cp)
 
     def forward_pyramid(self, x: torch.Tensor, grid: TokenGrid) -> Tuple[torch.Tensor, ...]:
         """The returned blocks' patch tokens as NCHW maps (zero in the padding)."""
@@ -486,5 +506,5 @@ class IsotropicBackbone(BackboneBase):
             raise ValueError(f'forward_tokens needs the last block ({last}) in out_indices, '
                              f'got out_indices {self.out_indices}')
         self.check_input(x)
-        tokens, grid, _ = self._run_blocks(x, self.input_grid(x, valid_hw), last)
+        tokens, grid, _ = decide_once(self._run_blocks, x, self.input_grid(x, valid_hw), last)
         return self.out_norms[str(last)](tokens), grid

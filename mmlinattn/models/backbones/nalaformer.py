@@ -89,6 +89,7 @@ class NaLaFormer(PyramidBackbone):
                       layer_scale_init_values=1e-6),
     }
     arch_keys = ('embed_dims', 'depths', 'num_heads')
+    default_drop_path_rate = 0.1
 
     def __init__(self,
                  arch: Union[str, dict] = 'tiny',
@@ -106,11 +107,8 @@ class NaLaFormer(PyramidBackbone):
                  act_cfg: dict = dict(type='GELU'),
                  drop_path_rate: Optional[float] = None,
                  **kwargs):
-        arch_cfg = self.resolve_arch(arch)
         self.out_norm = bool(out_norm)  # read by build_out_norm inside super().__init__
-        if drop_path_rate is None:
-            drop_path_rate = arch_cfg.get('drop_path_rate', 0.1)
-        super().__init__(arch_cfg, drop_path_rate=drop_path_rate, **kwargs)
+        super().__init__(arch, drop_path_rate=drop_path_rate, **kwargs)
         num_heads, mlp_ratios, ls_values = (
             per_stage(self.arch.get(key, default), self.num_stages, f'arch[{key!r}]')
             for key, default in (('num_heads', None), ('mlp_ratios', 4.0),

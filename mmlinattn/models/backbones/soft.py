@@ -13,6 +13,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from ...kernels import decide_once
 from ...ops.soft import NEWTON_INITS
 from ...registry import MODELS
 from ..converters import check_checkpoint_depths
@@ -258,10 +259,11 @@ class SOFT(PyramidBackbone):
                              f'{self.out_indices}')
         self.check_input(x)
         grid = self.input_grid(x)
-        x = x.contiguous(memory_format=torch.channels_last)
-        for i in range(last):
-            x, grid = self.patch_embeds[i](x, grid)
-            x = self.stages[i](x, grid)
-        t = self.stages[last].forward_tokens(*self.patch_embeds[last](x, grid))
+
+        def last_tokens(x: torch.Tensor, grid) -> torch.Tensor:
+            for _, x, grid in self.forward_stages(x, grid, last - 1):
+                pass
+            return self.stages[last].forward_tokens(*self.patch_embeds[last](x, grid))
+        t = decide_once(last_tokens, x.contiguous(memory_format=torch.channels_last), grid)
         norm = self.out_norms[str(last)]
         return F.layer_norm(t, norm.normalized_shape, norm.weight, norm.bias, norm.eps)

@@ -5,9 +5,9 @@ import torch
 import torch.nn as nn
 from timm.layers import Mlp as TimmMlp
 
-from ...kernels.onednn import apply_linear, fused_gelu, linear_act
+from ...kernels.onednn import fused_gelu, linear_act
 from ...kernels.recompute import recomputes
-from ...kernels.residual import ResidualBranch, normed_linears
+from ...kernels.residual import ResidualBranch, hidden_chain
 from .channels_last import conv_tokens
 from .norm import build_act
 from .token_grid import TokenGrid
@@ -63,36 +63,29 @@ class ConvFFN(ResidualBranch):
     def residual_parts(self, x: torch.Tensor, grid: TokenGrid,
                        norm: Optional[nn.Module] = None):
         """The residual seam's protocol (:class:`~mmlinattn.kernels.residual.ResidualBranch`):
-        fc2's input from ``norm(x)``, or in eager training with ``recompute`` fc1's output
-        and the stretch to recompute from it."""
-        act_in_fc1 = self.act_before_dw and fused_gelu(self.act, x, self.fc1) is not None
-        if act_in_fc1:   # fc1 and the activation as one oneDNN primitive (:mod:`.onednn`)
-            h = linear_act(x if norm is None else norm(x), self.fc1, self.act)
-        else:
-            h = apply_linear(x, self.fc1) if norm is None else normed_linears(norm, x, self.fc1)[0]
-        if self.recompute != 'none' and recomputes(h):
-            first, last = self._steps(grid)
-            if self.recompute == 'last':
-                return first(h), lambda t: self.drop(last(t))
-            return h, lambda t: self.drop(last(first(t)))
-        # rebinding h frees fc1's output before the second op runs: two hidden-size tensors
-        if self.act_before_dw:
-            h = h if act_in_fc1 else self.act(h)
-            hidden = conv_tokens(self.dwconv, h, grid, residual=self.dw_residual)
-        elif fused_gelu(self.act, h, self.dwconv) is not None:   # one oneDNN primitive
-            hidden = conv_tokens(self.dwconv, h, grid, residual=self.dw_residual, act=self.act)
-        else:
-            h = conv_tokens(self.dwconv, h, grid, residual=self.dw_residual)
-            hidden = self.act(h)
-        return self.drop(hidden), None
+        the plain forward (fc1, then :meth:`hidden_steps`, then dropout) up to fc2, which the
+        seam composes with its fast forms (:func:`~mmlinattn.kernels.residual.hidden_chain`)."""
+        return hidden_chain(x, norm, self.fc1, self.hidden_steps(grid), self.drop,
+                            self.recompute)
 
-    def _steps(self, grid: TokenGrid) -> Tuple[Callable, Callable]:
-        """The activation and the depthwise conv (+ residual), in the configured order."""
-        # channels-last views: oneDNN keeps that layout, so no copy either way (a transposed
-        # view with a batch stride of C instead makes it fall back to NCHW: ~5x slower at 1024²)
-        def dwconv(t: torch.Tensor) -> torch.Tensor:
-            return conv_tokens(self.dwconv, t, grid, residual=self.dw_residual)
+    def hidden_steps(self, grid: TokenGrid) -> Tuple[Callable, Callable]:
+        """The steps between fc1 and fc2: the activation and the depthwise conv (+ residual)
+        on ``grid``, in the configured order."""
+        dwconv = _GridConv(self.dwconv, grid, self.dw_residual)
         return (self.act, dwconv) if self.act_before_dw else (dwconv, self.act)
+
+
+class _GridConv:
+    """``conv_tokens(conv, t, grid, residual, act)``: a step of :meth:`ConvFFN.hidden_steps`
+    whose conv (``epilogue``) may take the activation after it.  Channels-last views: oneDNN
+    keeps that layout, so no copy either way (a transposed view with a batch stride of C
+    instead makes it fall back to NCHW: ~5x slower at 1024²)."""
+
+    def __init__(self, conv: nn.Conv2d, grid: TokenGrid, residual: bool):
+        self.epilogue, self.grid, self.residual = conv, grid, residual
+
+    def __call__(self, t: torch.Tensor, act: Optional[nn.Module] = None) -> torch.Tensor:
+        return conv_tokens(self.epilogue, t, self.grid, residual=self.residual, act=act)
 
 
 class Mlp(ResidualBranch, TimmMlp):

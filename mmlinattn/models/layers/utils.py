@@ -2,8 +2,8 @@
 from typing import Any, List, Optional, Sequence
 
 import torch
-import torch.utils.checkpoint as cp
 
+from ...kernels.recompute import checkpoint
 from ...ops.tracing import traced
 
 
@@ -31,9 +31,10 @@ def per_stage(value: Any, num_stages: int, name: str,
 def maybe_checkpoint(module, *args, enabled: bool = False):
     """Run ``module(*args)``, through activation checkpointing when ``enabled`` and any
     input requires grad (``with_cp`` in mmdet backbones).  Non-tensor arguments (a
-    :class:`.token_grid.TokenGrid`) reach the recomputation in the backward pass as they are."""
+    :class:`.token_grid.TokenGrid`) reach the recomputation in the backward pass as they are
+    (which runs in the forward's context: :func:`~mmlinattn.kernels.recompute.checkpoint`)."""
     if enabled and any(torch.is_tensor(a) and a.requires_grad for a in args):
-        return cp.checkpoint(module, *args, use_reentrant=False)
+        return checkpoint(module, *args)
     return module(*args)
 
 

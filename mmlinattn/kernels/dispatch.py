@@ -1,0 +1,80 @@
+"""One dispatch for every fast form: an availability check per call context, a verifier per
+call, and one log line per choice.
+
+Each fast form's rule is a :class:`FastForm`, defined beside the form under its own name
+(:func:`.onednn.onednn_allowed`, :func:`.compiled.compiled_allowed`, ...), in two parts:
+
+* ``available(ctx)``: whether the form may run at all in the :class:`.policy.CallContext`
+  (the mode, the switches, a special mode, the toolchain): None, or the reason why not.  It
+  depends on nothing of the call, so it is asked once per context: once per backbone
+  forward (:func:`.policy.decide_once`), and kept in the context;
+* ``verify(*args)``: whether the form takes this call (dtype, device, autograd, sizes, hooks
+  of the call's tensors and modules).
+
+Calling the form asks both (the availability from the context's record) and answers whether
+the form runs.  The first answer of each kind is logged once per process at debug level
+through mmengine's logger (``mmlinattn kernels: <form> ...``), not inside a traced graph.
+:data:`FORMS` lists every form by name.
+"""
+import functools
+import logging
+from typing import Callable, Dict, Optional
+
+from . import policy
+
+__all__ = ['FastForm', 'FORMS', 'fast_form']
+
+#: every fast form's rule, by name
+FORMS: Dict[str, 'FastForm'] = {}
+#: (form, what was logged): each said once per process
+_LOGGED = set()
+
+
+class FastForm:
+    """A fast form's rule: ``available(ctx) -> None | reason`` once per context, and
+    ``verify(*args) -> bool`` per call (see the module docstring).  Called with the
+    verifier's arguments, it answers whether the form runs for them."""
+
+    def __init__(self, name: str, available: Callable[[policy.CallContext], Optional[str]],
+                 verify: Callable[..., bool]):
+        if name in FORMS:
+            raise ValueError(f'a fast form named {name!r} exists already')
+        self.name, self.available, self.verify = name, available, verify
+        functools.update_wrapper(self, verify)
+        FORMS[name] = self
+
+    def unavailable(self, ctx: policy.CallContext) -> Optional[str]:
+        """Why the form cannot run in ``ctx`` (None: it can), asked once per context."""
+        forms = ctx.forms
+        if self.name not in forms:
+            forms[self.name] = self.available(ctx)
+            if not ctx.traced:
+                _log_once(self, forms[self.name] or 'available', ctx)
+        return forms[self.name]
+
+    def __call__(self, *args, **kwargs) -> bool:
+        if self.unavailable(policy.context()) is not None:
+            return False
+        return self.verify(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f'FastForm({self.name!r})'
+
+
+def fast_form(name: str, available: Callable[[policy.CallContext], Optional[str]]):
+    """Decorator: the verifier it wraps, with ``available``, as the :class:`FastForm`
+    ``name``."""
+    return lambda verify: FastForm(name, available, verify)
+
+
+def _log_once(form: FastForm, what: str, ctx: policy.CallContext) -> None:
+    if (form.name, what) in _LOGGED:
+        return
+    _LOGGED.add((form.name, what))
+    try:
+        from mmengine.logging import MMLogger
+        logger = MMLogger.get_current_instance()
+    except ImportError:
+        logger = logging.getLogger(__name__)
+    logger.debug(f'mmlinattn kernels: {form.name}: {what} (device {ctx.device or "any"}; '
+                 f'each call verified on its tensors)')
