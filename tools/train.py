@@ -18,7 +18,7 @@ from mmengine.logging import print_log
 from mmengine.runner import Runner
 
 from mmlinattn.utils.checkpoint_schemes import install_safe_checkpoint_loading
-from mmlinattn.utils.external_configs import cache_external_config_index
+from mmlinattn.utils.external_configs import prepare_external_configs
 from mmlinattn.engine.runner import (add_custom_hook, check_backbone_weights,
                                     check_config_channels,
                                     check_config_datasets, check_load_from, check_resumable,
@@ -60,7 +60,7 @@ def parse_args():
 def main():
     args = parse_args()
     install_safe_checkpoint_loading()
-    cache_external_config_index()  # mmdet:: / mmseg:: bases without re-reading their index
+    prepare_external_configs()  # mmdet:: / mmseg:: bases on either stack, each index read once
     if not osp.isfile(args.config):
         raise SystemExit(f'config file {args.config!r} does not exist')
     cfg = Config.fromfile(args.config)
