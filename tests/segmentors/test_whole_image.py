@@ -143,3 +143,17 @@ def test_bad_test_cfg_names_the_setting():
     _, whole = _models(UPERNET, 'LDN', stripe_rows=0)
     with pytest.raises(ValueError, match='stripe_rows'):
         _predict(whole, torch.randn(1, 3, 64, 64, dtype=torch.float64))
+
+
+@pytest.mark.parametrize('name', ['upernet_ldn_small_ade20k_whole.py',
+                                  'semfpn_ldn_small_ade20k_whole.py'])
+def test_whole_image_configs_change_the_segmentor_and_keep_native_size(name):
+    cfg = Config.fromfile(osp.join(ROOT, 'configs', 'whole_image', name))
+    parent = _config(name.replace('_whole', '_160k' if 'upernet' in name else '_40k'))
+    assert cfg.model.type == 'mmlinattn.WholeImageEncoderDecoder'
+    assert parent.model.type == 'EncoderDecoder'
+    for loader in (cfg.val_dataloader, cfg.test_dataloader):
+        assert [t['type'] for t in loader.dataset.pipeline] == [
+            'LoadImageFromFile', 'LoadAnnotations', 'PackSegInputs']
+    assert cfg.model.backbone == parent.model.backbone
+    assert cfg.model.decode_head == parent.model.decode_head
