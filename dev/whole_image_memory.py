@@ -136,6 +136,8 @@ def main():
     p.add_argument('--threads', type=int, default=2)
     p.add_argument('--timeout', type=float, default=900)
     p.add_argument('--out', help='JSON file (records/whole_image/...)')
+    p.add_argument('--append', action='store_true',
+                   help='add the runs to those already in --out (one record of several calls)')
     p.add_argument('--lock', help='run each child under `flock LOCK` (the shared CPU lock), so '
                                   'other work can take turns between sizes')
     p.add_argument('--child', nargs=5, metavar=('FAMILY', 'MODE', 'H', 'W', 'CAP_MB'),
@@ -188,6 +190,12 @@ def main():
         runs=runs)
     if args.out:
         os.makedirs(osp.dirname(osp.abspath(args.out)), exist_ok=True)
+        if args.append and osp.isfile(args.out):
+            with open(args.out) as f:
+                old = json.load(f)
+            commands = old['meta'].get('commands', [old['meta'].pop('command', '')])
+            record['meta']['commands'] = commands + [record['meta'].pop('command')]
+            record['runs'] = old['runs'] + runs
         with open(args.out, 'w') as f:
             json.dump(record, f, indent=1)
 

@@ -1,19 +1,39 @@
 """mmseg's ``EncoderDecoder`` with a whole-image inference whose memory does not grow with
-``classes x H x W``.  Imports mmseg; :mod:`mmlinattn.models.segmentors` builds it on demand."""
+``classes x H x W``.
+
+The inference is a mixin; :func:`whole_image_encoder_decoder` puts it in front of mmseg's
+``EncoderDecoder`` when the first model is built, so that nothing here imports mmseg at import
+time (the package's rule: ``mmlinattn/`` runs with torch and mmengine alone).
+"""
+import importlib
+from functools import lru_cache
 from typing import List, Optional
 
 import torch
 import torch.nn.functional as F
 from mmengine.structures import PixelData
-from mmseg.models.segmentors import EncoderDecoder
-from mmseg.structures import SegDataSample
 from torch import Tensor
 
 from .heads import fpn_head_graph, fpn_neck_graphs, uper_head_graph
 from .stripes import materialize, running_argmax
 
 
-class WholeImageEncoderDecoder(EncoderDecoder):
+@lru_cache(maxsize=None)
+def whole_image_encoder_decoder() -> type:
+    """The class ``WholeImageEncoderDecoder(WholeImageInference, mmseg EncoderDecoder)``."""
+    base = importlib.import_module('mmseg.models.segmentors').EncoderDecoder
+    return type('WholeImageEncoderDecoder', (WholeImageInference, base),
+                dict(__module__=__name__, __doc__=WholeImageInference.__doc__))
+
+
+def __getattr__(name: str):
+    # ``whole_image.WholeImageEncoderDecoder`` resolves (pickle, imports) once mmseg is there
+    if name == 'WholeImageEncoderDecoder':
+        return whole_image_encoder_decoder()
+    raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
+
+
+class WholeImageInference:
     """``EncoderDecoder`` whose ``mode='whole'`` inference keeps memory bounded at large images.
 
     The backbone (and with it every global token mixer) sees the whole image, as in mmseg's
@@ -91,7 +111,8 @@ class WholeImageEncoderDecoder(EncoderDecoder):
             size = meta0['img_shape']
         only_prediction = data_samples is None
         if only_prediction:
-            data_samples = [SegDataSample() for _ in range(logits.shape[0])]
+            sample_type = importlib.import_module('mmseg.structures').SegDataSample
+            data_samples = [sample_type() for _ in range(logits.shape[0])]
         classes = logits.shape[1]
         for i, sample in enumerate(data_samples):
             def chunks():
