@@ -61,7 +61,12 @@ def build(family: str, mode: str):
     from mmlinattn.utils.external_configs import cache_external_config_index
     cache_external_config_index()
     register_all_modules(init_default_scope=False)
-    cfg = Config.fromfile(config_path(family, mode))
+    path = config_path(family, mode)
+    if path.startswith('mmseg::'):  # a file of the installed mmseg (the peer's own config)
+        from mmengine.utils import get_installed_path
+        path = osp.join(get_installed_path('mmsegmentation'), '.mim', 'configs',
+                        path[len('mmseg::'):])
+    cfg = Config.fromfile(path)
     model_cfg = cfg.model
     model_cfg.backbone.init_cfg = None  # random weights: nothing to download
     model_cfg.pop('pretrained', None)
