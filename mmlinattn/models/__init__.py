@@ -2,4 +2,4 @@
 
 Importing this package never imports mmdet or mmseg.
 """
-from . import backbones, necks  # noqa: F401 (registers the modules)
+from . import backbones, necks, segmentors  # noqa: F401 (registers the modules)

@@ -1,0 +1,161 @@
+"""mmseg's ``EncoderDecoder`` with a whole-image inference whose memory does not grow with
+``classes x H x W``.
+
+The inference is a mixin; :func:`whole_image_encoder_decoder` puts it in front of mmseg's
+``EncoderDecoder`` when the first model is built, so that nothing here imports mmseg at import
+time (the package's rule: ``mmlinattn/`` runs with torch and mmengine alone).
+"""
+import importlib
+from functools import lru_cache
+from typing import List, Optional
+
+import torch
+import torch.nn.functional as F
+from mmengine.structures import PixelData
+from torch import Tensor
+
+from .heads import fpn_head_graph, fpn_neck_graphs, uper_head_graph
+from .stripes import materialize, running_argmax
+
+
+@lru_cache(maxsize=None)
+def whole_image_encoder_decoder() -> type:
+    """The class ``WholeImageEncoderDecoder(WholeImageInference, mmseg EncoderDecoder)``."""
+    base = importlib.import_module('mmseg.models.segmentors').EncoderDecoder
+    return type('WholeImageEncoderDecoder', (WholeImageInference, base),
+                dict(__module__=__name__, __doc__=WholeImageInference.__doc__))
+
+
+def __getattr__(name: str):
+    # ``whole_image.WholeImageEncoderDecoder`` resolves (pickle, imports) once mmseg is there
+    if name == 'WholeImageEncoderDecoder':
+        return whole_image_encoder_decoder()
+    raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
+
+
+class WholeImageInference:
+    """``EncoderDecoder`` whose ``mode='whole'`` inference keeps memory bounded at large images.
+
+    The backbone (and with it every global token mixer) sees the whole image, as in mmseg's
+    whole mode.  What differs is where the memory goes:
+
+    * the decode head's logits are resized to the image and reduced to the class map a few
+      classes at a time (``test_cfg.class_chunk``), with a running argmax, instead of as one
+      ``classes x H x W`` float tensor (40 GB for 150 classes at 8192²);
+    * UperNet's head and Semantic FPN's neck and head compute their stride-4 part
+      ``test_cfg.stripe_rows`` rows at a time, each stripe with the halo rows its
+      convolutions read (other heads run whole).
+
+    ``predict`` returns ``pred_sem_seg`` exactly as ``EncoderDecoder.predict`` does (padding
+    removed, flip undone, resized to ``ori_shape``); ``seg_logits``, which would be the full-size
+    map this class exists to avoid, is not stored.  With ``stripe_rows=None`` the result is
+    bit-equal to mmseg's whole mode; with stripes the convolutions of a stripe may round their
+    last bits differently (see :mod:`mmlinattn.models.segmentors.stripes`).  Training, ``slide``
+    mode and ``_forward`` are mmseg's.
+
+    Config::
+
+        model = dict(type='mmlinattn.WholeImageEncoderDecoder')
+        # optional: test_cfg=dict(mode='whole', stripe_rows=64, class_chunk=8)
+    """
+
+    def predict(self, inputs: Tensor, data_samples: Optional[List] = None) -> List:
+        if self.test_cfg.get('mode', 'whole') != 'whole':
+            return super().predict(inputs, data_samples)
+        if data_samples is not None:
+            metas = [s.metainfo for s in data_samples]
+        else:
+            metas = [dict(ori_shape=inputs.shape[2:], img_shape=inputs.shape[2:],
+                          pad_shape=inputs.shape[2:], padding_size=[0, 0, 0, 0])
+                     ] * inputs.shape[0]
+        logits = self.head_logits(inputs)
+        return self.predict_from_logits(logits, metas, data_samples)
+
+    def head_logits(self, inputs: Tensor) -> Tensor:
+        """The decode head's output at its own resolution (stride 4), computed in stripes where
+        the head is one this module knows."""
+        stripe_rows = self.test_cfg.get('stripe_rows', 64)
+        if stripe_rows is not None and (not isinstance(stripe_rows, int) or stripe_rows < 1):
+            raise ValueError(f'test_cfg.stripe_rows must be a positive int or None, got '
+                             f'{stripe_rows!r}')
+        feats = list(self.backbone(inputs))
+        graph = None
+        head = self.decode_head
+        if not self.with_neck and type(head).__name__ == 'UPerHead':
+            graph = uper_head_graph(head, feats)
+        elif self.with_neck and type(self.neck).__name__ == 'FPN' and \
+                type(head).__name__ == 'FPNHead':
+            levels = fpn_neck_graphs(self.neck, feats)
+            graph = None if levels is None else fpn_head_graph(head, levels)
+        if graph is None:  # a head laid out otherwise: whole, as mmseg runs it
+            if self.with_neck:
+                feats = self.neck(feats)
+            return head.forward(feats)
+        del feats
+        return materialize(graph, stripe_rows)
+
+    def predict_from_logits(self, logits: Tensor, metas: List[dict],
+                            data_samples: Optional[List]) -> List:
+        """``decode_head.predict_by_feat`` + ``postprocess_result`` of mmseg, a chunk of classes
+        at a time; the same resizes, crop and flip on each chunk, so the class map is the one
+        mmseg computes."""
+        chunk = self.test_cfg.get('class_chunk', 8)
+        if not isinstance(chunk, int) or chunk < 1:
+            raise ValueError(f'test_cfg.class_chunk must be a positive int, got {chunk!r}')
+        meta0 = metas[0]  # predict_by_feat sizes the whole batch by the first image
+        if isinstance(meta0['img_shape'], torch.Size):
+            size = meta0['img_shape']
+        elif 'pad_shape' in meta0:
+            size = meta0['pad_shape'][:2]
+        else:
+            size = meta0['img_shape']
+        only_prediction = data_samples is None
+        if only_prediction:
+            sample_type = importlib.import_module('mmseg.structures').SegDataSample
+            data_samples = [sample_type() for _ in range(logits.shape[0])]
+        classes = logits.shape[1]
+        for i, sample in enumerate(data_samples):
+            def chunks():
+                for c0, c1 in class_chunks(classes, chunk):
+                    part = logits[i:i + 1, c0:c1].contiguous(
+                        memory_format=_format_of(logits))
+                    part = F.interpolate(part, size, None, 'bilinear', self.align_corners)
+                    if not only_prediction:
+                        part = self._undo_padding_and_flip(part, sample.metainfo)
+                    yield c0, part
+
+            if classes > 1:
+                pred = running_argmax(chunks(), None)[0]
+            else:
+                _, prob = next(chunks())
+                prob = prob[0].sigmoid()
+                pred = (prob > self.decode_head.threshold).to(prob)
+            sample.set_data({'pred_sem_seg': PixelData(data=pred)})
+        return data_samples
+
+    def _undo_padding_and_flip(self, part: Tensor, meta: dict) -> Tensor:
+        # EncoderDecoder.postprocess_result, on a chunk of classes
+        pad = meta.get('img_padding_size', meta.get('padding_size', [0] * 4))
+        left, right, top, bottom = pad
+        h, w = part.shape[2:]
+        part = part[:, :, top:h - bottom, left:w - right]
+        if meta.get('flip', None):
+            direction = meta.get('flip_direction', None)
+            assert direction in ['horizontal', 'vertical']
+            part = part.flip(dims=(3,) if direction == 'horizontal' else (2,))
+        return F.interpolate(part, meta['ori_shape'], None, 'bilinear', self.align_corners)
+
+
+def class_chunks(classes: int, chunk: int):
+    """``(c0, c1)`` ranges of at most ``chunk`` classes, none of 1-3 classes unless there are
+    that few: PyTorch's resize picks another kernel for 3 channels or fewer."""
+    chunk = max(chunk, 4)
+    bounds = list(range(0, classes, chunk)) + [classes]
+    if len(bounds) > 2 and bounds[-1] - bounds[-2] < 4:
+        bounds.pop(-2)
+    return list(zip(bounds[:-1], bounds[1:]))
+
+
+def _format_of(t: Tensor):
+    return torch.channels_last if not t.is_contiguous() and \
+        t.is_contiguous(memory_format=torch.channels_last) else torch.contiguous_format

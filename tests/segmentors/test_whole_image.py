@@ -1,0 +1,159 @@
+"""WholeImageEncoderDecoder against mmseg's own whole-image inference (EncoderDecoder.predict)
+on the same weights, in float64: the stripes of a resize, the running argmax and the class
+chunks bit-equal to PyTorch's whole-map calls; the segmentor's class map equal to mmseg's, and
+its logits bit-equal without stripes and equal to rounding with them."""
+import copy
+import os.path as osp
+from functools import lru_cache
+
+import pytest
+import torch
+import torch.nn.functional as F
+from archs import TINY
+from dense_helpers import build_model, small_input_env
+from mmengine.config import Config
+from mmengine.registry import DefaultScope
+from repo_paths import ROOT
+
+from mmlinattn.models.segmentors.stripes import (Conv, Full, Resize, conv_halo, materialize,
+                                                 running_argmax)
+
+UPERNET = 'upernet_ldn_small_ade20k_160k.py'
+SEMFPN = 'semfpn_ldn_small_ade20k_40k.py'
+
+
+@pytest.fixture(scope='module', autouse=True)
+def _small_inputs():
+    with small_input_env():
+        yield
+
+
+@pytest.mark.parametrize('dtype', [torch.float64, torch.float32])
+@pytest.mark.parametrize('channels_last', [False, True])
+@pytest.mark.parametrize('h,w,f,out_w,mode', [
+    (16, 16, 4, 64, 'bilinear'),     # the head's x4 to the image
+    (47, 33, 2, 66, 'bilinear'),     # odd sizes, the top-down x2
+    (12, 100, 8, 800, 'bilinear'),   # wide: PyTorch's generic kernel
+    (5, 7, 4, 29, 'bilinear'),       # a width that is no multiple
+    (30, 30, 1, 61, 'bilinear'),     # height kept, width resized
+    (20, 30, 4, 120, 'nearest'),     # mmseg FPN's top-down
+    (7, 9, 3, 27, 'bilinear'),       # not a power of two: resized whole, sliced
+])
+def test_resize_stripes_are_bit_equal(dtype, channels_last, h, w, f, out_w, mode):
+    x = torch.randn(1, 6, h, w, dtype=dtype, generator=torch.Generator().manual_seed(h * w))
+    if channels_last:
+        x = x.contiguous(memory_format=torch.channels_last)
+    ac = False if mode == 'bilinear' else None
+    ref = F.interpolate(x, (h * f, out_w), mode=mode, align_corners=ac)
+    for rows in (1, 3, 5, 16):
+        assert torch.equal(materialize(Resize(Full(x), (h * f, out_w), mode, ac), rows), ref)
+
+
+def test_conv_stripes_read_their_halo_and_refuse_a_strided_conv():
+    conv = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3, padding=1),
+                               torch.nn.Conv2d(4, 4, 5, padding=4, dilation=2)).double()
+    assert conv_halo(conv) == 1 + 4
+    x = torch.randn(1, 3, 23, 9, dtype=torch.float64)
+    with torch.no_grad():
+        torch.testing.assert_close(materialize(Conv(conv, Full(x), 5), 4), conv(x),
+                                   rtol=0, atol=1e-12)
+        # one halo row short: the rows next to each cut read the conv's zero padding
+        assert not torch.allclose(materialize(Conv(conv, Full(x), 4), 4), conv(x))
+    with pytest.raises(ValueError, match='stripe_rows=None'):
+        conv_halo(torch.nn.Conv2d(3, 4, 3, stride=2, padding=1))
+
+
+def test_running_argmax_is_torch_argmax_with_ties_and_nan():
+    x = torch.randint(0, 3, (2, 37, 9, 11)).double()  # many ties
+    x[0, 5, 2, 3] = x[1, 30, 0, 0] = float('nan')
+    for k in (1, 4, 7, 37):
+        got = running_argmax(((c, x[:, c:c + k]) for c in range(0, 37, k)), None)
+        assert torch.equal(got, x.argmax(1, keepdim=True))
+
+
+@lru_cache(maxsize=None)
+def _config(name):
+    return Config.fromfile(osp.join(ROOT, 'configs', name))
+
+
+def _models(name, family, stripe_rows, classes=150):
+    """mmseg's EncoderDecoder of config ``name`` with a tiny ``family`` backbone and head, and
+    the WholeImageEncoderDecoder with the same weights, float64."""
+    m = copy.deepcopy(_config(name).model)
+    arch = {k: v for k, v in TINY[family].items() if k != 'type'}
+    m.backbone.update(arch, init_cfg=None, type=f'mmlinattn.{family}')
+    dims = list(arch['arch']['embed_dims'])
+    if 'neck' in m:
+        m.neck.update(in_channels=dims, out_channels=16)
+        m.decode_head.update(in_channels=[16] * 4, channels=8)
+    else:
+        m.decode_head.update(in_channels=dims, channels=16)
+    m.decode_head.num_classes = classes
+    m.pop('auxiliary_head', None)
+    torch.manual_seed(0)
+    plain = build_model(m, 'mmseg').double().eval()
+    m.update(type='mmlinattn.WholeImageEncoderDecoder',
+             test_cfg=dict(mode='whole', stripe_rows=stripe_rows, class_chunk=8))
+    whole = build_model(m, 'mmseg').double().eval()
+    whole.load_state_dict(plain.state_dict())
+    return plain, whole
+
+
+def _predict(model, x, samples=None):
+    with torch.no_grad(), DefaultScope.overwrite_default_scope('mmseg'):
+        return [s.pred_sem_seg.data for s in model.predict(x, copy.deepcopy(samples))]
+
+
+@pytest.mark.parametrize('name', [UPERNET, SEMFPN])
+def test_equals_mmseg_whole_mode_bit_for_bit_without_stripes(name):
+    plain, whole = _models(name, 'LDN', stripe_rows=None)
+    x = torch.randn(1, 3, 72, 100, dtype=torch.float64)
+    with torch.no_grad():
+        assert torch.equal(whole.head_logits(x),
+                           plain.decode_head.forward(plain.extract_feat(x)))
+    assert torch.equal(_predict(whole, x)[0], _predict(plain, x)[0])
+
+
+@pytest.mark.parametrize('name', [UPERNET, SEMFPN])
+def test_equals_mmseg_whole_mode_with_stripes(name):
+    """Stripes of 5 and 7 rows on a 72x100 image (18x25 at stride 4); mmseg's metadata with
+    padding, a flip and a smaller original size, so the chunked crop / flip / resize run."""
+    from mmseg.structures import SegDataSample
+    plain, whole = _models(name, 'LDN', stripe_rows=5)
+    x = torch.randn(1, 3, 72, 100, dtype=torch.float64)
+    sample = SegDataSample(metainfo=dict(img_shape=(68, 96), pad_shape=(72, 100),
+                                         ori_shape=(50, 61), padding_size=[0, 4, 0, 4],
+                                         flip=True, flip_direction='horizontal'))
+    with torch.no_grad():
+        ref = plain.decode_head.forward(plain.extract_feat(x))
+        for rows in (5, 7):
+            whole.test_cfg['stripe_rows'] = rows
+            torch.testing.assert_close(whole.head_logits(x), ref, rtol=0, atol=1e-12)
+    assert torch.equal(_predict(whole, x, [sample])[0], _predict(plain, x, [sample])[0])
+
+
+@pytest.mark.parametrize('family', ['SOFT', 'NaLaFormer', 'InfViT'])
+def test_every_family_predicts_as_mmseg(family):
+    plain, whole = _models(UPERNET, family, stripe_rows=4, classes=7)
+    x = torch.randn(1, 3, 64, 96, dtype=torch.float64)
+    assert torch.equal(_predict(whole, x)[0], _predict(plain, x)[0])
+
+
+def test_bad_test_cfg_names_the_setting():
+    _, whole = _models(UPERNET, 'LDN', stripe_rows=0)
+    with pytest.raises(ValueError, match='stripe_rows'):
+        _predict(whole, torch.randn(1, 3, 64, 64, dtype=torch.float64))
+
+
+@pytest.mark.parametrize('name', ['upernet_ldn_small_ade20k_whole.py',
+                                  'semfpn_ldn_small_ade20k_whole.py'])
+def test_whole_image_configs_change_the_segmentor_and_keep_native_size(name):
+    cfg = Config.fromfile(osp.join(ROOT, 'configs', 'whole_image', name))
+    parent = _config(name.replace('_whole', '_160k' if 'upernet' in name else '_40k'))
+    assert cfg.model.type == 'mmlinattn.WholeImageEncoderDecoder'
+    assert parent.model.type == 'EncoderDecoder'
+    for loader in (cfg.val_dataloader, cfg.test_dataloader):
+        assert [t['type'] for t in loader.dataset.pipeline] == [
+            'LoadImageFromFile', 'LoadAnnotations', 'PackSegInputs']
+    assert cfg.model.backbone == parent.model.backbone
+    assert cfg.model.decode_head == parent.model.decode_head
