@@ -10,7 +10,14 @@ Modes:
 * ``upernet`` / ``semfpn``: mmseg's ``EncoderDecoder.predict`` in whole mode, today's default
   path (the logits resized to the image before the argmax);
 * ``upernet_whole`` / ``semfpn_whole``: the same config with
-  ``type='mmlinattn.WholeImageEncoderDecoder'`` (``docs/user_guides/whole_image.md``).
+  ``type='mmlinattn.WholeImageEncoderDecoder'`` (``docs/user_guides/whole_image.md``);
+* ``retinanet``: mmdet's ``RetinaNet.predict`` of the family's RetinaNet config (weights as
+  ``init_weights`` leaves them: the classifier's prior bias keeps the scores below the score
+  threshold, as a trained model's are for almost every anchor).
+
+A family is ``ldn``, ``soft``, ``nalaformer``, ``infvit`` (their ``small``), ``swin_t`` or
+``r50`` (mmseg's / mmdet's own configs), optionally with backbone options:
+``soft:max_landmarks=49``.
 
 Nothing takes the machine down: a run whose logits alone (classes x H x W float32, held twice
 by mmseg's post-processing) exceed the cap is skipped from that estimate, and every child runs
@@ -36,17 +43,36 @@ ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 CONFIGS = {
     'upernet': 'configs/upernet_{family}_small_ade20k_160k.py',
     'semfpn': 'configs/semfpn_{family}_small_ade20k_40k.py',
+    'retinanet': 'configs/retinanet_{family}_small_1x.py',
 }
-SWIN_T_UPERNET = ('mmseg::swin/swin-tiny-patch4-window7-in1k-pre_upernet_8xb2-160k_'
-                  'ade20k-512x512.py')
+PEERS = {  # the peers' own configs in the installed mmseg / mmdet
+    ('swin_t', 'upernet'): 'mmseg::swin/swin-tiny-patch4-window7-in1k-pre_upernet_8xb2-160k_'
+                           'ade20k-512x512.py',
+    ('swin_t', 'retinanet'): 'mmdet::swin/retinanet_swin-t-p4-w7_fpn_1x_coco.py',
+    ('r50', 'upernet'): 'mmseg::upernet/upernet_r50_4xb4-160k_ade20k-512x512.py',
+    ('r50', 'semfpn'): 'mmseg::sem_fpn/fpn_r50_4xb4-160k_ade20k-512x512.py',
+    ('r50', 'retinanet'): 'mmdet::retinanet/retinanet_r50_fpn_1x_coco.py',
+}
+PACKAGES = {'mmseg': 'mmsegmentation', 'mmdet': 'mmdet'}
+
+
+def head_of(mode: str) -> str:
+    return mode.split('_')[0] if mode != 'backbone' else 'upernet'
+
+
+def parse_family(family: str):
+    """``'soft:max_landmarks=49'`` -> ``('soft', {'max_landmarks': 49})``."""
+    import ast
+    name, *opts = family.split(':')
+    return name, {k: ast.literal_eval(v) for k, v in (o.split('=', 1) for o in opts)}
 
 
 def config_path(family: str, mode: str) -> str:
-    head = 'semfpn' if mode.startswith('semfpn') else 'upernet'
-    if family == 'swin_t':
-        if head != 'upernet':
-            raise SystemExit('swin_t: only mmseg\'s UperNet config is measured')
-        return SWIN_T_UPERNET
+    head = head_of(mode)
+    if family in ('swin_t', 'r50'):
+        if (family, head) not in PEERS:
+            raise SystemExit(f'{family}: no {head} config of the peer is measured')
+        return PEERS[family, head]
     return osp.join(ROOT, CONFIGS[head].format(family=family))
 
 
@@ -54,34 +80,42 @@ def build(family: str, mode: str):
     import torch
     from mmengine.config import Config
     from mmengine.registry import DefaultScope
-    from mmseg.registry import MODELS
-    from mmseg.utils import register_all_modules
 
     import mmlinattn.models  # noqa: F401
     from mmlinattn.utils.external_configs import cache_external_config_index
     cache_external_config_index()
+    family, options = parse_family(family)
+    scope = 'mmdet' if head_of(mode) == 'retinanet' else 'mmseg'
+    if scope == 'mmdet':
+        from mmdet.registry import MODELS
+        from mmdet.utils import register_all_modules
+    else:
+        from mmseg.registry import MODELS
+        from mmseg.utils import register_all_modules
     register_all_modules(init_default_scope=False)
     path = config_path(family, mode)
-    if path.startswith('mmseg::'):  # a file of the installed mmseg (the peer's own config)
+    if '::' in path:  # a file of the installed mmseg / mmdet (the peer's own config)
         from mmengine.utils import get_installed_path
-        path = osp.join(get_installed_path('mmsegmentation'), '.mim', 'configs',
-                        path[len('mmseg::'):])
+        package, _, rel = path.partition('::')
+        path = osp.join(get_installed_path(PACKAGES[package]), '.mim', 'configs', rel)
     cfg = Config.fromfile(path)
     model_cfg = cfg.model
+    model_cfg.backbone.update(options)
     model_cfg.backbone.init_cfg = None  # random weights: nothing to download
     model_cfg.pop('pretrained', None)
     model_cfg.backbone.pop('pretrained', None)
     model_cfg.data_preprocessor.pop('size', None)
     model_cfg.pop('auxiliary_head', None)  # not run at inference; keep its weights out
-    if mode.endswith('_whole'):
+    if mode == 'upernet_whole' or mode == 'semfpn_whole':
         model_cfg.type = 'mmlinattn.WholeImageEncoderDecoder'
-    with DefaultScope.overwrite_default_scope('mmseg'):
+    with DefaultScope.overwrite_default_scope(scope):
         model = MODELS.build(model_cfg)
+        if scope == 'mmdet':
+            model.init_weights()
     from mmengine.model import revert_sync_batchnorm
     model = revert_sync_batchnorm(model).eval()
-    classes = model.decode_head.num_classes
     torch.manual_seed(0)
-    return model, classes
+    return model, scope
 
 
 def child(family: str, mode: str, h: int, w: int, cap_mb: float, threads: int) -> dict:
@@ -93,7 +127,7 @@ def child(family: str, mode: str, h: int, w: int, cap_mb: float, threads: int) -
                                             return_freed_cpu_memory)
     torch.set_num_threads(threads)
     return_freed_cpu_memory()
-    model, _ = build(family, mode)
+    model, scope = build(family, mode)
     x = torch.randn(1, 3, h, w)
     base_mb = current_rss_kb() / 1024
     cap_address_space(cap_mb - base_mb)
@@ -101,9 +135,15 @@ def child(family: str, mode: str, h: int, w: int, cap_mb: float, threads: int) -
     out = dict(family=family, mode=mode, size=[h, w], resident_before_mb=round(base_mb))
     start = time.perf_counter()
     try:
-        with torch.no_grad(), DefaultScope.overwrite_default_scope('mmseg'):
+        with torch.no_grad(), DefaultScope.overwrite_default_scope(scope):
             if mode == 'backbone':
                 model.backbone(x)
+            elif scope == 'mmdet':
+                from mmdet.structures import DetDataSample
+                sample = DetDataSample(metainfo=dict(img_shape=(h, w), ori_shape=(h, w),
+                                                     pad_shape=(h, w), scale_factor=(1., 1.)))
+                pred = model.predict(x, [sample])[0].pred_instances
+                out['detections'] = len(pred)
             else:
                 from mmseg.structures import SegDataSample
                 sample = SegDataSample(metainfo=dict(img_shape=(h, w), ori_shape=(h, w)))
@@ -133,7 +173,8 @@ def parse_size(s: str):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     p.add_argument('--families', nargs='+', default=['ldn'],
-                   help='ldn soft nalaformer infvit (their small) and swin_t')
+                   help='ldn soft nalaformer infvit (their small), swin_t, r50; options after '
+                        'a colon: soft:max_landmarks=49')
     p.add_argument('--modes', nargs='+', default=['backbone', 'upernet', 'upernet_whole'])
     p.add_argument('--sizes', nargs='+', default=['1024', '2048'],
                    help='square sides or HxW, smallest first')
@@ -169,25 +210,30 @@ def main():
                                reason=f'logits alone {logits_estimate_mb(family, mode, h, w):.0f}'
                                       f' MiB > cap')
                 else:
-                    cmd = [sys.executable, osp.abspath(__file__), '--threads', str(args.threads),
+                    # the time limit starts once the lock is held (`flock LOCK timeout T ...`):
+                    # waiting for another job's turn is not the run's time
+                    cmd = ['timeout', str(args.timeout), sys.executable, osp.abspath(__file__),
+                           '--threads', str(args.threads),
                            '--child', family, mode, str(h), str(w), str(cap_mb)]
                     if args.lock:
                         cmd = ['flock', args.lock] + cmd
                     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep +
                                os.environ.get('PYTHONPATH', ''))
-                    try:
-                        proc = subprocess.run(cmd, capture_output=True, text=True, env=env,
-                                              timeout=args.timeout, cwd=ROOT)
-                        lines = [ln for ln in proc.stdout.splitlines() if ln.startswith('{')]
+                    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)
+                    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith('{')]
+                    if proc.returncode == 124:
+                        row.update(status='timeout', seconds=args.timeout)
+                    else:
                         row = json.loads(lines[-1]) if lines else dict(
                             row, status='error', error=proc.stderr[-500:])
-                    except subprocess.TimeoutExpired:
-                        row.update(status='timeout', seconds=args.timeout)
                 failed = failed or row['status'] not in ('ok', 'skipped')
                 print(json.dumps(row), flush=True)
                 runs.append(row)
+    commit = subprocess.run(['git', 'describe', '--always', '--dirty'], capture_output=True,
+                            text=True, cwd=ROOT).stdout.strip()
     record = dict(
         meta=dict(processor=cpu_name(), threads=args.threads, dtype='float32', batch=1,
+                  commit=commit,
                   weights='random', cap_gb=args.cap_gb, date=time.strftime('%Y-%m-%d'),
                   command=' '.join(['python', 'dev/whole_image_memory.py'] + sys.argv[1:]),
                   peak='VmHWM of the child, reset after the model is built (includes the '

@@ -82,6 +82,11 @@ DEVICE_SEGMENT_TOKENS = 4096
 SOFT_CHUNK_ELEMENTS = 1 << 28
 #: ... and above, computes it in token chunks of about this many elements
 SOFT_CHUNK_TARGET = 1 << 25
+#: an inference FFN whose hidden tensor (tokens x hidden channels) would exceed this many
+#: bytes (256 MiB) runs in row stripes (:mod:`.row_stripes`) ...
+STRIPE_HIDDEN_BYTES = 1 << 28
+#: ... of about this many bytes of hidden tensor each (32 MiB)
+STRIPE_TARGET_BYTES = 1 << 25
 #: below this many flops per matrix a batched matmul runs as one call, above as a loop
 MM_LOOP_FLOPS = 1 << 27
 #: above this many landmarks SOFT's Newton solver logs its cost once per process

@@ -28,6 +28,7 @@ from .onednn import apply_linear, fused_gelu, fused_linear, linear_act
 from .policy import (CallContext, eager_inference, eager_unavailable, hooked, needs_grad,
                      plain_precision, plain_unavailable)
 from .recompute import recompute_in_backward, recomputes
+from .row_stripes import accumulate_striped, ffn_stripes
 
 
 class ResidualBranch(nn.Module):
@@ -43,6 +44,10 @@ class ResidualBranch(nn.Module):
     """
     out_proj_name: str = 'proj'
     out_drop_name: Optional[str] = None
+    #: rows of the token grid either side of a token that the branch reads: None for a global
+    #: mixer; a number for a local branch, which inference may then run in row stripes
+    #: (:mod:`.row_stripes`)
+    row_halo: Optional[int] = None
 
     @property
     def out_proj(self) -> nn.Linear:
@@ -139,13 +144,20 @@ def parallel_residual(x: torch.Tensor, steps: Sequence[Tuple[nn.Module, Optional
                          *((gamma, ) if gamma is not None else ()))]
     if (all(hasattr(b, 'residual_parts') and not b.training and not hooked(b)
             for b, _, _ in steps) and eager_inference(x, *tensors, *extra_params)):
-        terms = []
+        terms, striped = [], []
         for branch, norm, gamma in steps:
+            if ffn_stripes(branch, x, grid):  # added stripe by stripe, below
+                striped.append((branch, norm, gamma))
+                continue
             h, _ = branch.residual_parts(x, grid, norm)
             terms.append((branch.out_proj, h, gamma))
         out = extra().add_(x) if extra is not None else x.clone(
             memory_format=torch.contiguous_format)
-        return accumulate_linears(out.contiguous(), terms)
+        out = accumulate_linears(out.contiguous(), terms)
+        del terms
+        for branch, norm, gamma in striped:
+            accumulate_striped(out, branch, x, grid, norm, gamma)
+        return out
     out = x if extra is None else x + extra()
     for branch, norm, gamma in steps:
         out = _residual(out, branch, x, grid, norm, gamma, drop_path)
@@ -159,6 +171,9 @@ def _residual(shortcut: torch.Tensor, branch: nn.Module, x: torch.Tensor, grid,
     if not hasattr(branch, 'residual_parts') or hooked(branch):  # a hook expects a call
         y = branch(x if norm is None else norm(x), grid)
         return add_residual(shortcut, y, gamma, drop_path)
+    if ffn_stripes(branch, x, grid):
+        out = shortcut.clone(memory_format=torch.contiguous_format)
+        return accumulate_striped(out, branch, x, grid, norm, gamma)
     h, tail = branch.residual_parts(x, grid, norm)
     linear, drop = branch.out_proj, branch.out_drop
     if tail is None:

@@ -57,6 +57,7 @@ class ConvFFN(ResidualBranch):
         self.dw_residual = dw_residual
         self.act_before_dw = act_before_dw
         self.recompute = recompute
+        self.row_halo = self.dwconv.kernel_size[0] // 2  # local: inference may run it in stripes
 
     out_proj_name, out_drop_name = 'fc2', 'drop'
 
@@ -107,6 +108,7 @@ class Mlp(ResidualBranch, TimmMlp):
         self.recompute = recompute
 
     out_proj_name, out_drop_name = 'fc2', 'drop2'
+    row_halo = 0  # per token: inference may run it in stripes
 
     def residual_parts(self, x: torch.Tensor, grid=None, norm: Optional[nn.Module] = None):
         """The residual seam's protocol (:class:`~mmlinattn.kernels.residual.ResidualBranch`):

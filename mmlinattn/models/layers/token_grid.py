@@ -118,6 +118,13 @@ class TokenGrid:
         return TokenGrid(hw, [(min(-(-h // stride), hw[0]), min(-(-w // stride), hw[1]))
                               for h, w in self.valid_hw])
 
+    def rows(self, a: int, b: int) -> 'TokenGrid':
+        """The grid of rows ``[a, b)`` of this map (each image's valid rows among them)."""
+        if self.valid_hw is None:
+            return TokenGrid((b - a, self.hw[1]))
+        return TokenGrid((b - a, self.hw[1]), [(min(max(h - a, 0), b - a), w)
+                                               for h, w in self.valid_hw])
+
     # ----------------------------------------------------------------- masks
     def _check_batch(self, batch: int, what: str) -> None:
         if batch != len(self.valid_hw):

@@ -30,6 +30,15 @@ import torch.nn.functional as F
 from torch import Tensor
 
 
+def stripe_rows_of(test_cfg) -> Optional[int]:
+    """``test_cfg.stripe_rows`` (default 64), checked: a positive int, or None for no stripes."""
+    stripe_rows = (test_cfg or {}).get('stripe_rows', 64)
+    if stripe_rows is not None and (not isinstance(stripe_rows, int) or stripe_rows < 1):
+        raise ValueError(f'test_cfg.stripe_rows must be a positive int or None, got '
+                         f'{stripe_rows!r}')
+    return stripe_rows
+
+
 class RowMap:
     """A lazily evaluated ``(N, C, H, W)`` map; subclasses define :meth:`rows`."""
 

@@ -6,7 +6,6 @@ The inference is a mixin; :func:`whole_image_encoder_decoder` puts it in front o
 time (the package's rule: ``mmlinattn/`` runs with torch and mmengine alone).
 """
 import importlib
-from functools import lru_cache
 from typing import List, Optional
 
 import torch
@@ -14,16 +13,15 @@ import torch.nn.functional as F
 from mmengine.structures import PixelData
 from torch import Tensor
 
+from ..mixins import mixed_class
 from .heads import fpn_head_graph, fpn_neck_graphs, uper_head_graph
-from .stripes import materialize, running_argmax
+from .stripes import materialize, running_argmax, stripe_rows_of
 
 
-@lru_cache(maxsize=None)
 def whole_image_encoder_decoder() -> type:
     """The class ``WholeImageEncoderDecoder(WholeImageInference, mmseg EncoderDecoder)``."""
-    base = importlib.import_module('mmseg.models.segmentors').EncoderDecoder
-    return type('WholeImageEncoderDecoder', (WholeImageInference, base),
-                dict(__module__=__name__, __doc__=WholeImageInference.__doc__))
+    return mixed_class(WholeImageInference, 'mmseg.models.segmentors.EncoderDecoder',
+                       'WholeImageEncoderDecoder', __name__)
 
 
 def __getattr__(name: str):
@@ -74,10 +72,7 @@ class WholeImageInference:
     def head_logits(self, inputs: Tensor) -> Tensor:
         """The decode head's output at its own resolution (stride 4), computed in stripes where
         the head is one this module knows."""
-        stripe_rows = self.test_cfg.get('stripe_rows', 64)
-        if stripe_rows is not None and (not isinstance(stripe_rows, int) or stripe_rows < 1):
-            raise ValueError(f'test_cfg.stripe_rows must be a positive int or None, got '
-                             f'{stripe_rows!r}')
+        stripe_rows = stripe_rows_of(self.test_cfg)
         feats = list(self.backbone(inputs))
         graph = None
         head = self.decode_head

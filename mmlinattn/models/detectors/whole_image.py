@@ -1,0 +1,139 @@
+"""mmdet's ``RetinaNet`` with an inference whose head memory does not grow with the image.
+
+mmdet's RetinaNet runs its head on every pyramid level whole and keeps all of its outputs:
+``anchors x classes`` score channels per position (720 for COCO), 4 GB at stride 8 of an
+8192² image, copied again by the sigmoid and the flattening before the scores are filtered.
+Here each level's head runs a few rows at a time, each stripe with the halo rows its
+convolutions read, and each stripe's scores are filtered at once (score threshold, then the
+``nms_pre`` best, as mmdet's ``filter_scores_and_topk``); the best ``nms_pre`` of the level are
+then chosen from the stripes' candidates, which contain them.  Decoding and NMS are mmdet's own.
+"""
+import copy
+import importlib
+from typing import List
+
+import torch
+import torch.nn as nn
+from torch import Tensor
+
+from ..mixins import mixed_class
+from ..segmentors.stripes import conv_halo, stripe_rows_of
+
+
+def whole_image_retinanet() -> type:
+    """The class ``WholeImageRetinaNet(WholeImageDetection, mmdet RetinaNet)``."""
+    return mixed_class(WholeImageDetection, 'mmdet.models.detectors.RetinaNet',
+                       'WholeImageRetinaNet', __name__)
+
+
+def __getattr__(name: str):
+    # ``whole_image.WholeImageRetinaNet`` resolves (pickle, imports) once mmdet is there
+    if name == 'WholeImageRetinaNet':
+        return whole_image_retinanet()
+    raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
+
+
+class WholeImageDetection:
+    """``RetinaNet`` whose inference runs the head in row stripes and filters as it goes.
+
+    The backbone and the neck see the whole image, as in mmdet.  The head (``RetinaHead``:
+    convolution stacks, then the classifier and the box regressor) runs ``test_cfg.stripe_rows``
+    rows of a level at a time; a stripe's scores are thresholded (``score_thr``) and its best
+    ``nms_pre`` kept, and the level's best ``nms_pre`` are picked from those, in mmdet's order
+    (scores descending).  Boxes are then decoded, rescaled and suppressed by mmdet's own
+    ``bbox_coder.decode`` and ``_bbox_post_process``.
+
+    With ``stripe_rows=None`` each level runs whole and the detections are bit-equal to
+    ``RetinaNet.predict``; with stripes a stripe's convolutions may round their last bits
+    differently, so scores agree to rounding (and two anchors whose scores tie within rounding
+    may trade places at the ``nms_pre`` cut).  A head other than ``RetinaHead`` runs as mmdet
+    runs it.  Training and ``_forward`` are mmdet's.
+
+    Config::
+
+        model = dict(type='mmlinattn.WholeImageRetinaNet')
+        # optional: test_cfg=dict(stripe_rows=64, nms_pre=1000, ...)
+    """
+
+    def predict(self, batch_inputs: Tensor, batch_data_samples: List,
+                rescale: bool = True) -> List:
+        head = self.bbox_head
+        stripe_rows = stripe_rows_of(head.test_cfg)
+        if not _stripable(head):
+            return super().predict(batch_inputs, batch_data_samples, rescale=rescale)
+        feats = self.extract_feat(batch_inputs)
+        sizes = [f.shape[-2:] for f in feats]
+        priors = head.prior_generator.grid_priors(sizes, dtype=feats[0].dtype,
+                                                  device=feats[0].device)
+        results = [self.predict_image([f[i:i + 1] for f in feats], priors, sample.metainfo,
+                                      rescale, stripe_rows)
+                   for i, sample in enumerate(batch_data_samples)]
+        return self.add_pred_to_datasample(batch_data_samples, results)
+
+    def predict_image(self, feats: List[Tensor], priors: List[Tensor], img_meta: dict,
+                      rescale: bool, stripe_rows, with_nms: bool = True):
+        """``_predict_by_feat_single`` of mmdet's dense heads for one image's pyramid
+        ``feats`` (batch 1) and the levels' ``priors``, level by level, stripe by stripe."""
+        from mmdet.structures.bbox import cat_boxes
+        from mmengine.structures import InstanceData
+        head = self.bbox_head
+        cfg = copy.deepcopy(head.test_cfg)
+        nms_pre = cfg.get('nms_pre', -1)
+        bbox_preds, valid_priors, scores, labels = [], [], [], []
+        for feat, level_priors in zip(feats, priors):
+            level = self._level_candidates(feat, level_priors, cfg, stripe_rows)
+            # mmdet's filter_scores_and_topk on the whole level: the valid scores sorted in
+            # descending order, the first min(nms_pre, count) kept
+            level_scores, order = level[0].sort(descending=True)
+            order = order[:min(nms_pre, len(order))]
+            scores.append(level_scores[:len(order)])
+            labels.append(level[1][order])
+            bbox_preds.append(level[2][order])
+            valid_priors.append(level[3][order])
+        bboxes = head.bbox_coder.decode(cat_boxes(valid_priors), torch.cat(bbox_preds),
+                                        max_shape=img_meta['img_shape'])
+        results = InstanceData(bboxes=bboxes, scores=torch.cat(scores),
+                               labels=torch.cat(labels))
+        return head._bbox_post_process(results=results, cfg=cfg, rescale=rescale,
+                                       with_nms=with_nms, img_meta=img_meta)
+
+    def _level_candidates(self, feat: Tensor, priors: Tensor, cfg, stripe_rows):
+        """Every anchor and class of one level that could be among the level's ``nms_pre``
+        best: ``(scores, labels, bbox_preds, priors)``, the stripes' filtered sets joined."""
+        from mmdet.models.utils import filter_scores_and_topk
+        head = self.bbox_head
+        height, width = feat.shape[-2:]
+        rows = height if stripe_rows is None else stripe_rows
+        halo = _head_halo(head)
+        anchors, dim = head.num_base_priors, head.bbox_coder.encode_size
+        nms_pre, score_thr = cfg.get('nms_pre', -1), cfg.get('score_thr', 0)
+        parts = []
+        for a in range(0, height, rows):
+            b = min(height, a + rows)
+            s, e = max(0, a - halo), min(height, b + halo)
+            cls_score, bbox_pred = head.forward_single(feat[:, :, s:e])
+            cls_score = cls_score[0, :, a - s:b - s].permute(1, 2, 0)
+            cls_score = cls_score.reshape(-1, head.cls_out_channels)
+            bbox_pred = bbox_pred[0, :, a - s:b - s].permute(1, 2, 0).reshape(-1, dim)
+            stripe_scores = cls_score.sigmoid() if head.use_sigmoid_cls else \
+                cls_score.softmax(-1)[:, :-1]
+            del cls_score
+            keep = nms_pre if nms_pre > 0 else stripe_scores.numel()
+            got, got_labels, idx, kept = filter_scores_and_topk(
+                stripe_scores, score_thr, keep, dict(bbox_pred=bbox_pred))
+            first = a * width * anchors  # the stripe's first anchor in the level's order
+            parts.append((got, got_labels, kept['bbox_pred'], priors[first + idx]))
+        return [torch.cat(t) for t in zip(*parts)]
+
+
+def _stripable(head: nn.Module) -> bool:
+    """A ``RetinaHead`` (or subclass) with mmdet's plain score activations."""
+    retina = importlib.import_module('mmdet.models.dense_heads').RetinaHead
+    return isinstance(head, retina) and \
+        not getattr(head.loss_cls, 'custom_cls_channels', False)
+
+
+def _head_halo(head: nn.Module) -> int:
+    """Rows either side of a stripe that RetinaHead's two convolution stacks read."""
+    return max(conv_halo(nn.ModuleList([*head.cls_convs, head.retina_cls])),
+               conv_halo(nn.ModuleList([*head.reg_convs, head.retina_reg])))

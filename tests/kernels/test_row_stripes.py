@@ -1,0 +1,91 @@
+"""FFN row stripes (:mod:`mmlinattn.kernels.row_stripes`) against the whole-map branch, in
+float64: a ConvFFN in both orders and timm's Mlp on a padded batch with a LayerScale, and every
+family's backbone with every FFN in stripes of one and three rows against its plain forward."""
+import pytest
+import torch
+from archs import FAMILIES, build
+
+from mmlinattn.kernels import policy, residual
+from mmlinattn.models.layers import ConvFFN
+from mmlinattn.models.layers.ffn import Mlp
+from mmlinattn.models.layers.token_grid import TokenGrid
+
+f64 = torch.float64
+
+
+@pytest.fixture
+def stripes(monkeypatch):
+    """Every FFN in stripes of ``rows`` rows (set the returned function); the stripes counted."""
+    calls = []
+    original = residual.accumulate_striped
+
+    def counted(*args):
+        calls.append(args[3].hw)
+        return original(*args)
+    monkeypatch.setattr(residual, 'accumulate_striped', counted)
+    monkeypatch.setattr(policy, 'STRIPE_HIDDEN_BYTES', 0)
+
+    def rows(n):  # a target under one row's bytes: 1 row; else about n rows of the widest FFN
+        monkeypatch.setattr(policy, 'STRIPE_TARGET_BYTES', 1 if n == 1 else n * 96 * 64 * 8)
+    return rows, calls
+
+
+def _plain(monkeypatch, fn):
+    with monkeypatch.context() as m:
+        m.setenv(policy.KERNELS_ENV, 'plain')
+        return fn()
+
+
+@pytest.mark.parametrize('branch', ['convffn nala', 'convffn mix', 'mlp'])
+@pytest.mark.parametrize('n', [1, 3])
+def test_striped_ffn_equals_the_whole_branch(branch, n, stripes, monkeypatch):
+    torch.manual_seed(0)
+    dim, hidden = 6, 24
+    ffn = {'convffn nala': lambda: ConvFFN(dim, hidden, dw_residual=True, act_before_dw=True),
+           'convffn mix': lambda: ConvFFN(dim, hidden),
+           'mlp': lambda: Mlp(dim, hidden)}[branch]().to(f64).eval()
+    norm, gamma = torch.nn.LayerNorm(dim).to(f64), torch.rand(dim, dtype=f64)
+    grid = TokenGrid((9, 7), [(9, 7), (6, 5)])  # the second image padded
+    x = torch.randn(2, 63, dim, dtype=f64)
+    set_rows, calls = stripes
+    set_rows(n)
+
+    def step():
+        with torch.no_grad():
+            return residual.residual_step(x, ffn, grid, norm, gamma)
+    want = _plain(monkeypatch, step)
+    got = step()
+    assert calls == [(9, 7)]
+    torch.testing.assert_close(got, want, rtol=0, atol=1e-13)
+
+
+@pytest.mark.parametrize('family', [f for f in FAMILIES if f != 'InfViTPlain'])
+@pytest.mark.parametrize('n', [1, 3])
+def test_backbone_with_ffn_stripes_equals_its_plain_forward(family, n, stripes, monkeypatch):
+    """64x96 images, batch 2 with the second padded: every stage's FFNs in stripes."""
+    model = build(family).to(f64)
+    x = torch.randn(2, 3, 64, 96, dtype=f64)
+    valid = [(64, 96), (50, 70)]
+
+    def forward():
+        with torch.no_grad():
+            return model(x, valid_hw=valid)
+    want = _plain(monkeypatch, forward)
+    set_rows, calls = stripes
+    set_rows(n)
+    got = forward()
+    assert {hw for hw in calls} >= {(16, 24), (8, 12)}  # stages 1 and 2 at least
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, rtol=1e-10, atol=1e-11)
+
+
+def test_no_stripes_in_training_or_on_small_maps(stripes):
+    set_rows, calls = stripes
+    set_rows(1)
+    ffn = ConvFFN(6, 24).to(f64)
+    x = torch.randn(1, 63, 6, dtype=f64)
+    residual.residual_step(x, ffn, TokenGrid((9, 7)))  # training: autograd records
+    ffn.eval()
+    with torch.no_grad():
+        residual.residual_step(x[:, :21], ffn, TokenGrid((3, 7)))  # 3 rows: nothing to cut
+    assert calls == []
