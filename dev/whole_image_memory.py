@@ -13,7 +13,8 @@ Modes:
   ``type='mmlinattn.WholeImageEncoderDecoder'`` (``docs/user_guides/whole_image.md``);
 * ``retinanet``: mmdet's ``RetinaNet.predict`` of the family's RetinaNet config (weights as
   ``init_weights`` leaves them: the classifier's prior bias keeps the scores below the score
-  threshold, as a trained model's are for almost every anchor).
+  threshold, as a trained model's are for almost every anchor);
+* ``retinanet_whole``: the same config with ``type='mmlinattn.WholeImageRetinaNet'``.
 
 A family is ``ldn``, ``soft``, ``nalaformer``, ``infvit`` (their ``small``), ``swin_t`` or
 ``r50`` (mmseg's / mmdet's own configs), optionally with backbone options:
@@ -106,8 +107,10 @@ def build(family: str, mode: str):
     model_cfg.backbone.pop('pretrained', None)
     model_cfg.data_preprocessor.pop('size', None)
     model_cfg.pop('auxiliary_head', None)  # not run at inference; keep its weights out
-    if mode == 'upernet_whole' or mode == 'semfpn_whole':
+    if mode in ('upernet_whole', 'semfpn_whole'):
         model_cfg.type = 'mmlinattn.WholeImageEncoderDecoder'
+    elif mode == 'retinanet_whole':
+        model_cfg.type = 'mmlinattn.WholeImageRetinaNet'
     with DefaultScope.overwrite_default_scope(scope):
         model = MODELS.build(model_cfg)
         if scope == 'mmdet':
