@@ -19,15 +19,11 @@ import time
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 sys.path.insert(0, ROOT)
+sys.path.insert(0, osp.join(ROOT, 'tools', 'misc'))
+from check_env import read_lanes  # noqa: E402
 from mmlinattn.utils.machine import cpu_name  # noqa: E402
 
 TESTS = 'tests/tools/test_learns_on_photos.py'
-
-
-def lanes():
-    rows = [line.split() for line in open(osp.join(ROOT, 'requirements', 'lanes.txt'))
-            if line.strip() and not line.startswith('#')]
-    return {row[0]: dict(venv=row[1], constraints=row[2], dists=row[3:]) for row in rows}
 
 
 def versions(python, dists):
@@ -54,14 +50,14 @@ def run_lane(name, lane, workers):
         rows = [json.loads(line) for line in open(metrics)] if osp.exists(metrics) else []
     summary = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ''
     print(f'[{name}] {summary} ({wall:.0f} s)')
-    return dict(versions=versions(python, lane['dists']), pytest=summary,
+    return dict(versions=versions(python, list(lane['dists'].values())), pytest=summary,
                 exit_code=proc.returncode, wall_s=round(wall, 1),
                 metrics={r['config']: dict(untrained=r['untrained'], trained=r['trained'])
                          for r in sorted(rows, key=lambda r: r['config'])})
 
 
 def main():
-    known = lanes()
+    known = read_lanes()
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--lanes', nargs='+', default=list(known), choices=list(known))
     parser.add_argument('--workers', type=int, default=2)

@@ -25,7 +25,6 @@ if [ "${1:-}" = "--lane" ]; then
   shift 2
 fi
 select_lane "$LANE_ARG"
-DEFAULT_LANE="$(awk '!/^#/ && NF {print $1; exit}' "$LANES_FILE")"
 # --with deploy: the export tests run the model in ONNX Runtime and OpenVINO.
 bash tools/setup.sh --lane "$LANE" --with deploy
 QUICK=()

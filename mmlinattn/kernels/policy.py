@@ -261,8 +261,7 @@ def special_mode() -> bool:
     """Tracing, scripting, compiling or a Python dispatch mode (FLOP counter, fake
     tensors): where an op the tracer or the mode cannot see must not run."""
     from torch.utils._python_dispatch import _get_current_dispatch_mode
-    return (torch.compiler.is_compiling() or torch.jit.is_tracing() or torch.jit.is_scripting()
-            or _get_current_dispatch_mode() is not None)
+    return traced() or torch.jit.is_scripting() or _get_current_dispatch_mode() is not None
 
 
 @functools.lru_cache(maxsize=None)

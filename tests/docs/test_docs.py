@@ -8,7 +8,7 @@ import re
 import pytest
 
 import docs_check as dc
-from repo_paths import ROOT
+from repo_paths import ROOT, load_tool
 
 PAGES = dc.pages(ROOT)
 
@@ -74,28 +74,18 @@ def test_the_checker_finds_each_kind_of_problem(tmp_path):
     assert len(problems) == len(expected), problems
 
 
-def _constraints(path):
-    pins = {}
-    for line in open(osp.join(ROOT, path)):
-        line = line.split('#')[0].strip()
-        if '==' in line:
-            name, version = line.split('==')
-            pins[name.strip().lower()] = version.strip()
-    return pins
-
-
 def test_supported_stacks_table_states_each_lanes_verified_versions():
     """docs/get_started.md's table of the two stacks names, per lane column, the versions of
     that lane's constraints file (requirements/lanes.txt), for torch and the whole stack."""
-    lanes = [line.split() for line in open(osp.join(ROOT, 'requirements', 'lanes.txt'))
-             if line.strip() and not line.startswith('#')]
+    check_env = load_tool('tools/misc/check_env.py')
+    lanes = check_env.read_lanes()
     text = open(osp.join(ROOT, 'docs', 'get_started.md')).read()
     section = text.split('## Supported stacks', 1)[1].split('\n## ', 1)[0]
     rows = [[c.strip() for c in line.strip().strip('|').split('|')]
             for line in section.splitlines() if line.startswith('|') and '---' not in line]
     assert rows and all(len(r) == 1 + len(lanes) for r in rows), rows
-    for column, (lane, _, constraints, *dists) in enumerate(lanes, start=1):
-        pins = _constraints(constraints)
+    for column, (lane, spec) in enumerate(lanes.items(), start=1):
+        pins = check_env.pinned(spec['constraints'])
         stated = {}
         for row in rows:
             label, cell = row[0], row[column]
@@ -106,5 +96,5 @@ def test_supported_stacks_table_states_each_lanes_verified_versions():
                 stated.update({n.lower(): v for n, v in named})
             elif len(names) == len(versions) and all(n in pins for n in names):
                 stated.update(zip(names, versions))
-        for dist in ['torch', 'torchvision', 'timm', 'numpy', *dists]:
+        for dist in ['torch', 'torchvision', 'timm', 'numpy', *spec['dists'].values()]:
             assert stated.get(dist) == pins[dist], (lane, dist, stated.get(dist), pins[dist])

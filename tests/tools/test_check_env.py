@@ -1,6 +1,5 @@
 """tools/misc/check_env.py: which verified stack ("lane", requirements/lanes.txt) an environment
 holds, problems only for what stops mmlinattn, other versions as notes."""
-import importlib.util
 import os.path as osp
 import subprocess
 import sys
@@ -8,16 +7,12 @@ from importlib import metadata
 
 import pytest
 
-from repo_paths import ROOT
+from repo_paths import ROOT, load_tool
 
 
 @pytest.fixture(scope='module')
 def check_env():
-    spec = importlib.util.spec_from_file_location(
-        'check_env', osp.join(ROOT, 'tools', 'misc', 'check_env.py'))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_tool('tools/misc/check_env.py')
 
 
 def _installed_only(monkeypatch, check_env, dists):

@@ -40,7 +40,8 @@ def _setup_fix(lane: str, default: str) -> str:
     return f'run `bash tools/setup.sh{flag}` (it installs the verified versions)'
 
 
-def _pinned(constraints: str) -> dict:
+def pinned(constraints: str) -> dict:
+    """The ``name==version`` pins of a constraints file (a path from the root), lower-case names."""
     pins = {}
     path = osp.join(ROOT, constraints)
     if osp.isfile(path):
@@ -144,7 +145,7 @@ def main() -> int:
                  for p in lane_problems]
     lane = lane or default
     fix = _setup_fix(lane, default)
-    pins = _pinned(lanes[lane]['constraints'])
+    pins = pinned(lanes[lane]['constraints'])
     lines.append(('python', f'{platform.python_version()} ({sys.executable})'))
     lines.append(('lane', f'{lane} (verified versions: {lanes[lane]["constraints"]})'))
     packages = [('torch', 'torch'), ('torchvision', 'torchvision')]
