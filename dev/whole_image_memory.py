@@ -199,6 +199,9 @@ def main():
 
     from mmlinattn.utils.machine import cpu_name
     cap_mb = args.cap_gb * 1024
+    # the code the children import (the working tree): its commit when the runs start
+    commit = subprocess.run(['git', 'describe', '--always', '--dirty'], capture_output=True,
+                            text=True, cwd=ROOT).stdout.strip()
     runs = []
     for family in args.families:
         for mode in args.modes:
@@ -232,8 +235,6 @@ def main():
                 failed = failed or row['status'] not in ('ok', 'skipped')
                 print(json.dumps(row), flush=True)
                 runs.append(row)
-    commit = subprocess.run(['git', 'describe', '--always', '--dirty'], capture_output=True,
-                            text=True, cwd=ROOT).stdout.strip()
     record = dict(
         meta=dict(processor=cpu_name(), threads=args.threads, dtype='float32', batch=1,
                   commit=commit,
