@@ -4,6 +4,7 @@ stripes: the candidates before NMS in float64 (mmcv's NMS takes float32 only) bi
 mmdet's ``predict_by_feat(with_nms=False)`` without stripes and equal to rounding with them;
 the detections of ``predict`` in float32."""
 import copy
+import os
 import os.path as osp
 
 import pytest
@@ -118,3 +119,28 @@ def test_bad_stripe_rows_names_the_setting():
     _, whole = _models(stripe_rows=0, dtype=torch.float32)
     with pytest.raises(ValueError, match='stripe_rows'):
         _predict(whole, torch.randn(1, 3, 64, 64))
+
+
+def test_whole_image_config_changes_the_detector_and_keeps_native_size():
+    """configs/whole_image/retinanet_ldn_small_coco_whole.py: the parent's model with the
+    detector type changed, and a test pipeline that leaves a photo at its own size (scale
+    factor 1, so the boxes map back unchanged)."""
+    from mmcv.transforms import Compose
+    from mmdet.utils import register_all_modules
+    register_all_modules(init_default_scope=False)
+    cfg = Config.fromfile(osp.join(ROOT, 'configs', 'whole_image',
+                                   'retinanet_ldn_small_coco_whole.py'))
+    parent = Config.fromfile(osp.join(ROOT, 'configs', CONFIG))
+    assert cfg.model.type == 'mmlinattn.WholeImageRetinaNet'
+    assert parent.model.type == 'RetinaNet'
+    assert cfg.model.backbone == parent.model.backbone
+    assert cfg.model.bbox_head == parent.model.bbox_head
+    photo = osp.join(ROOT, 'data', 'photos', 'bccd', 'images', 'test')
+    name = sorted(os.listdir(photo))[0]
+    pipeline = [t for t in cfg.test_dataloader.dataset.pipeline if t.type != 'LoadAnnotations']
+    with DefaultScope.overwrite_default_scope('mmdet'):
+        out = Compose(pipeline)(dict(img_path=osp.join(photo, name), img_id=0))
+    meta = out['data_samples'].metainfo
+    assert meta['img_shape'] == meta['ori_shape'] == (240, 320)
+    assert tuple(out['inputs'].shape[1:]) == (240, 320)
+    assert tuple(meta['scale_factor']) == (1.0, 1.0)
