@@ -16,7 +16,7 @@ import torch
 import torch.nn as nn
 from torch import Tensor
 
-from ..mixins import mixed_class
+from ..mixins import lazy_attributes, mixed_class
 from ..segmentors.stripes import conv_halo, stripe_rows_of
 
 
@@ -26,11 +26,7 @@ def whole_image_retinanet() -> type:
                        'WholeImageRetinaNet', __name__)
 
 
-def __getattr__(name: str):
-    # ``whole_image.WholeImageRetinaNet`` resolves (pickle, imports) once mmdet is there
-    if name == 'WholeImageRetinaNet':
-        return whole_image_retinanet()
-    raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
+__getattr__ = lazy_attributes(__name__, WholeImageRetinaNet=whole_image_retinanet)
 
 
 class WholeImageDetection:

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from mmengine.structures import PixelData
 from torch import Tensor
 
-from ..mixins import mixed_class
+from ..mixins import lazy_attributes, mixed_class
 from .heads import fpn_head_graph, fpn_neck_graphs, uper_head_graph
 from .stripes import materialize, running_argmax, stripe_rows_of
 
@@ -24,11 +24,7 @@ def whole_image_encoder_decoder() -> type:
                        'WholeImageEncoderDecoder', __name__)
 
 
-def __getattr__(name: str):
-    # ``whole_image.WholeImageEncoderDecoder`` resolves (pickle, imports) once mmseg is there
-    if name == 'WholeImageEncoderDecoder':
-        return whole_image_encoder_decoder()
-    raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
+__getattr__ = lazy_attributes(__name__, WholeImageEncoderDecoder=whole_image_encoder_decoder)
 
 
 class WholeImageInference:
