@@ -13,7 +13,8 @@ form.  The switches are declared in one table (:data:`.policy.SWITCHES`).
 Entries the layers call: :func:`fast_soft_attention`, :func:`fast_nala_attention`,
 :func:`fast_linear_attention`, :func:`fast_grid_diffusion`, :func:`fast_pure_infsa` (each
 named apart from its plain form in :mod:`mmlinattn.ops`); the residual steps of
-:mod:`.residual`; the linears of :mod:`.onednn`; the depthwise convs of :mod:`.depthwise`.
+:mod:`.residual` (a local branch in row stripes on large maps: :mod:`.row_stripes`); the
+linears of :mod:`.onednn`; the depthwise convs of :mod:`.depthwise`.
 The base class :class:`.residual.ResidualBranch` holds the seam's protocol;
 :func:`.residual.hidden_chain` composes a branch's plain forward with the fast forms.
 """
