@@ -85,8 +85,10 @@ SOFT_CHUNK_TARGET = 1 << 25
 #: an inference FFN whose hidden tensor (tokens x hidden channels) would exceed this many
 #: bytes (256 MiB) runs in row stripes (:mod:`.row_stripes`) ...
 STRIPE_HIDDEN_BYTES = 1 << 28
-#: ... of about this many bytes of hidden tensor each (32 MiB)
+#: ... of about this many bytes of hidden tensor each on the CPU (32 MiB, cache-friendly) ...
 STRIPE_TARGET_BYTES = 1 << 25
+#: ... and on other devices (1 GiB: fewer launches; a smaller map runs whole)
+DEVICE_STRIPE_TARGET_BYTES = 1 << 30
 #: below this many flops per matrix a batched matmul runs as one call, above as a loop
 MM_LOOP_FLOPS = 1 << 27
 #: above this many landmarks SOFT's Newton solver logs its cost once per process

@@ -21,15 +21,25 @@ from .dispatch import fast_form
 @fast_form('FFN row stripes', policy.eager_unavailable)
 def ffn_stripes(branch: nn.Module, x: torch.Tensor, grid) -> bool:
     """``branch`` (with its ``row_halo``) runs in row stripes of ``grid`` on the tokens ``x``:
-    eager inference, one token per grid cell, and a hidden tensor above
-    :data:`.policy.STRIPE_HIDDEN_BYTES`."""
+    eager inference, one token per grid cell, a hidden tensor above
+    :data:`.policy.STRIPE_HIDDEN_BYTES`, and more than one stripe."""
     halo = getattr(branch, 'row_halo', None)
     if halo is None or grid is None or branch.training or policy.hooked(branch):
         return False
     hidden = x.shape[0] * x.shape[1] * branch.out_proj.in_features * x.element_size()
     return (x.dim() == 3 and x.shape[1] == grid.num_tokens
-            and hidden > policy.STRIPE_HIDDEN_BYTES and grid.hw[0] > 2 * halo + 2
+            and hidden > policy.STRIPE_HIDDEN_BYTES
+            and stripe_rows(branch, x, grid) + 2 * halo < grid.hw[0]
             and policy.eager_inference(x, *branch.parameters()))
+
+
+def stripe_rows(branch: nn.Module, x: torch.Tensor, grid) -> int:
+    """Rows per stripe: about :data:`.policy.STRIPE_TARGET_BYTES` of hidden tensor on the CPU,
+    :data:`.policy.DEVICE_STRIPE_TARGET_BYTES` elsewhere; at least one."""
+    target = policy.STRIPE_TARGET_BYTES if x.device.type == 'cpu' else \
+        policy.DEVICE_STRIPE_TARGET_BYTES
+    per_row = x.shape[0] * grid.hw[1] * branch.out_proj.in_features * x.element_size()
+    return max(1, target // per_row)
 
 
 def accumulate_striped(out: torch.Tensor, branch: nn.Module, x: torch.Tensor, grid, norm,
@@ -39,8 +49,7 @@ def accumulate_striped(out: torch.Tensor, branch: nn.Module, x: torch.Tensor, gr
     from .residual import residual_linear
     height, width = grid.hw
     halo, linear = branch.row_halo, branch.out_proj
-    per_row = x.shape[0] * width * linear.in_features * x.element_size()
-    rows = max(1, policy.STRIPE_TARGET_BYTES // per_row)
+    rows = stripe_rows(branch, x, grid)
     for a in range(0, height, rows):
         b = min(height, a + rows)
         s, e = max(0, a - halo), min(height, b + halo)

@@ -5,7 +5,7 @@ import pytest
 import torch
 from archs import FAMILIES, build
 
-from mmlinattn.kernels import policy, residual
+from mmlinattn.kernels import policy, residual, row_stripes
 from mmlinattn.models.layers import ConvFFN
 from mmlinattn.models.layers.ffn import Mlp
 from mmlinattn.models.layers.token_grid import TokenGrid
@@ -25,8 +25,8 @@ def stripes(monkeypatch):
     monkeypatch.setattr(residual, 'accumulate_striped', counted)
     monkeypatch.setattr(policy, 'STRIPE_HIDDEN_BYTES', 0)
 
-    def rows(n):  # a target under one row's bytes: 1 row; else about n rows of the widest FFN
-        monkeypatch.setattr(policy, 'STRIPE_TARGET_BYTES', 1 if n == 1 else n * 96 * 64 * 8)
+    def rows(n, row_bytes=2 * 24 * 64 * 8):  # n rows of a hidden tensor of row_bytes per row
+        monkeypatch.setattr(policy, 'STRIPE_TARGET_BYTES', n * row_bytes)
     return rows, calls
 
 
@@ -48,13 +48,14 @@ def test_striped_ffn_equals_the_whole_branch(branch, n, stripes, monkeypatch):
     grid = TokenGrid((9, 7), [(9, 7), (6, 5)])  # the second image padded
     x = torch.randn(2, 63, dim, dtype=f64)
     set_rows, calls = stripes
-    set_rows(n)
+    set_rows(n, 2 * 7 * hidden * 8)
 
     def step():
         with torch.no_grad():
             return residual.residual_step(x, ffn, grid, norm, gamma)
     want = _plain(monkeypatch, step)
     got = step()
+    assert row_stripes.stripe_rows(ffn, x, grid) == n
     assert calls == [(9, 7)]
     torch.testing.assert_close(got, want, rtol=0, atol=1e-13)
 
@@ -72,7 +73,7 @@ def test_backbone_with_ffn_stripes_equals_its_plain_forward(family, n, stripes, 
             return model(x, valid_hw=valid)
     want = _plain(monkeypatch, forward)
     set_rows, calls = stripes
-    set_rows(n)
+    monkeypatch.setattr(row_stripes, 'stripe_rows', lambda *args: n)  # n rows of every FFN
     got = forward()
     assert {hw for hw in calls} >= {(16, 24), (8, 12)}  # stages 1 and 2 at least
     for g, w in zip(got, want):
@@ -81,7 +82,7 @@ def test_backbone_with_ffn_stripes_equals_its_plain_forward(family, n, stripes, 
 
 def test_no_stripes_in_training_or_on_small_maps(stripes):
     set_rows, calls = stripes
-    set_rows(1)
+    set_rows(1, 1)
     ffn = ConvFFN(6, 24).to(f64)
     x = torch.randn(1, 63, 6, dtype=f64)
     residual.residual_step(x, ffn, TokenGrid((9, 7)))  # training: autograd records
