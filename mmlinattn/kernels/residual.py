@@ -156,7 +156,7 @@ def parallel_residual(x: torch.Tensor, steps: Sequence[Tuple[nn.Module, Optional
         out = accumulate_linears(out.contiguous(), terms)
         del terms
         for branch, norm, gamma in striped:
-            accumulate_striped(out, branch, x, grid, norm, gamma)
+            accumulate_striped(out, branch, x, grid, norm, gamma, residual_linear)
         return out
     out = x if extra is None else x + extra()
     for branch, norm, gamma in steps:
@@ -173,7 +173,7 @@ def _residual(shortcut: torch.Tensor, branch: nn.Module, x: torch.Tensor, grid,
         return add_residual(shortcut, y, gamma, drop_path)
     if ffn_stripes(branch, x, grid):
         out = shortcut.clone(memory_format=torch.contiguous_format)
-        return accumulate_striped(out, branch, x, grid, norm, gamma)
+        return accumulate_striped(out, branch, x, grid, norm, gamma, residual_linear)
     h, tail = branch.residual_parts(x, grid, norm)
     linear, drop = branch.out_proj, branch.out_drop
     if tail is None:

@@ -11,6 +11,8 @@ convolution on fewer rows may order their sums differently).
 A branch takes part by a ``row_halo`` attribute (:class:`~.residual.ResidualBranch`: None, a
 global mixer, by default).
 """
+from typing import Callable
+
 import torch
 import torch.nn as nn
 
@@ -43,10 +45,11 @@ def stripe_rows(branch: nn.Module, x: torch.Tensor, grid) -> int:
 
 
 def accumulate_striped(out: torch.Tensor, branch: nn.Module, x: torch.Tensor, grid, norm,
-                       gamma) -> torch.Tensor:
-    """``out += gamma * branch(norm(x), grid)`` stripe by stripe; ``out`` (contiguous, the
-    caller's) and ``x`` are distinct tensors, so every stripe reads unchanged input rows."""
-    from .residual import residual_linear
+                       gamma, residual_linear: Callable) -> torch.Tensor:
+    """``out += gamma * branch(norm(x), grid)`` stripe by stripe, each stripe's rows of
+    ``out`` through the seam's ``residual_linear(rows, linear, h, gamma)``; ``out``
+    (contiguous, the caller's) and ``x`` are distinct tensors, so every stripe reads unchanged
+    input rows."""
     height, width = grid.hw
     halo, linear = branch.row_halo, branch.out_proj
     rows = stripe_rows(branch, x, grid)
