@@ -1,16 +1,22 @@
 """Classes made from one of ours in front of an mmdet / mmseg class, when first needed, so that
 ``import mmlinattn.models`` never imports mmdet or mmseg."""
-import importlib
 from functools import lru_cache
 from typing import Callable
 
 
 @lru_cache(maxsize=None)
-def mixed_class(mixin: type, base_path: str, name: str, module: str) -> type:
-    """``type(name, (mixin, base), ...)`` for ``base_path = 'package.module.Class'``."""
-    package, _, base_name = base_path.rpartition('.')
-    base = getattr(importlib.import_module(package), base_name)
-    return type(name, (mixin, base), dict(__module__=module, __doc__=mixin.__doc__))
+def mixed_class(mixin: type, base: str, name: str, module: str) -> type:
+    """``type(name, (mixin, Base), ...)`` for the model ``base`` registered in mmdet / mmseg
+    (``'mmdet.RetinaNet'``), found through mmengine's registry as a config's ``type`` is."""
+    from mmengine.registry import MODELS
+    scope = base.partition('.')[0]
+    try:
+        cls = MODELS.get(base)
+    except (ImportError, KeyError):
+        cls = None
+    if cls is None:
+        raise ImportError(f'{name} extends {base}: install {scope} (see docs/get_started.md)')
+    return type(name, (mixin, cls), dict(__module__=module, __doc__=mixin.__doc__))
 
 
 def lazy_attributes(module: str, **factories: Callable[[], type]) -> Callable[[str], type]:

@@ -9,7 +9,6 @@ convolutions read, and each stripe's scores are filtered at once (score threshol
 then chosen from the stripes' candidates, which contain them.  Decoding and NMS are mmdet's own.
 """
 import copy
-import importlib
 from typing import List
 
 import torch
@@ -22,7 +21,7 @@ from ..segmentors.stripes import conv_halo, stripe_rows_of
 
 def whole_image_retinanet() -> type:
     """The class ``WholeImageRetinaNet(WholeImageDetection, mmdet RetinaNet)``."""
-    return mixed_class(WholeImageDetection, 'mmdet.models.detectors.RetinaNet',
+    return mixed_class(WholeImageDetection, 'mmdet.RetinaNet',
                        'WholeImageRetinaNet', __name__)
 
 
@@ -70,7 +69,6 @@ class WholeImageDetection:
                       rescale: bool, stripe_rows, with_nms: bool = True):
         """``_predict_by_feat_single`` of mmdet's dense heads for one image's pyramid
         ``feats`` (batch 1) and the levels' ``priors``, level by level, stripe by stripe."""
-        from mmdet.structures.bbox import cat_boxes
         from mmengine.structures import InstanceData
         head = self.bbox_head
         cfg = copy.deepcopy(head.test_cfg)
@@ -86,7 +84,10 @@ class WholeImageDetection:
             labels.append(level[1][order])
             bbox_preds.append(level[2][order])
             valid_priors.append(level[3][order])
-        bboxes = head.bbox_coder.decode(cat_boxes(valid_priors), torch.cat(bbox_preds),
+        # priors are tensors, or mmdet's box type (use_box_type) with its own cat
+        priors = torch.cat(valid_priors) if torch.is_tensor(valid_priors[0]) else \
+            type(valid_priors[0]).cat(valid_priors)
+        bboxes = head.bbox_coder.decode(priors, torch.cat(bbox_preds),
                                         max_shape=img_meta['img_shape'])
         results = InstanceData(bboxes=bboxes, scores=torch.cat(scores),
                                labels=torch.cat(labels))
@@ -96,7 +97,6 @@ class WholeImageDetection:
     def _level_candidates(self, feat: Tensor, priors: Tensor, cfg, stripe_rows):
         """Every anchor and class of one level that could be among the level's ``nms_pre``
         best: ``(scores, labels, bbox_preds, priors)``, the stripes' filtered sets joined."""
-        from mmdet.models.utils import filter_scores_and_topk
         head = self.bbox_head
         height, width = feat.shape[-2:]
         rows = height if stripe_rows is None else stripe_rows
@@ -115,17 +115,26 @@ class WholeImageDetection:
                 cls_score.softmax(-1)[:, :-1]
             del cls_score
             keep = nms_pre if nms_pre > 0 else stripe_scores.numel()
-            got, got_labels, idx, kept = filter_scores_and_topk(
-                stripe_scores, score_thr, keep, dict(bbox_pred=bbox_pred))
+            got, got_labels, idx = _best_scores(stripe_scores, score_thr, keep)
             first = a * width * anchors  # the stripe's first anchor in the level's order
-            parts.append((got, got_labels, kept['bbox_pred'], priors[first + idx]))
+            parts.append((got, got_labels, bbox_pred[idx], priors[first + idx]))
         return [torch.cat(t) for t in zip(*parts)]
+
+
+def _best_scores(scores: Tensor, score_thr: float, keep: int):
+    """mmdet's ``filter_scores_and_topk`` on an ``(anchors, classes)`` score matrix: the scores
+    above ``score_thr``, sorted in descending order, the first ``keep`` of them, with their
+    labels and anchors."""
+    valid = scores > score_thr
+    kept, order = scores[valid].sort(descending=True)
+    anchor, label = valid.nonzero()[order[:keep]].unbind(dim=1)
+    return kept[:keep], label, anchor
 
 
 def _stripable(head: nn.Module) -> bool:
     """A ``RetinaHead`` (or subclass) with mmdet's plain score activations."""
-    retina = importlib.import_module('mmdet.models.dense_heads').RetinaHead
-    return isinstance(head, retina) and \
+    from mmengine.registry import MODELS
+    return isinstance(head, MODELS.get('mmdet.RetinaHead')) and \
         not getattr(head.loss_cls, 'custom_cls_channels', False)
 
 

@@ -20,7 +20,7 @@ from .stripes import materialize, running_argmax, stripe_rows_of
 
 def whole_image_encoder_decoder() -> type:
     """The class ``WholeImageEncoderDecoder(WholeImageInference, mmseg EncoderDecoder)``."""
-    return mixed_class(WholeImageInference, 'mmseg.models.segmentors.EncoderDecoder',
+    return mixed_class(WholeImageInference, 'mmseg.EncoderDecoder',
                        'WholeImageEncoderDecoder', __name__)
 
 
