@@ -26,7 +26,8 @@ from .compiled import LazyCompiled
 from .dispatch import fast_form
 from .recompute import recompute_in_backward
 
-__all__ = ['fast_linear_attention', 'chunked_linear_attention', 'triton_allowed']
+__all__ = ['fast_linear_attention', 'chunked_linear_attention', 'triton_allowed', 'key_sums',
+           'query_side_given_sums', 'linear_attention_features']
 
 
 def _elu_plus_one_no_grad(x: torch.Tensor) -> torch.Tensor:
@@ -124,12 +125,9 @@ def chunked_linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     a ``torch.compile`` graph, or ``q``, ``k``, ``v`` with different leading shapes) it runs
     ``backward_features`` throughout.
     """
-    if chunk is None:
-        elements = (policy.CHUNK_ELEMENTS if q.device.type == 'cpu'
-                    else policy.DEVICE_CHUNK_ELEMENTS)
-        chunk = max(256, elements // max(1, q[..., :1, :].numel()))
-    if segment is None:
-        segment = 0 if q.device.type == 'cpu' else policy.DEVICE_SEGMENT_TOKENS
+    default_chunk, default_segment = _core_sizes(q)
+    chunk = default_chunk if chunk is None else chunk
+    segment = default_segment if segment is None else segment
     grad_q, grad_k = backward_features or (feature_q, feature_k)
     if policy.eager_training(q, k, v) and q.shape[:-2] == k.shape[:-2] == v.shape[:-2]:
         return _RecomputedCore.apply(q, k, v, valid, feature_q, feature_k, grad_q, grad_k,
@@ -141,18 +139,69 @@ def chunked_linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     return _query_side(q, summary, feature_q, eps, chunk)
 
 
-def _key_summary(k, v, feature_k, valid, chunk, segment):
-    """``S = [phi_k^T V | phi_k^T 1] / count`` (..., F, D + 1), accumulated over key chunks,
-    and ``count`` (the key count, or each image's valid-key count as (B, 1, 1, 1))."""
+def _key_sums(k, v, feature_k, valid, chunk, segment):
+    """``[phi_k^T V | phi_k^T 1]`` (..., F, D + 1), the key sums accumulated over key chunks
+    (the key sum as one more column: the normaliser comes out of the query side's matmul)."""
     kv = ksum = None
     for s in _chunks(k.shape[-2], chunk):
         pk = _masked(_features(feature_k, k[..., s, :]), valid, s)
         part_kv, part_sum = _token_sum(pk, v[..., s, :], segment), pk.sum(-2)
         kv = part_kv if kv is None else kv + part_kv
         ksum = part_sum if ksum is None else ksum + part_sum
-    count = k.shape[-2] if valid is None else valid.sum(-1).to(kv.dtype)[:, None, None, None]
-    # the key mean as one more column: the normaliser comes out of the same matmul
-    return torch.cat([kv, ksum.unsqueeze(-1)], dim=-1) / count, count
+    return torch.cat([kv, ksum.unsqueeze(-1)], dim=-1)
+
+
+def _key_count(k: torch.Tensor, valid: Optional[torch.Tensor], dtype: torch.dtype):
+    """The key count, or each image's valid-key count as (B, 1, 1, 1)."""
+    return k.shape[-2] if valid is None else valid.sum(-1).to(dtype)[:, None, None, None]
+
+
+def _key_summary(k, v, feature_k, valid, chunk, segment):
+    """``S = [phi_k^T V | phi_k^T 1] / count`` (..., F, D + 1) and ``count``."""
+    sums = _key_sums(k, v, feature_k, valid, chunk, segment)
+    count = _key_count(k, valid, sums.dtype)
+    return sums / count, count
+
+
+def _core_sizes(q: torch.Tensor) -> Tuple[int, int]:
+    """The default ``(chunk, segment)`` of :func:`chunked_linear_attention` for ``q``."""
+    elements = policy.CHUNK_ELEMENTS if q.device.type == 'cpu' else policy.DEVICE_CHUNK_ELEMENTS
+    segment = 0 if q.device.type == 'cpu' else policy.DEVICE_SEGMENT_TOKENS
+    return max(256, elements // max(1, q[..., :1, :].numel())), segment
+
+
+# -- the two passes of a global mixer in row stripes (:mod:`.row_stripes`) -----------------
+def key_sums(k: torch.Tensor, v: torch.Tensor, feature_k: Callable[[torch.Tensor], torch.Tensor],
+             valid: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """Pass 1 over some of the keys: ``[phi_k(K)^T V | phi_k(K)^T 1]`` (..., F, D + 1) in
+    float32 (float64 for float64 inputs), padded keys of ``valid`` ((B, M) bool) left out.
+    Added over every stripe of keys, it gives :func:`query_side_given_sums` what
+    :func:`chunked_linear_attention` computes from all keys at once."""
+    chunk, segment = _core_sizes(k)
+    with Float32Island(v) as island:
+        k, v = island.cast(k, v)
+        return _key_sums(k, v, feature_k, valid, chunk, segment)
+
+
+def query_side_given_sums(q: torch.Tensor, sums: torch.Tensor, count,
+                          feature_q: Callable[[torch.Tensor], torch.Tensor],
+                          eps: float = 1e-6) -> torch.Tensor:
+    """Pass 2 for some of the queries: :func:`chunked_linear_attention` of ``q`` (B, heads,
+    n, d) against all keys, given their ``sums`` (:func:`key_sums` added over every stripe)
+    and ``count`` (the key count, or (B,) valid-key counts); in ``q``'s dtype."""
+    chunk, _ = _core_sizes(q)
+    if torch.is_tensor(count):
+        count = count.to(sums.dtype)[:, None, None, None]
+    with Float32Island(q) as island:
+        q = island.cast(q)
+        out = _query_side(q, sums / count, feature_q, eps, chunk)
+    return island.back(out)
+
+
+def linear_attention_features(feature_map: str) -> Callable[[torch.Tensor], torch.Tensor]:
+    """The feature map ``feature_map`` of :func:`fast_linear_attention` without autograd
+    (for :func:`key_sums` and :func:`query_side_given_sums`)."""
+    return _NO_GRAD_FEATURE_MAPS.get(feature_map, FEATURE_MAPS[feature_map])
 
 
 def _query_side(q, summary, feature_q, eps, chunk):

@@ -22,7 +22,7 @@ from . import policy
 from .chunked import chunked_linear_attention
 from .compiled import compile_each, compiled_allowed
 
-__all__ = ['fast_nala_attention']
+__all__ = ['fast_nala_attention', 'nala_inference_maps']
 
 
 def _magnitude_cos_sin(x: torch.Tensor, angle_scale, magnitude: torch.Tensor,
@@ -153,6 +153,14 @@ def _feature_maps_for(kernel: str, lam: float, alpha: float, eps: float, fuse: b
         return maps, maps
     return (_fast_feature_maps(kernel, lam, alpha, eps, inplace=True),
             _fast_feature_maps(kernel, lam, alpha, eps, inplace=False))
+
+
+def nala_inference_maps(kernel: str, lam: float, alpha: float, eps: float, fuse: bool,
+                        x: torch.Tensor):
+    """``(phi_q, phi_k)``: the feature maps :func:`fast_nala_attention` runs without autograd
+    on tensors like ``x`` (for the two passes of :func:`.chunked.key_sums` and
+    :func:`.chunked.query_side_given_sums`); ``kernel`` without RoPE."""
+    return _feature_maps_for(feature_kernel(kernel), lam, alpha, eps, fuse, x)[0]
 
 
 def fast_nala_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kernel: str = 'cos_sin',

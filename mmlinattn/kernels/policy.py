@@ -89,6 +89,10 @@ STRIPE_HIDDEN_BYTES = 1 << 28
 STRIPE_TARGET_BYTES = 1 << 25
 #: ... and on other devices (1 GiB: fewer launches; a smaller map runs whole)
 DEVICE_STRIPE_TARGET_BYTES = 1 << 30
+#: a global mixer with a two-pass form runs in row stripes on a token map above this many
+#: bytes (512 MiB: a 64-channel stage 1 of an image above ~5800²), where its q / k / v and
+#: output would be several such maps
+STRIPE_MAP_BYTES = 1 << 29
 #: below this many flops per matrix a batched matmul runs as one call, above as a loop
 MM_LOOP_FLOPS = 1 << 27
 #: above this many landmarks SOFT's Newton solver logs its cost once per process

@@ -28,7 +28,7 @@ from .onednn import apply_linear, fused_gelu, fused_linear, linear_act
 from .policy import (CallContext, eager_inference, eager_unavailable, hooked, needs_grad,
                      plain_precision, plain_unavailable)
 from .recompute import recompute_in_backward, recomputes
-from .row_stripes import accumulate_striped, ffn_stripes
+from .row_stripes import accumulate_striped, row_striped
 
 
 class ResidualBranch(nn.Module):
@@ -46,8 +46,13 @@ class ResidualBranch(nn.Module):
     out_drop_name: Optional[str] = None
     #: rows of the token grid either side of a token that the branch reads: None for a global
     #: mixer; a number for a local branch, which inference may then run in row stripes
-    #: (:mod:`.row_stripes`)
+    #: (:mod:`.row_stripes`), or for a ``two_pass`` mixer's second pass
     row_halo: Optional[int] = None
+    #: a global mixer that reads the other tokens only through a summary of fixed size, and
+    #: so runs in two passes over row stripes (:mod:`.row_stripes`): it writes
+    #: ``summary_rows(x_rows, grid_rows, norm)`` (a tensor, that stripe's additive part) and
+    #: takes ``residual_parts(x_rows, grid_rows, norm, summary=finish_summary(...))``
+    two_pass: bool = False
 
     @property
     def out_proj(self) -> nn.Linear:
@@ -64,6 +69,13 @@ class ResidualBranch(nn.Module):
     def residual_parts(self, x: torch.Tensor, grid, norm: Optional[nn.Module]
                        ) -> Tuple[torch.Tensor, Optional[Callable]]:
         raise NotImplementedError
+
+    def finish_summary(self, total: torch.Tensor, x: torch.Tensor, grid):
+        """A ``two_pass`` mixer's summary from the sum of its parts over all rows of ``x``:
+        ``(total, count)``, ``count`` the token count or each image's valid-token count (a
+        mean over the keys is the sum over the count)."""
+        valid = grid.valid_tokens(x)
+        return total, x.shape[1] if valid is None else valid.sum(-1)
 
 
 def hidden_chain(x: torch.Tensor, norm: Optional[nn.Module], first: nn.Linear,
@@ -120,12 +132,14 @@ def branch_output(branch: ResidualBranch, x: torch.Tensor, grid) -> torch.Tensor
 
 def residual_step(x: torch.Tensor, branch: nn.Module, grid, norm: Optional[nn.Module] = None,
                   gamma: Optional[torch.Tensor] = None, drop_path: Optional[nn.Module] = None,
-                  shortcut: Optional[torch.Tensor] = None) -> torch.Tensor:
+                  shortcut: Optional[torch.Tensor] = None, owned: bool = False) -> torch.Tensor:
     """``x + drop_path(gamma * branch(norm(x), grid))`` (``norm``, the LayerScale ``gamma``
     and ``drop_path`` optional), through the fused forms for a :class:`ResidualBranch`;
-    ``shortcut``: the stream the branch is added to when it is not ``x`` itself."""
+    ``shortcut``: the stream the branch is added to when it is not ``x`` itself.  ``owned``:
+    the caller made ``x`` and reads it no more, so a branch in row stripes
+    (:mod:`.row_stripes`) may write the sum into it (one token-sized tensor fewer)."""
     return _residual(x if shortcut is None else shortcut, branch, x, grid, norm, gamma,
-                     drop_path)
+                     drop_path, owned and shortcut is None)
 
 
 def parallel_residual(x: torch.Tensor, steps: Sequence[Tuple[nn.Module, Optional[nn.Module],
@@ -146,7 +160,7 @@ def parallel_residual(x: torch.Tensor, steps: Sequence[Tuple[nn.Module, Optional
             for b, _, _ in steps) and eager_inference(x, *tensors, *extra_params)):
         terms, striped = [], []
         for branch, norm, gamma in steps:
-            if ffn_stripes(branch, x, grid):  # added stripe by stripe, below
+            if row_striped(branch, x, grid):  # added stripe by stripe, below
                 striped.append((branch, norm, gamma))
                 continue
             h, _ = branch.residual_parts(x, grid, norm)
@@ -166,13 +180,15 @@ def parallel_residual(x: torch.Tensor, steps: Sequence[Tuple[nn.Module, Optional
 
 def _residual(shortcut: torch.Tensor, branch: nn.Module, x: torch.Tensor, grid,
               norm: Optional[nn.Module], gamma: Optional[torch.Tensor],
-              drop_path: Optional[nn.Module]) -> torch.Tensor:
-    """``shortcut + drop_path(gamma * branch(norm(x), grid))``."""
+              drop_path: Optional[nn.Module], owned: bool = False) -> torch.Tensor:
+    """``shortcut + drop_path(gamma * branch(norm(x), grid))``; ``owned``: ``shortcut`` is
+    ``x`` and the caller's to overwrite."""
     if not hasattr(branch, 'residual_parts') or hooked(branch):  # a hook expects a call
         y = branch(x if norm is None else norm(x), grid)
         return add_residual(shortcut, y, gamma, drop_path)
-    if ffn_stripes(branch, x, grid):
-        out = shortcut.clone(memory_format=torch.contiguous_format)
+    if row_striped(branch, x, grid):
+        out = shortcut if owned and shortcut.is_contiguous() else \
+            shortcut.clone(memory_format=torch.contiguous_format)
         return accumulate_striped(out, branch, x, grid, norm, gamma, residual_linear)
     h, tail = branch.residual_parts(x, grid, norm)
     linear, drop = branch.out_proj, branch.out_drop

@@ -1,17 +1,28 @@
-"""Row stripes of a local residual branch in inference.
+"""Row stripes of a residual branch in inference, for maps too large to hold its
+intermediates whole.
 
 An FFN's hidden tensor (tokens x 4-8 times the channels) is the widest tensor of a pyramid's
 first stage: 8 GiB for InfViT-small's stage 1 on an 8192² image, two of them alive at once.
 Every step of an FFN is per token except its depthwise convolution, which reads ``row_halo``
 rows above and below; so in inference the branch can run a few rows of the token grid at a
 time, each stripe with its halo rows, and add its output to the rows of the residual stream it
-belongs to.  The result equals the whole-map branch up to rounding (the GEMMs and the
-convolution on fewer rows may order their sums differently).
+belongs to.
+
+A global mixer (linear attention) reads every token, but only through a summary of fixed size
+(the key sums ``phi(K)^T [V | 1]``): it runs in two passes over the stripes, the first adding
+up each stripe's part of the summary, the second computing each stripe's output from its own
+rows and the whole summary.  A mixer's q / k / v projections, feature maps and output then
+never exist for more than a stripe at a time (five token-sized tensors on an 8192² image's
+stage 1 otherwise).
+
+Either way the result equals the whole-map branch up to rounding (the GEMMs on fewer rows
+and the sums over stripes may order their sums differently).
 
 A branch takes part by a ``row_halo`` attribute (:class:`~.residual.ResidualBranch`: None, a
-global mixer, by default).
+global mixer, by default) and, for a global mixer, the two-pass protocol
+(:class:`~.residual.ResidualBranch` ``two_pass``).
 """
-from typing import Callable
+from typing import Callable, Iterator, Tuple
 
 import torch
 import torch.nn as nn
@@ -25,18 +36,38 @@ def ffn_stripes(branch: nn.Module, x: torch.Tensor, grid) -> bool:
     """``branch`` (with its ``row_halo``) runs in row stripes of ``grid`` on the tokens ``x``:
     eager inference, one token per grid cell, a hidden tensor above
     :data:`.policy.STRIPE_HIDDEN_BYTES`, and more than one stripe."""
+    if getattr(branch, 'two_pass', False):
+        return False
+    return (_stripable(branch, x, grid) and x.shape[0] * x.shape[1]
+            * branch.out_proj.in_features * x.element_size() > policy.STRIPE_HIDDEN_BYTES)
+
+
+@fast_form('global mixer in two passes over row stripes', policy.eager_unavailable)
+def mixer_stripes(branch: nn.Module, x: torch.Tensor, grid) -> bool:
+    """The global mixer ``branch`` (``two_pass``) runs in two passes over row stripes of
+    ``grid``: eager inference, one token per grid cell, a token map ``x`` above
+    :data:`.policy.STRIPE_MAP_BYTES`, and more than one stripe."""
+    return (getattr(branch, 'two_pass', False) and _stripable(branch, x, grid)
+            and x.numel() * x.element_size() > policy.STRIPE_MAP_BYTES)
+
+
+def _stripable(branch: nn.Module, x: torch.Tensor, grid) -> bool:
     halo = getattr(branch, 'row_halo', None)
     if halo is None or grid is None or branch.training or policy.hooked(branch):
         return False
-    hidden = x.shape[0] * x.shape[1] * branch.out_proj.in_features * x.element_size()
     return (x.dim() == 3 and x.shape[1] == grid.num_tokens
-            and hidden > policy.STRIPE_HIDDEN_BYTES
             and stripe_rows(branch, x, grid) + 2 * halo < grid.hw[0]
             and policy.eager_inference(x, *branch.parameters()))
 
 
+def row_striped(branch: nn.Module, x: torch.Tensor, grid) -> bool:
+    """``branch`` runs in row stripes on ``x`` (:func:`ffn_stripes` or :func:`mixer_stripes`)."""
+    return ffn_stripes(branch, x, grid) or mixer_stripes(branch, x, grid)
+
+
 def stripe_rows(branch: nn.Module, x: torch.Tensor, grid) -> int:
-    """Rows per stripe: about :data:`.policy.STRIPE_TARGET_BYTES` of hidden tensor on the CPU,
+    """Rows per stripe: about :data:`.policy.STRIPE_TARGET_BYTES` of the branch's widest
+    per-token tensor (its output linear's input) on the CPU,
     :data:`.policy.DEVICE_STRIPE_TARGET_BYTES` elsewhere; at least one."""
     target = policy.STRIPE_TARGET_BYTES if x.device.type == 'cpu' else \
         policy.DEVICE_STRIPE_TARGET_BYTES
@@ -44,21 +75,49 @@ def stripe_rows(branch: nn.Module, x: torch.Tensor, grid) -> int:
     return max(1, target // per_row)
 
 
+def stripes(height: int, rows: int, halo: int) -> Iterator[Tuple[int, int, int, int]]:
+    """``(a, b, s, e)`` for the stripes ``[a, b)`` of ``rows`` rows over ``height`` and
+    their rows with the halo, ``[s, e)``."""
+    for a in range(0, height, rows):
+        b = min(height, a + rows)
+        yield a, b, max(0, a - halo), min(height, b + halo)
+
+
+def _summary(branch: nn.Module, x: torch.Tensor, grid, norm, rows: int):
+    """Pass 1 of a two-pass mixer: its summary parts added over the stripes (no halo: a
+    summary part is per token), then finished by the branch."""
+    width, total = grid.hw[1], None
+    for a, b, _, _ in stripes(grid.hw[0], rows, 0):
+        part = branch.summary_rows(x[:, a * width:b * width], grid.rows(a, b), norm)
+        total = part if total is None else total.add_(part)
+    return branch.finish_summary(total, x, grid)
+
+
 def accumulate_striped(out: torch.Tensor, branch: nn.Module, x: torch.Tensor, grid, norm,
                        gamma, residual_linear: Callable) -> torch.Tensor:
     """``out += gamma * branch(norm(x), grid)`` stripe by stripe, each stripe's rows of
-    ``out`` through the seam's ``residual_linear(rows, linear, h, gamma)``; ``out``
-    (contiguous, the caller's) and ``x`` are distinct tensors, so every stripe reads unchanged
-    input rows."""
+    ``out`` (contiguous, the caller's) through the seam's ``residual_linear(rows, linear, h,
+    gamma)``.  A two-pass mixer first gets its summary over all stripes.
+
+    ``out`` may be ``x`` itself (a stream the caller owns and reads no more): each stripe then
+    reads the input rows it has not yet overwritten, and the rows of its halo above from a
+    copy kept before the stripe above was written."""
     height, width = grid.hw
     halo, linear = branch.row_halo, branch.out_proj
     rows = stripe_rows(branch, x, grid)
-    for a in range(0, height, rows):
-        b = min(height, a + rows)
-        s, e = max(0, a - halo), min(height, b + halo)
-        h, _ = branch.residual_parts(x[:, s * width:e * width].contiguous(), grid.rows(s, e),
-                                     norm)
+    extra = {}
+    if getattr(branch, 'two_pass', False):
+        extra['summary'] = _summary(branch, x, grid, norm, rows)
+    in_place, above = out.data_ptr() == x.data_ptr(), None
+    for a, b, s, e in stripes(height, rows, halo):
+        if above is None:
+            x_rows = x[:, s * width:e * width].contiguous()
+        else:  # rows [s, a) were overwritten: their input from the copy
+            x_rows = torch.cat([above, x[:, a * width:e * width]], dim=1)
+        h, _ = branch.residual_parts(x_rows, grid.rows(s, e), norm, **extra)
         h = h[:, (a - s) * width:(b - s) * width]
+        if in_place and halo and b < height:  # the next stripe's halo above, still unwritten
+            above = x_rows[:, (max(0, b - halo) - s) * width:(b - s) * width].clone()
         part = out[:, a * width:b * width]
         part.copy_(residual_linear(part, linear, h, gamma))
     return out

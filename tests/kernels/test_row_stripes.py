@@ -1,6 +1,7 @@
-"""FFN row stripes (:mod:`mmlinattn.kernels.row_stripes`) against the whole-map branch, in
-float64: a ConvFFN in both orders and timm's Mlp on a padded batch with a LayerScale, and every
-family's backbone with every FFN in stripes of one and three rows against its plain forward."""
+"""Row stripes (:mod:`mmlinattn.kernels.row_stripes`) against the whole-map branch, in
+float64: a ConvFFN in both orders, timm's Mlp and LDN's linear attention (two passes) on a
+padded batch with a LayerScale, and every family's backbone with every FFN and two-pass mixer
+in stripes of one and three rows against its plain forward."""
 import pytest
 import torch
 from archs import FAMILIES, build
@@ -8,6 +9,8 @@ from archs import FAMILIES, build
 from mmlinattn.kernels import policy, residual, row_stripes
 from mmlinattn.models.layers import ConvFFN
 from mmlinattn.models.layers.ffn import Mlp
+from mmlinattn.models.layers.ldn_block import LinearAttention
+from mmlinattn.models.layers.nala_attention import NaLaAttention
 from mmlinattn.models.layers.token_grid import TokenGrid
 
 f64 = torch.float64
@@ -15,7 +18,8 @@ f64 = torch.float64
 
 @pytest.fixture
 def stripes(monkeypatch):
-    """Every FFN in stripes of ``rows`` rows (set the returned function); the stripes counted."""
+    """Every FFN and two-pass mixer in stripes of ``rows`` rows (set the returned function);
+    the striped branches' grids counted."""
     calls = []
     original = residual.accumulate_striped
 
@@ -24,6 +28,7 @@ def stripes(monkeypatch):
         return original(*args)
     monkeypatch.setattr(residual, 'accumulate_striped', counted)
     monkeypatch.setattr(policy, 'STRIPE_HIDDEN_BYTES', 0)
+    monkeypatch.setattr(policy, 'STRIPE_MAP_BYTES', 0)
 
     def rows(n, row_bytes=2 * 24 * 64 * 8):  # n rows of a hidden tensor of row_bytes per row
         monkeypatch.setattr(policy, 'STRIPE_TARGET_BYTES', n * row_bytes)
@@ -36,19 +41,23 @@ def _plain(monkeypatch, fn):
         return fn()
 
 
-@pytest.mark.parametrize('branch', ['convffn nala', 'convffn mix', 'mlp'])
+@pytest.mark.parametrize('branch', ['convffn nala', 'convffn mix', 'mlp', 'ldn attention',
+                                    'nala attention'])
 @pytest.mark.parametrize('n', [1, 3])
-def test_striped_ffn_equals_the_whole_branch(branch, n, stripes, monkeypatch):
+def test_striped_branch_equals_the_whole_branch(branch, n, stripes, monkeypatch):
     torch.manual_seed(0)
     dim, hidden = 6, 24
     ffn = {'convffn nala': lambda: ConvFFN(dim, hidden, dw_residual=True, act_before_dw=True),
            'convffn mix': lambda: ConvFFN(dim, hidden),
-           'mlp': lambda: Mlp(dim, hidden)}[branch]().to(f64).eval()
+           'mlp': lambda: Mlp(dim, hidden),
+           'ldn attention': lambda: LinearAttention(dim, 2),
+           'nala attention': lambda: NaLaAttention(dim, 2)}[branch]().to(f64).eval()
     norm, gamma = torch.nn.LayerNorm(dim).to(f64), torch.rand(dim, dtype=f64)
     grid = TokenGrid((9, 7), [(9, 7), (6, 5)])  # the second image padded
     x = torch.randn(2, 63, dim, dtype=f64)
     set_rows, calls = stripes
-    set_rows(n, 2 * 7 * hidden * 8)
+    width = ffn.out_proj.in_features
+    set_rows(n, 2 * 7 * width * 8)
 
     def step():
         with torch.no_grad():
@@ -60,10 +69,38 @@ def test_striped_ffn_equals_the_whole_branch(branch, n, stripes, monkeypatch):
     torch.testing.assert_close(got, want, rtol=0, atol=1e-13)
 
 
+@pytest.mark.parametrize('n', [1, 3])
+def test_striped_in_place_equals_the_whole_branch(n, stripes, monkeypatch):
+    """``owned=True``: the sum written into the input itself, each stripe's halo above (two
+    rows of a 5x5 depthwise conv: more than a stripe of one row) read from the copy."""
+    torch.manual_seed(0)
+    dim, hidden = 6, 24
+    ffn = ConvFFN(dim, hidden)
+    ffn.dwconv = torch.nn.Conv2d(hidden, hidden, 5, 1, 2, groups=hidden)
+    ffn.row_halo = 2
+    ffn = ffn.to(f64).eval()
+    norm, gamma = torch.nn.LayerNorm(dim).to(f64), torch.rand(dim, dtype=f64)
+    grid = TokenGrid((9, 7), [(9, 7), (6, 5)])
+    x = torch.randn(2, 63, dim, dtype=f64)
+    set_rows, calls = stripes
+    set_rows(n, 2 * 7 * hidden * 8)
+
+    def step(t, owned):
+        with torch.no_grad():
+            return residual.residual_step(t, ffn, grid, norm, gamma, owned=owned)
+    want = _plain(monkeypatch, lambda: step(x, False))
+    stream = x.clone()
+    got = step(stream, True)
+    assert got.data_ptr() == stream.data_ptr() and calls == [(9, 7)]
+    torch.testing.assert_close(got, want, rtol=0, atol=1e-13)
+    assert not step(x, False).data_ptr() == x.data_ptr()  # not owned: a new tensor
+
+
 @pytest.mark.parametrize('family', [f for f in FAMILIES if f != 'InfViTPlain'])
 @pytest.mark.parametrize('n', [1, 3])
 def test_backbone_with_ffn_stripes_equals_its_plain_forward(family, n, stripes, monkeypatch):
-    """64x96 images, batch 2 with the second padded: every stage's FFNs in stripes."""
+    """64x96 images, batch 2 with the second padded: every stage's FFNs (and LDN's attention)
+    in stripes."""
     model = build(family).to(f64)
     x = torch.randn(2, 3, 64, 96, dtype=f64)
     valid = [(64, 96), (50, 70)]

@@ -410,11 +410,18 @@ class PyramidBackbone(BackboneBase):
         padding, so necks / heads read no padding features."""
         outs = {}
         # channels-last from the start: oneDNN / cuDNN convs run faster on it, and the stages
-        # take and give channels-last maps without a copy
-        x = x.contiguous(memory_format=torch.channels_last)
-        for i, x, grid in self.forward_stages(x, grid, max(self.out_indices)):
+        # take and give channels-last maps without a copy (the copy is bound in the stage
+        # loop only, so it is freed once the stem has read it)
+        stages = self.forward_stages(x.contiguous(memory_format=torch.channels_last), grid,
+                                     max(self.out_indices))
+        for i, x, grid in stages:
             if str(i) in self.out_norms:
-                outs[i] = grid.zero_padding(self.out_norms[str(i)](x))
+                # contiguous as it is made (what forward returns): the channels-last form is
+                # freed before the next stage, not held to the end beside its copy
+                out = grid.zero_padding(self.out_norms[str(i)](x))
+                outs[i] = out.contiguous()
+                del out
+            del x  # the loop keeps no stage output alive into the next stage
         return tuple(outs[i] for i in self.out_indices)
 
 

@@ -235,4 +235,4 @@ class InfSABlock(nn.Module):
         as a class token, always valid); the grid's padding stays out of the mixer's norms
         and pools."""
         x = residual_step(x, self.attn, grid, self.norm1, drop_path=self.drop_path)
-        return residual_step(x, self.ffn, grid, self.norm2, drop_path=self.drop_path)
+        return residual_step(x, self.ffn, grid, self.norm2, drop_path=self.drop_path, owned=True)

@@ -14,6 +14,7 @@ import torch.nn as nn
 from timm.layers import DropPath, LayerScale
 
 from ...kernels import fast_grid_diffusion, fast_linear_attention
+from ...kernels.chunked import key_sums, linear_attention_features, query_side_given_sums
 from ...kernels.residual import ResidualBranch, parallel_residual
 from ...ops import grid_diffusion_implicit_dct, stencil_kernel, stencil_offsets
 from ...ops.precision import compute_dtype
@@ -149,12 +150,30 @@ class LinearAttention(ResidualBranch, QKVMixer):
         self.feature_map = feature_map
 
     out_drop_name = 'proj_drop'
+    # every output token reads the others only through the key sums phi(K)^T [V | 1]: on a
+    # large map inference runs it in two passes over row stripes (kernels/row_stripes.py)
+    two_pass, row_halo = True, 0
 
     def residual_parts(self, x: torch.Tensor, grid: Optional[TokenGrid] = None,
-                       norm: Optional[nn.Module] = None):
+                       norm: Optional[nn.Module] = None, summary=None):
         """The residual seam's protocol (:class:`~mmlinattn.kernels.residual.ResidualBranch`):
-        the merged heads of ``norm(x)``, the output projection's input."""
-        return self.merge_heads(self.attend(x if norm is None else norm(x), grid)), None
+        the merged heads of ``norm(x)``, the output projection's input; with ``summary``
+        (:meth:`finish_summary`), the queries of these rows against all keys."""
+        x = x if norm is None else norm(x)
+        if summary is None:
+            return self.merge_heads(self.attend(x, grid)), None
+        sums, count = summary
+        (q, ) = self.part_heads(x, 0, 1)
+        out = query_side_given_sums(q, sums, count, linear_attention_features(self.feature_map),
+                                    self.eps)
+        return self.merge_heads(out), None
+
+    def summary_rows(self, x: torch.Tensor, grid: TokenGrid, norm: Optional[nn.Module] = None
+                     ) -> torch.Tensor:
+        """The key sums of these rows' tokens (pass 1 of the two-pass form)."""
+        k, v = self.part_heads(x if norm is None else norm(x), 1, 2)
+        return key_sums(k, v, linear_attention_features(self.feature_map),
+                        valid_tokens_or_none(grid, x))
 
     def attend(self, x: torch.Tensor, grid: Optional[TokenGrid] = None) -> torch.Tensor:
         """(B, N, C) -> (B, H, N, d): the attention output per head, before the projection."""

@@ -7,6 +7,9 @@ import torch.nn.functional as F
 from timm.layers import DropPath
 
 from ...kernels import fast_nala_attention
+from ...kernels.chunked import key_sums, query_side_given_sums
+from ...kernels.nala import nala_inference_maps
+from ...kernels.onednn import fused_linear
 from ...kernels.recompute import recompute_in_eager_backward
 from ...kernels.residual import ResidualBranch, normed_linears, residual_step
 from ...ops.nalaformer import KERNELS
@@ -71,6 +74,12 @@ class NaLaAttention(ResidualBranch):
         self.norm = nn.LayerNorm(dim)
         self.act = nn.SiLU()
         self.proj = nn.Linear(dim, dim)
+        # NaLa reads the other tokens only through the key sums: on a large map inference
+        # runs it in two passes over row stripes (kernels/row_stripes.py), the second with
+        # the LePE conv's halo
+        self.two_pass = attn_type == 'nala' and kernel != 'relu_split_rope'
+        if self.two_pass:
+            self.row_halo = self.lepe.kernel_size[0] // 2 if lepe else 0
 
     def _angles(self, hw: Tuple[int, int], x: torch.Tensor) -> torch.Tensor:
         """RoPE angles of the current grid, float64 for float64 inputs, else float32."""
@@ -78,10 +87,42 @@ class NaLaAttention(ResidualBranch):
                               dtype=compute_dtype(x))
 
     def residual_parts(self, x: torch.Tensor, grid: TokenGrid,
-                       norm: Optional[nn.Module] = None):
+                       norm: Optional[nn.Module] = None, summary=None):
         """The residual seam's protocol (:class:`~mmlinattn.kernels.residual.ResidualBranch`):
-        the output projection's input from ``norm(x)``."""
-        return self._mix(x, grid, norm), None
+        the output projection's input from ``norm(x)``; with ``summary``
+        (:meth:`finish_summary`), that of these rows' queries against all keys."""
+        if summary is None:
+            return self._mix(x, grid, norm), None
+        b, n, c = x.shape
+        q, v, g = self._project(x, norm, (0, 2, 3))
+        sums, count = summary
+        phi_q, _ = self._inference_maps(q)
+        o = query_side_given_sums(self._heads(q), sums, count, phi_q, self.eps)
+        o = o.transpose(1, 2).reshape(b, n, c)
+        if self.lepe is not None:
+            o = o + conv_tokens(self.lepe, v, grid)
+        return self._gate(o, g), None
+
+    def summary_rows(self, x: torch.Tensor, grid: TokenGrid, norm: Optional[nn.Module] = None
+                     ) -> torch.Tensor:
+        """The key sums of these rows' tokens (pass 1 of the two-pass form)."""
+        k, v = self._project(x, norm, (1, 2))
+        _, phi_k = self._inference_maps(k)
+        return key_sums(self._heads(k), self._heads(v), phi_k, grid.valid_tokens(x))
+
+    def _project(self, x: torch.Tensor, norm: Optional[nn.Module], which):
+        """The projections ``which`` (0: q, 1: k, 2: v, 3: g) of ``norm(x)``, each from its
+        own rows of the fused weight."""
+        y, c = x if norm is None else norm(x), x.shape[-1]
+        w, bias = self.qkvg.weight, self.qkvg.bias
+        return [fused_linear(y, w[i * c:(i + 1) * c], bias[i * c:(i + 1) * c]) for i in which]
+
+    def _heads(self, t: torch.Tensor) -> torch.Tensor:
+        b, n, _ = t.shape
+        return t.view(b, n, self.num_heads, self.head_dim).transpose(1, 2)
+
+    def _inference_maps(self, x: torch.Tensor):
+        return nala_inference_maps(self.kernel, self.lam, self.alpha, self.eps, self.fuse, x)
 
     def _mix(self, x: torch.Tensor, grid: TokenGrid, norm: Optional[nn.Module] = None
              ) -> torch.Tensor:
@@ -178,7 +219,9 @@ class NaLaBlock(nn.Module):
         x = x.contiguous()
         if self.cpe1 is not None:
             x = conv_tokens(self.cpe1, x, grid, residual=True)
-        x = residual_step(x, self.attn, grid, self.norm1, self.gamma1, self.drop_path)
+        x = residual_step(x, self.attn, grid, self.norm1, self.gamma1, self.drop_path,
+                          owned=self.cpe1 is not None)
         if self.cpe2 is not None:
             x = conv_tokens(self.cpe2, x, grid, residual=True)
-        return residual_step(x, self.ffn, grid, self.norm2, self.gamma2, self.drop_path)
+        return residual_step(x, self.ffn, grid, self.norm2, self.gamma2, self.drop_path,
+                             owned=True)

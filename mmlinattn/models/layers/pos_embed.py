@@ -1,6 +1,6 @@
 """Position encodings that follow the current grid size."""
 import math
-from typing import Optional
+from typing import Optional, Tuple
 
 import torch
 import torch.nn as nn
@@ -17,16 +17,24 @@ def sincos_2d(dim: int, h: int, w: int, temperature: float = 10000.0,
     ``dim / 4`` channels each hold sin(row), cos(row), sin(col), cos(col) at geometric
     frequencies; computed for the given grid, so nothing depends on a training size.
     """
+    row, col = sincos_axes(dim, h, w, temperature, device, dtype)
+    return torch.cat([row.expand(-1, -1, h, w), col.expand(-1, -1, h, w)], dim=1)
+
+
+def sincos_axes(dim: int, h: int, w: int, temperature: float = 10000.0, device=None,
+                dtype=torch.float32) -> Tuple[torch.Tensor, torch.Tensor]:
+    """The two halves of :func:`sincos_2d`, each depending on one axis only: the row part
+    (1, dim / 2, h, 1) and the column part (1, dim / 2, 1, w) (computed in float64, then
+    cast)."""
     if dim % 4:
         raise ValueError(f'sin-cos 2-D encoding needs dim divisible by 4, got {dim}')
     q = dim // 4
     omega = 1.0 / temperature ** (torch.arange(q, device=device, dtype=torch.float64) / q)
     ys = torch.arange(h, device=device, dtype=torch.float64)[:, None] * omega  # (h, q)
     xs = torch.arange(w, device=device, dtype=torch.float64)[:, None] * omega  # (w, q)
-    row = torch.cat([ys.sin(), ys.cos()], dim=1)[:, None, :].expand(h, w, 2 * q)
-    col = torch.cat([xs.sin(), xs.cos()], dim=1)[None, :, :].expand(h, w, 2 * q)
-    pe = torch.cat([row, col], dim=-1).permute(2, 0, 1)[None]
-    return pe.to(dtype)
+    row = torch.cat([ys.sin(), ys.cos()], dim=1).t()[None, :, :, None]
+    col = torch.cat([xs.sin(), xs.cos()], dim=1).t()[None, :, None, :]
+    return row.to(dtype), col.to(dtype)
 
 
 class InterpolatedPosEmbed(nn.Module):

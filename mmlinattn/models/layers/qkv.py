@@ -4,7 +4,7 @@ from typing import Tuple
 import torch
 import torch.nn as nn
 
-from ...kernels.onednn import apply_linear
+from ...kernels.onednn import apply_linear, fused_linear
 from .utils import check_heads
 
 
@@ -36,6 +36,16 @@ class QKVMixer(nn.Module):
         qkv = apply_linear(x, self.qkv).view(b, n, 3, self.num_heads, self.head_dim)
         qkv = qkv.permute(2, 0, 3, 1, 4)
         return qkv.unbind(0)
+
+    def part_heads(self, x: torch.Tensor, first: int, count: int) -> Tuple[torch.Tensor, ...]:
+        """``count`` of q, k, v from the ``first`` (0: q, 1: k, 2: v), each (B, H, N, d), from
+        those rows of the fused weight alone (a mixer's two passes over row stripes need the
+        keys and values in the first, the queries in the second)."""
+        b, n, c = x.shape
+        rows = slice(first * c, (first + count) * c)
+        bias = None if self.qkv.bias is None else self.qkv.bias[rows]
+        y = fused_linear(x, self.qkv.weight[rows], bias)
+        return y.view(b, n, count, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
 
     def project(self, heads: torch.Tensor) -> torch.Tensor:
         """(B, H, N, d) mixed heads -> (B, N, C) after the output projection."""

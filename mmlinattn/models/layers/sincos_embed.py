@@ -4,12 +4,12 @@ from typing import Optional
 import torch
 import torch.nn as nn
 
-from .pos_embed import sincos_2d
+from .pos_embed import sincos_axes
 from .token_grid import TokenGrid
 
 
 class SinCosPosEmbed2d(nn.Module):
-    """Add :func:`sincos_2d` for the input's own (H, W) to an NCHW map.
+    """Add :func:`~.pos_embed.sincos_2d` for the input's own (H, W) to an NCHW map.
 
     Nothing depends on a training size: the encoding is recomputed on integer token indices
     for every input, so no interpolation is ever needed.
@@ -32,7 +32,9 @@ class SinCosPosEmbed2d(nn.Module):
         c, h, w = x.shape[1:]
         if c != self.dim:
             raise ValueError(f'SinCosPosEmbed2d was built for {self.dim} channels, got {c}')
-        return x + sincos_2d(c, h, w, self.temperature, device=x.device, dtype=x.dtype)
+        row, col = sincos_axes(c, h, w, self.temperature, device=x.device, dtype=x.dtype)
+        # each half plus its one-axis encoding: the (C, H, W) table is never built
+        return torch.cat([x[:, :c // 2] + row, x[:, c // 2:] + col], dim=1)
 
     def extra_repr(self) -> str:
         return f'dim={self.dim}, temperature={self.temperature}'

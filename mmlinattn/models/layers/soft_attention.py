@@ -293,4 +293,4 @@ class SOFTBlock(nn.Module):
             x = self.norm1(x + self.drop_path(self.attn(x, grid)))
             return self.norm2(x + self.drop_path(self.mlp(x)))
         x = residual_step(x, self.attn, grid, self.norm1, drop_path=self.drop_path)
-        return residual_step(x, self.mlp, grid, self.norm2, drop_path=self.drop_path)
+        return residual_step(x, self.mlp, grid, self.norm2, drop_path=self.drop_path, owned=True)

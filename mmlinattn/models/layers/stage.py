@@ -40,6 +40,7 @@ class BlockStage(nn.Module):
         # channels-last view for a channels-last map (what the previous stage and its
         # down-sampling conv hand over), else one copy: contiguous tokens for every block
         t = map_as_tokens(x)
+        del x  # a view's base lives on in t; what the blocks replace is freed as they go
         if self.cls_token is not None:
             t = torch.cat([self.cls_token.expand(t.shape[0], -1, -1).to(t.dtype), t], dim=1)
         for blk in self.blocks:
