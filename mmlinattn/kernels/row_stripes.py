@@ -121,3 +121,79 @@ def accumulate_striped(out: torch.Tensor, branch: nn.Module, x: torch.Tensor, gr
         part = out[:, a * width:b * width]
         part.copy_(residual_linear(part, linear, h, gamma))
     return out
+
+
+# -- a convolutional stem in row stripes -------------------------------------------------------
+def _stem_margin(units) -> int:
+    """Input rows either side of an output row that a chain of (kernel k, stride s,
+    padding k // 2) convolutions reads: its receptive field's half height."""
+    half = 0
+    for unit in reversed(list(units)):
+        half = half * unit.stride + unit.conv.kernel_size[0] // 2
+    return half
+
+
+@fast_form('stem in row stripes', policy.eager_unavailable)
+def stem_stripes(stem: nn.Module, x: torch.Tensor, grid) -> bool:
+    """The chain of conv units ``stem`` (:class:`~mmlinattn.models.layers.embed.ConvStem`)
+    runs in row stripes of its output on the NCHW input ``x``: eager inference, its widest
+    map (the first unit's output) above :data:`.policy.STRIPE_HIDDEN_BYTES`, and more than one
+    stripe."""
+    first = next(iter(stem))
+    height = -(-x.shape[-2] // first.stride)
+    widest = (x.shape[0] * first.conv.out_channels * height * -(-x.shape[-1] // first.stride)
+              * x.element_size())
+    return (widest > policy.STRIPE_HIDDEN_BYTES and not policy.hooked(stem)
+            and not any(policy.hooked(m) for m in stem.modules())
+            and _stem_rows(stem, x) < _stem_height(stem, x.shape[-2])
+            and policy.eager_inference(x, *stem.parameters()))
+
+
+def _stem_height(stem: nn.Module, height: int) -> int:
+    for unit in stem:
+        height = -(-height // unit.stride)  # each unit maps H to ceil(H / s)
+    return height
+
+
+def _stem_rows(stem: nn.Module, x: torch.Tensor) -> int:
+    """Output rows per stripe: about :data:`.policy.STRIPE_TARGET_BYTES` of the first unit's
+    output (more off the CPU), and at least four times the margin."""
+    first, total = next(iter(stem)), 1
+    for unit in stem:
+        total *= unit.stride
+    target = policy.STRIPE_TARGET_BYTES if x.device.type == 'cpu' else \
+        policy.DEVICE_STRIPE_TARGET_BYTES
+    per_row = (x.shape[0] * first.conv.out_channels * -(-x.shape[-1] // first.stride)
+               * (total // first.stride) * x.element_size())
+    margin = -(-_stem_margin(stem) // total)
+    return max(4 * margin, target // per_row)
+
+
+def striped_stem(stem: nn.Module, x: torch.Tensor, grid):
+    """``stem(x, grid)`` stripe by stripe: output rows ``[a, b)`` from the input rows
+    ``[S (a - m), S (b + m))`` (``S`` the total stride, ``m`` output rows that cover the
+    receptive field), so every stripe's convolutions are aligned with the whole map's and its
+    kept rows never read the stripe's own border.  Returns ``(output map, its grid)`` as the
+    stem does; the output is channels-last."""
+    total = 1
+    for unit in stem:
+        total *= unit.stride
+    height = x.shape[-2]
+    out_h = _stem_height(stem, height)
+    margin = -(-_stem_margin(stem) // total)
+    rows = _stem_rows(stem, x)
+    out = None
+    for a, b, s, e in stripes(out_h, rows, margin):
+        part, part_grid = x[:, :, s * total:min(height, e * total)], \
+            grid.rows(s * total, min(height, e * total))
+        for unit in stem:  # the units' own forward (the stem's would stripe again)
+            part, part_grid = unit(part, part_grid)
+        if out is None:
+            out = torch.empty(part.shape[:2] + (out_h, part.shape[-1]), dtype=part.dtype,
+                              device=part.device, memory_format=torch.channels_last)
+        out[:, :, a:b] = part[:, :, a - s:b - s]
+        del part, part_grid
+    for unit in stem:
+        grid = grid.downsample(unit.stride, hw=(-(-grid.hw[0] // unit.stride),
+                                                -(-grid.hw[1] // unit.stride)))
+    return out, grid

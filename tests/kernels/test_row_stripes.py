@@ -1,13 +1,13 @@
 """Row stripes (:mod:`mmlinattn.kernels.row_stripes`) against the whole-map branch, in
 float64: a ConvFFN in both orders, timm's Mlp and LDN's linear attention (two passes) on a
-padded batch with a LayerScale, and every family's backbone with every FFN and two-pass mixer
-in stripes of one and three rows against its plain forward."""
+padded batch with a LayerScale, a convolutional stem, and every family's backbone with every
+FFN, two-pass mixer and stem in stripes against its plain forward."""
 import pytest
 import torch
 from archs import FAMILIES, build
 
 from mmlinattn.kernels import policy, residual, row_stripes
-from mmlinattn.models.layers import ConvFFN
+from mmlinattn.models.layers import ConvFFN, ConvStem
 from mmlinattn.models.layers.ffn import Mlp
 from mmlinattn.models.layers.ldn_block import LinearAttention
 from mmlinattn.models.layers.nala_attention import NaLaAttention
@@ -111,10 +111,41 @@ def test_backbone_with_ffn_stripes_equals_its_plain_forward(family, n, stripes, 
     want = _plain(monkeypatch, forward)
     set_rows, calls = stripes
     monkeypatch.setattr(row_stripes, 'stripe_rows', lambda *args: n)  # n rows of every FFN
+    monkeypatch.setattr(row_stripes, '_stem_rows', lambda *args: n + 1)  # and of a conv stem
     got = forward()
     assert {hw for hw in calls} >= {(16, 24), (8, 12)}  # stages 1 and 2 at least
     for g, w in zip(got, want):
         torch.testing.assert_close(g, w, rtol=1e-10, atol=1e-11)
+
+
+@pytest.mark.parametrize('strides', [(2, 1, 1, 2), (2, 1, 2)])  # NaLaFormer's, SOFT++'s
+@pytest.mark.parametrize('hw, valid', [((61, 45), None), ((64, 48), [(64, 48), (50, 33)]),
+                                       ((130, 20), None)])
+def test_striped_stem_equals_the_whole_stem(strides, hw, valid, monkeypatch):
+    """A conv-BN-ReLU stem on odd sizes and a padded batch: each stripe of output rows from
+    its input rows with the receptive field's margin, equal to the whole stem (and the same
+    output grid)."""
+    torch.manual_seed(0)
+    relu = dict(type='ReLU')
+    units = len(strides)
+    stem = ConvStem(3, (8, ) * (units - 1) + (16, ), strides, (relu, ) * (units - 1) + (None, ),
+                    norm_cfg=dict(type='BN')).to(f64).eval()
+    for m in stem.modules():
+        if isinstance(m, torch.nn.BatchNorm2d):
+            m.running_mean.uniform_(-1, 1)
+            m.running_var.uniform_(0.5, 2)
+    x = torch.randn(1 if valid is None else 2, 3, *hw, dtype=f64)
+    x = x.contiguous(memory_format=torch.channels_last)
+    grid = TokenGrid(hw, valid)
+    with torch.no_grad():
+        want, want_grid = _plain(monkeypatch, lambda: stem(x, grid))
+        monkeypatch.setattr(policy, 'STRIPE_HIDDEN_BYTES', 0)
+        monkeypatch.setattr(policy, 'STRIPE_TARGET_BYTES', 1)  # the fewest rows: 4 margins
+        assert row_stripes.stem_stripes(stem, x, grid)
+        got, got_grid = stem(x, grid)
+    assert (got_grid.hw, got_grid.valid_hw) == (want_grid.hw, want_grid.valid_hw)
+    assert got.is_contiguous(memory_format=torch.channels_last)
+    torch.testing.assert_close(got, want, rtol=0, atol=1e-13)
 
 
 def test_no_stripes_in_training_or_on_small_maps(stripes):

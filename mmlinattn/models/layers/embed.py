@@ -13,6 +13,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ...kernels.recompute import recompute_in_backward, recomputes
+from ...kernels.row_stripes import stem_stripes, striped_stem
 from ...ops.tracing import traced
 from .norm import build_act, build_norm, norm_cancels_bias
 from .token_grid import TokenGrid
@@ -100,6 +101,8 @@ class ConvStem(nn.Sequential):
         self.recompute_act = recompute_act
 
     def forward(self, x: torch.Tensor, grid: TokenGrid) -> Tuple[torch.Tensor, TokenGrid]:
+        if stem_stripes(self, x, grid):  # a large image: its full-resolution maps in stripes
+            return striped_stem(self, x, grid)
         if not (self.recompute_act and recomputes(x, *self.parameters())):
             for unit in self:
                 x, grid = unit(x, grid)
