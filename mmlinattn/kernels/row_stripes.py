@@ -53,7 +53,9 @@ def mixer_stripes(branch: nn.Module, x: torch.Tensor, grid) -> bool:
 
 def _stripable(branch: nn.Module, x: torch.Tensor, grid) -> bool:
     halo = getattr(branch, 'row_halo', None)
-    if halo is None or grid is None or branch.training or policy.hooked(branch):
+    # a hook on the branch or a layer in it expects that module to be called whole
+    if halo is None or grid is None or branch.training or \
+            policy.hooked(*branch.modules()):
         return False
     return (x.dim() == 3 and x.shape[1] == grid.num_tokens
             and stripe_rows(branch, x, grid) + 2 * halo < grid.hw[0]
@@ -143,8 +145,8 @@ def stem_stripes(stem: nn.Module, x: torch.Tensor, grid) -> bool:
     height = -(-x.shape[-2] // first.stride)
     widest = (x.shape[0] * first.conv.out_channels * height * -(-x.shape[-1] // first.stride)
               * x.element_size())
-    return (widest > policy.STRIPE_HIDDEN_BYTES and not policy.hooked(stem)
-            and not any(policy.hooked(m) for m in stem.modules())
+    return (widest > policy.STRIPE_HIDDEN_BYTES
+            and not policy.hooked(*stem.modules())
             and _stem_rows(stem, x) < _stem_height(stem, x.shape[-2])
             and policy.eager_inference(x, *stem.parameters()))
 

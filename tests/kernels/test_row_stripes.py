@@ -157,4 +157,9 @@ def test_no_stripes_in_training_or_on_small_maps(stripes):
     ffn.eval()
     with torch.no_grad():
         residual.residual_step(x[:, :21], ffn, TokenGrid((3, 7)))  # 3 rows: nothing to cut
-    assert calls == []
+        handle = ffn.fc1.register_forward_hook(lambda *args: None)
+        residual.residual_step(x, ffn, TokenGrid((9, 7)))  # a hook inside: called whole
+        handle.remove()
+        assert calls == []
+        residual.residual_step(x, ffn, TokenGrid((9, 7)))
+    assert calls == [(9, 7)]
