@@ -28,7 +28,7 @@ from .onednn import apply_linear, fused_gelu, fused_linear, linear_act
 from .policy import (CallContext, eager_inference, eager_unavailable, hooked, needs_grad,
                      plain_precision, plain_unavailable)
 from .recompute import recompute_in_backward, recomputes
-from .row_stripes import accumulate_striped, row_striped
+from .row_stripes import accumulate_striped, mixer_stripes, row_striped, summarize
 
 
 class ResidualBranch(nn.Module):
@@ -50,8 +50,9 @@ class ResidualBranch(nn.Module):
     row_halo: Optional[int] = None
     #: a global mixer that reads the other tokens only through a summary of fixed size, and
     #: so runs in two passes over row stripes (:mod:`.row_stripes`): it writes
-    #: ``summary_rows(x_rows, grid_rows, norm)`` (a tensor, that stripe's additive part) and
-    #: takes ``residual_parts(x_rows, grid_rows, norm, summary=finish_summary(...))``
+    #: ``summary_rows(x_rows, grid_rows, norm, state)`` (a tensor, that stripe's additive
+    #: part; ``state`` None) and takes ``residual_parts(x_rows, grid_rows, norm,
+    #: summary=finish_summary(...))``
     two_pass: bool = False
 
     @property
@@ -70,7 +71,7 @@ class ResidualBranch(nn.Module):
                        ) -> Tuple[torch.Tensor, Optional[Callable]]:
         raise NotImplementedError
 
-    def finish_summary(self, total: torch.Tensor, x: torch.Tensor, grid):
+    def finish_summary(self, total: torch.Tensor, x: torch.Tensor, grid, state=None):
         """A ``two_pass`` mixer's summary from the sum of its parts over all rows of ``x``:
         ``(total, count)``, ``count`` the token count or each image's valid-token count (a
         mean over the keys is the sum over the count)."""
@@ -184,7 +185,10 @@ def _residual(shortcut: torch.Tensor, branch: nn.Module, x: torch.Tensor, grid,
     """``shortcut + drop_path(gamma * branch(norm(x), grid))``; ``owned``: ``shortcut`` is
     ``x`` and the caller's to overwrite."""
     if not hasattr(branch, 'residual_parts') or hooked(branch):  # a hook expects a call
-        y = branch(x if norm is None else norm(x), grid)
+        if mixer_stripes(branch, x, grid):  # a pooling mixer: its output from the summary
+            y = branch.from_summary(summarize(branch, x, grid, norm), x)
+        else:
+            y = branch(x if norm is None else norm(x), grid)
         return add_residual(shortcut, y, gamma, drop_path)
     if row_striped(branch, x, grid):
         out = shortcut if owned and shortcut.is_contiguous() else \

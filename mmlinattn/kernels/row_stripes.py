@@ -69,12 +69,12 @@ def row_striped(branch: nn.Module, x: torch.Tensor, grid) -> bool:
 
 def stripe_rows(branch: nn.Module, x: torch.Tensor, grid) -> int:
     """Rows per stripe: about :data:`.policy.STRIPE_TARGET_BYTES` of the branch's widest
-    per-token tensor (its output linear's input) on the CPU,
+    per-token tensor (its ``stripe_width``, else its output linear's input) on the CPU,
     :data:`.policy.DEVICE_STRIPE_TARGET_BYTES` elsewhere; at least one."""
     target = policy.STRIPE_TARGET_BYTES if x.device.type == 'cpu' else \
         policy.DEVICE_STRIPE_TARGET_BYTES
-    per_row = x.shape[0] * grid.hw[1] * branch.out_proj.in_features * x.element_size()
-    return max(1, target // per_row)
+    width = getattr(branch, 'stripe_width', None) or branch.out_proj.in_features
+    return max(1, target // (x.shape[0] * grid.hw[1] * width * x.element_size()))
 
 
 def stripes(height: int, rows: int, halo: int) -> Iterator[Tuple[int, int, int, int]]:
@@ -85,14 +85,19 @@ def stripes(height: int, rows: int, halo: int) -> Iterator[Tuple[int, int, int, 
         yield a, b, max(0, a - halo), min(height, b + halo)
 
 
-def _summary(branch: nn.Module, x: torch.Tensor, grid, norm, rows: int):
-    """Pass 1 of a two-pass mixer: its summary parts added over the stripes (no halo: a
-    summary part is per token), then finished by the branch."""
-    width, total = grid.hw[1], None
-    for a, b, _, _ in stripes(grid.hw[0], rows, 0):
-        part = branch.summary_rows(x[:, a * width:b * width], grid.rows(a, b), norm)
-        total = part if total is None else total.add_(part)
-    return branch.finish_summary(total, x, grid)
+def summarize(branch: nn.Module, x: torch.Tensor, grid, norm, rows: int = 0):
+    """The summary passes of a two-pass mixer (``summary_passes`` of them, one by default):
+    each adds the branch's summary parts over the stripes (no halo: a part is per token) and
+    has the branch finish them into the state the next pass (or the output) reads."""
+    rows = rows or stripe_rows(branch, x, grid)
+    width, state = grid.hw[1], None
+    for _ in range(getattr(branch, 'summary_passes', 1)):
+        total = None
+        for a, b, _, _ in stripes(grid.hw[0], rows, 0):
+            part = branch.summary_rows(x[:, a * width:b * width], grid.rows(a, b), norm, state)
+            total = part if total is None else total.add_(part)
+        state = branch.finish_summary(total, x, grid, state)
+    return state
 
 
 def accumulate_striped(out: torch.Tensor, branch: nn.Module, x: torch.Tensor, grid, norm,
@@ -109,7 +114,7 @@ def accumulate_striped(out: torch.Tensor, branch: nn.Module, x: torch.Tensor, gr
     rows = stripe_rows(branch, x, grid)
     extra = {}
     if getattr(branch, 'two_pass', False):
-        extra['summary'] = _summary(branch, x, grid, norm, rows)
+        extra['summary'] = summarize(branch, x, grid, norm, rows)
     in_place, above = out.data_ptr() == x.data_ptr(), None
     for a, b, s, e in stripes(height, rows, halo):
         if above is None:

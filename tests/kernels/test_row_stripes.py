@@ -9,6 +9,7 @@ from archs import FAMILIES, build
 from mmlinattn.kernels import policy, residual, row_stripes
 from mmlinattn.models.layers import ConvFFN, ConvStem
 from mmlinattn.models.layers.ffn import Mlp
+from mmlinattn.models.layers.infsa_attention import LinearInfSA
 from mmlinattn.models.layers.ldn_block import LinearAttention
 from mmlinattn.models.layers.nala_attention import NaLaAttention
 from mmlinattn.models.layers.token_grid import TokenGrid
@@ -66,6 +67,34 @@ def test_striped_branch_equals_the_whole_branch(branch, n, stripes, monkeypatch)
     got = step()
     assert row_stripes.stripe_rows(ffn, x, grid) == n
     assert calls == [(9, 7)]
+    torch.testing.assert_close(got, want, rtol=0, atol=1e-13)
+
+
+@pytest.mark.parametrize('tie_qk', [True, False])
+@pytest.mark.parametrize('n', [1, 3])
+def test_linear_infsa_from_striped_sums_equals_the_whole_mixer(tie_qk, n, stripes, monkeypatch):
+    """Linear-InfSA's context from its two summary passes over stripes of n rows (a padded
+    batch, a learned γ per head, untied keys too) against the whole mixer's plain forward."""
+    torch.manual_seed(0)
+    dim = 8
+    mixer = LinearInfSA(dim, 2, learn_gamma=True, tie_qk=tie_qk).to(f64).eval()
+    with torch.no_grad():
+        mixer.gamma.logit.uniform_(-1, 1)  # two different heads
+    norm, gamma = torch.nn.LayerNorm(dim).to(f64), torch.rand(dim, dtype=f64)
+    grid = TokenGrid((9, 7), [(9, 7), (6, 5)])
+    x = torch.randn(2, 63, dim, dtype=f64)
+    set_rows, _ = stripes
+    set_rows(n, 2 * 7 * dim * 8)
+    summaries = []
+    original = residual.summarize
+    monkeypatch.setattr(residual, 'summarize', lambda *a: summaries.append(1) or original(*a))
+
+    def step():
+        with torch.no_grad():
+            return residual.residual_step(x, mixer, grid, norm, gamma)
+    want = _plain(monkeypatch, step)
+    got = step()
+    assert row_stripes.stripe_rows(mixer, x, grid) == n and summaries == [1]
     torch.testing.assert_close(got, want, rtol=0, atol=1e-13)
 
 

@@ -12,6 +12,8 @@ import torch.nn as nn
 from timm.layers import DropPath
 
 from ...kernels import fast_pure_infsa
+from ...kernels.infsa import (infsa_context, infsa_mean_query, infsa_pool_sums,
+                              infsa_query_sums)
 from ...ops.infsa import (infsa_attention_matrix, linear_infsa, linear_infsa_pooled,
                           linear_infsa_weights)
 from ...kernels.residual import residual_step
@@ -144,6 +146,10 @@ class LinearInfSA(nn.Module):
         self.num_heads = num_heads
         self.eps = eps
         self.pool_then_project = pool_then_project
+        # the output reads the tokens only through two pooled sums: on a large map inference
+        # computes them in two passes over row stripes (kernels/row_stripes.py) and never
+        # holds the normalised tokens or the queries whole (pool then project only)
+        self.two_pass = pool_then_project
         self.q = nn.Linear(dim, dim, bias=qkv_bias)
         self.k = None if tie_qk else nn.Linear(dim, dim, bias=qkv_bias)
         self.v = nn.Linear(dim, dim, bias=qkv_bias)
@@ -152,9 +158,38 @@ class LinearInfSA(nn.Module):
         self.gamma = InfSAGamma(**_gamma_kwargs(num_heads, gamma, gamma_mode, layer_index,
                                                 learn_gamma))
 
+    summary_passes, row_halo = 2, 0
+
+    @property
+    def stripe_width(self) -> int:
+        return self.v.in_features
+
     def _heads(self, t: torch.Tensor) -> torch.Tensor:
         b, n, _ = t.shape
         return t.view(b, n, self.num_heads, self.head_dim).transpose(1, 2)
+
+    def summary_rows(self, x: torch.Tensor, grid: TokenGrid, norm: Optional[nn.Module],
+                     state: Optional[torch.Tensor]) -> torch.Tensor:
+        """These rows' part of pass 1 (``state`` None: the norm-weighted query sums) or of
+        pass 2 (``state`` = q̄: the pooled tokens)."""
+        x_norm = x if norm is None else norm(x)
+        q, k = self.queries(x_norm)
+        valid = valid_tokens_or_none(grid, x)
+        if state is None:
+            return infsa_query_sums(q, valid)
+        return infsa_pool_sums(q if k is None else k, x_norm, state, valid)
+
+    def finish_summary(self, total: torch.Tensor, x: torch.Tensor, grid: TokenGrid,
+                       state: Optional[torch.Tensor]) -> torch.Tensor:
+        """After pass 1, q̄; after pass 2, the context ``h`` (B, H, d)."""
+        if state is None:
+            return infsa_mean_query(total, self.eps)
+        return infsa_context(total, self.v.weight, self.v.bias, self.gamma(), self.eps)
+
+    def from_summary(self, h: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        """The forward's output from the context ``h`` of :meth:`finish_summary`."""
+        b, n, c = x.shape
+        return self.proj_drop(self.proj(h.to(x.dtype).reshape(b, 1, c))).expand(b, n, c)
 
     def queries(self, x: torch.Tensor) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
         """(B, N, C) -> q (B, H, N, d) and k (same, or None when tied to q)."""

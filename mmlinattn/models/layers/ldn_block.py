@@ -168,8 +168,8 @@ class LinearAttention(ResidualBranch, QKVMixer):
                                     self.eps)
         return self.merge_heads(out), None
 
-    def summary_rows(self, x: torch.Tensor, grid: TokenGrid, norm: Optional[nn.Module] = None
-                     ) -> torch.Tensor:
+    def summary_rows(self, x: torch.Tensor, grid: TokenGrid, norm: Optional[nn.Module] = None,
+                     state=None) -> torch.Tensor:
         """The key sums of these rows' tokens (pass 1 of the two-pass form)."""
         k, v = self.part_heads(x if norm is None else norm(x), 1, 2)
         return key_sums(k, v, linear_attention_features(self.feature_map),

@@ -103,8 +103,8 @@ class NaLaAttention(ResidualBranch):
             o = o + conv_tokens(self.lepe, v, grid)
         return self._gate(o, g), None
 
-    def summary_rows(self, x: torch.Tensor, grid: TokenGrid, norm: Optional[nn.Module] = None
-                     ) -> torch.Tensor:
+    def summary_rows(self, x: torch.Tensor, grid: TokenGrid, norm: Optional[nn.Module] = None,
+                     state=None) -> torch.Tensor:
         """The key sums of these rows' tokens (pass 1 of the two-pass form)."""
         k, v = self._project(x, norm, (1, 2))
         _, phi_k = self._inference_maps(k)
