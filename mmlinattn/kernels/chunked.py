@@ -342,7 +342,7 @@ def fast_linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
         from . import triton_linear  # imports Triton: only where its kernels run
         return triton_linear.triton_linear_attention(q, k, v, feature_map, eps)
     phi = FEATURE_MAPS[feature_map]
-    fast = _NO_GRAD_FEATURE_MAPS.get(feature_map, phi)
+    fast = linear_attention_features(feature_map)
     with Float32Island(v) as island:
         q, k, v = island.cast(q, k, v)
         out = chunked_linear_attention(q, k, v, fast, fast, eps, valid,

@@ -22,7 +22,7 @@ or are missing;
 (``F.gelu``'s and ``F.linear``'s values to the last bit, or a comparison of the two).
 """
 import functools
-from typing import Optional
+from typing import Optional, Sequence, Tuple
 
 import torch
 import torch.nn as nn
@@ -128,6 +128,18 @@ def fused_linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Ten
             and onednn_allowed(x, tensors=tensors) and _fused_ops_work()):
         return _linear_bias(x, weight, bias)
     return F.linear(x, weight, bias)
+
+
+def linear_blocks(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor],
+                  parts: int, which: Optional[Sequence[int]] = None) -> Tuple[torch.Tensor, ...]:
+    """``F.linear(x, weight, bias)`` cut into ``parts`` equal blocks of output channels (the
+    blocks ``which``, default all), each from its own rows of the weight by
+    :func:`fused_linear`: contiguous outputs instead of strided column blocks of one product,
+    and only the blocks asked for computed."""
+    weights = weight.chunk(parts)
+    biases = (None, ) * parts if bias is None else bias.chunk(parts)
+    return tuple(fused_linear(x, weights[i], biases[i])
+                 for i in (range(parts) if which is None else which))
 
 
 def apply_linear(x: torch.Tensor, linear: nn.Module) -> torch.Tensor:

@@ -24,7 +24,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .dispatch import fast_form
-from .onednn import apply_linear, fused_gelu, fused_linear, linear_act
+from .onednn import apply_linear, fused_gelu, linear_act, linear_blocks
 from .policy import (CallContext, eager_inference, eager_unavailable, hooked, needs_grad,
                      plain_precision, plain_unavailable)
 from .recompute import recompute_in_backward, recomputes
@@ -309,13 +309,7 @@ def normed_linears(norm: Optional[nn.Module], x: torch.Tensor, linear: nn.Linear
     w, b = linear.weight, linear.bias
     if norm_recomputed(norm, x, linear):
         return _NormedLinears.apply(x, norm.weight, norm.bias, norm.eps, w, b, parts)
-    return _split_linear(x if norm is None else norm(x), w, b, parts)
-
-
-def _split_linear(y: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor],
-                  parts: int) -> Tuple[torch.Tensor, ...]:
-    biases = (None, ) * parts if bias is None else bias.chunk(parts)
-    return tuple(fused_linear(y, w, b) for w, b in zip(weight.chunk(parts), biases))
+    return linear_blocks(x if norm is None else norm(x), w, b, parts)
 
 
 class _NormedLinears(torch.autograd.Function):
@@ -330,7 +324,7 @@ class _NormedLinears(torch.autograd.Function):
         normed = F.layer_norm(x, x.shape[-1:], norm_weight, norm_bias, eps)
         ctx.save_for_backward(x, norm_weight, norm_bias, weight)
         ctx.eps, ctx.parts = eps, parts
-        return _split_linear(normed, weight, bias, parts)
+        return linear_blocks(normed, weight, bias, parts)
 
     @staticmethod
     @torch.autograd.function.once_differentiable

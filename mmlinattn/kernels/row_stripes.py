@@ -22,6 +22,7 @@ A branch takes part by a ``row_halo`` attribute (:class:`~.residual.ResidualBran
 global mixer, by default) and, for a global mixer, the two-pass protocol
 (:class:`~.residual.ResidualBranch` ``two_pass``).
 """
+import math
 from typing import Callable, Iterator, Tuple
 
 import torch
@@ -36,10 +37,11 @@ def ffn_stripes(branch: nn.Module, x: torch.Tensor, grid) -> bool:
     """``branch`` (with its ``row_halo``) runs in row stripes of ``grid`` on the tokens ``x``:
     eager inference, one token per grid cell, a hidden tensor above
     :data:`.policy.STRIPE_HIDDEN_BYTES`, and more than one stripe."""
-    if getattr(branch, 'two_pass', False):
+    if getattr(branch, 'row_halo', None) is None or getattr(branch, 'two_pass', False) \
+            or x.dim() != 3:
         return False
-    return (_stripable(branch, x, grid) and x.shape[0] * x.shape[1]
-            * branch.out_proj.in_features * x.element_size() > policy.STRIPE_HIDDEN_BYTES)
+    return (x.shape[0] * x.shape[1] * branch.out_proj.in_features * x.element_size()
+            > policy.STRIPE_HIDDEN_BYTES and _stripable(branch, x, grid))
 
 
 @fast_form('global mixer in two passes over row stripes', policy.eager_unavailable)
@@ -47,8 +49,9 @@ def mixer_stripes(branch: nn.Module, x: torch.Tensor, grid) -> bool:
     """The global mixer ``branch`` (``two_pass``) runs in two passes over row stripes of
     ``grid``: eager inference, one token per grid cell, a token map ``x`` above
     :data:`.policy.STRIPE_MAP_BYTES`, and more than one stripe."""
-    return (getattr(branch, 'two_pass', False) and _stripable(branch, x, grid)
-            and x.numel() * x.element_size() > policy.STRIPE_MAP_BYTES)
+    return (getattr(branch, 'two_pass', False)
+            and x.numel() * x.element_size() > policy.STRIPE_MAP_BYTES
+            and _stripable(branch, x, grid))
 
 
 def _stripable(branch: nn.Module, x: torch.Tensor, grid) -> bool:
@@ -156,6 +159,10 @@ def stem_stripes(stem: nn.Module, x: torch.Tensor, grid) -> bool:
             and policy.eager_inference(x, *stem.parameters()))
 
 
+def _total_stride(stem: nn.Module) -> int:
+    return math.prod(unit.stride for unit in stem)
+
+
 def _stem_height(stem: nn.Module, height: int) -> int:
     for unit in stem:
         height = -(-height // unit.stride)  # each unit maps H to ceil(H / s)
@@ -165,9 +172,7 @@ def _stem_height(stem: nn.Module, height: int) -> int:
 def _stem_rows(stem: nn.Module, x: torch.Tensor) -> int:
     """Output rows per stripe: about :data:`.policy.STRIPE_TARGET_BYTES` of the first unit's
     output (more off the CPU), and at least four times the margin."""
-    first, total = next(iter(stem)), 1
-    for unit in stem:
-        total *= unit.stride
+    first, total = next(iter(stem)), _total_stride(stem)
     target = policy.STRIPE_TARGET_BYTES if x.device.type == 'cpu' else \
         policy.DEVICE_STRIPE_TARGET_BYTES
     per_row = (x.shape[0] * first.conv.out_channels * -(-x.shape[-1] // first.stride)
@@ -182,9 +187,7 @@ def striped_stem(stem: nn.Module, x: torch.Tensor, grid):
     receptive field), so every stripe's convolutions are aligned with the whole map's and its
     kept rows never read the stripe's own border.  Returns ``(output map, its grid)`` as the
     stem does; the output is channels-last."""
-    total = 1
-    for unit in stem:
-        total *= unit.stride
+    total = _total_stride(stem)
     height = x.shape[-2]
     out_h = _stem_height(stem, height)
     margin = -(-_stem_margin(stem) // total)

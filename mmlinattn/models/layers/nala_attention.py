@@ -9,7 +9,7 @@ from timm.layers import DropPath
 from ...kernels import fast_nala_attention
 from ...kernels.chunked import key_sums, query_side_given_sums
 from ...kernels.nala import nala_inference_maps
-from ...kernels.onednn import fused_linear
+from ...kernels.onednn import linear_blocks
 from ...kernels.recompute import recompute_in_eager_backward
 from ...kernels.residual import ResidualBranch, normed_linears, residual_step
 from ...ops.nalaformer import KERNELS
@@ -113,9 +113,8 @@ class NaLaAttention(ResidualBranch):
     def _project(self, x: torch.Tensor, norm: Optional[nn.Module], which):
         """The projections ``which`` (0: q, 1: k, 2: v, 3: g) of ``norm(x)``, each from its
         own rows of the fused weight."""
-        y, c = x if norm is None else norm(x), x.shape[-1]
-        w, bias = self.qkvg.weight, self.qkvg.bias
-        return [fused_linear(y, w[i * c:(i + 1) * c], bias[i * c:(i + 1) * c]) for i in which]
+        return linear_blocks(x if norm is None else norm(x), self.qkvg.weight, self.qkvg.bias,
+                             4, which)
 
     def _heads(self, t: torch.Tensor) -> torch.Tensor:
         b, n, _ = t.shape

@@ -4,7 +4,7 @@ from typing import Tuple
 import torch
 import torch.nn as nn
 
-from ...kernels.onednn import apply_linear, fused_linear
+from ...kernels.onednn import apply_linear, linear_blocks
 from .utils import check_heads
 
 
@@ -41,11 +41,9 @@ class QKVMixer(nn.Module):
         """``count`` of q, k, v from the ``first`` (0: q, 1: k, 2: v), each (B, H, N, d), from
         those rows of the fused weight alone (a mixer's two passes over row stripes need the
         keys and values in the first, the queries in the second)."""
-        b, n, c = x.shape
-        rows = slice(first * c, (first + count) * c)
-        bias = None if self.qkv.bias is None else self.qkv.bias[rows]
-        y = fused_linear(x, self.qkv.weight[rows], bias)
-        return y.view(b, n, count, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
+        b, n, _ = x.shape
+        parts = linear_blocks(x, self.qkv.weight, self.qkv.bias, 3, range(first, first + count))
+        return tuple(t.view(b, n, self.num_heads, self.head_dim).transpose(1, 2) for t in parts)
 
     def project(self, heads: torch.Tensor) -> torch.Tensor:
         """(B, H, N, d) mixed heads -> (B, N, C) after the output projection."""
