@@ -51,8 +51,10 @@ class ResidualBranch(nn.Module):
     #: a global mixer that reads the other tokens only through a summary of fixed size, and
     #: so runs in two passes over row stripes (:mod:`.row_stripes`): it writes
     #: ``summary_rows(x_rows, grid_rows, norm, state)`` (a tensor, that stripe's additive
-    #: part; ``state`` None) and takes ``residual_parts(x_rows, grid_rows, norm,
-    #: summary=finish_summary(...))``
+    #: part, or a list of pieces that are concatenated; ``state`` None in the first of its
+    #: ``summary_passes``, then what ``finish_summary`` made of the pass before) and takes
+    #: ``residual_parts(x_rows, grid_rows, norm, summary=finish_summary(...))``; stripes
+    #: start at multiples of its ``row_align``, if it has one
     two_pass: bool = False
 
     @property

@@ -11,7 +11,8 @@ belongs to.
 A global mixer (linear attention) reads every token, but only through a summary of fixed size
 (the key sums ``phi(K)^T [V | 1]``): it runs in two passes over the stripes, the first adding
 up each stripe's part of the summary, the second computing each stripe's output from its own
-rows and the whole summary.  A mixer's q / k / v projections, feature maps and output then
+rows and the whole summary.  A mixer whose summary needs a summary of its own makes more
+passes (Linear-InfSA: q̄, then the pooled tokens; SOFT++: the landmarks, then ``P^T V``).  A mixer's q / k / v projections, feature maps and output then
 never exist for more than a stripe at a time (five token-sized tensors on an 8192² image's
 stage 1 otherwise).
 
@@ -77,7 +78,9 @@ def stripe_rows(branch: nn.Module, x: torch.Tensor, grid) -> int:
     target = policy.STRIPE_TARGET_BYTES if x.device.type == 'cpu' else \
         policy.DEVICE_STRIPE_TARGET_BYTES
     width = getattr(branch, 'stripe_width', None) or branch.out_proj.in_features
-    return max(1, target // (x.shape[0] * grid.hw[1] * width * x.element_size()))
+    rows = max(1, target // (x.shape[0] * grid.hw[1] * width * x.element_size()))
+    align = getattr(branch, 'row_align', 1)  # stripes start at multiples of it
+    return -(-rows // align) * align
 
 
 def stripes(height: int, rows: int, halo: int) -> Iterator[Tuple[int, int, int, int]]:
@@ -98,7 +101,9 @@ def summarize(branch: nn.Module, x: torch.Tensor, grid, norm, rows: int = 0):
         total = None
         for a, b, _, _ in stripes(grid.hw[0], rows, 0):
             part = branch.summary_rows(x[:, a * width:b * width], grid.rows(a, b), norm, state)
-            total = part if total is None else total.add_(part)
+            # a tensor is added; a list of pieces (rows of a map) concatenated
+            total = part if total is None else \
+                total + part if isinstance(part, list) else total.add_(part)
         state = branch.finish_summary(total, x, grid, state)
     return state
 

@@ -17,7 +17,8 @@ from ..ops.precision import Float32Island
 from . import policy
 from .compiled import LazyCompiled, compiled_allowed
 
-__all__ = ['fast_gaussian_kernel', 'fast_soft_attention']
+__all__ = ['fast_gaussian_kernel', 'fast_soft_attention', 'soft_value_sums', 'soft_middle',
+           'soft_output']
 
 
 def fast_gaussian_kernel(a: torch.Tensor, b: torch.Tensor, denom: Optional[float] = None
@@ -130,34 +131,94 @@ def fast_soft_attention(q: torch.Tensor, landmarks: torch.Tensor, v: torch.Tenso
                                     landmark_valid, pinv)
     with Float32Island(q) as island:
         q32, lm32, v32 = island.cast(q, landmarks, v)
-        keep = None if landmark_valid is None else island.cast(landmark_valid[:, None])
-        # (B, 1, m); the order of what follows is that of the equation: P before A (with A
-        # first, AOTAutograd's replay of one view failed in the backward, torch 2.14)
-        rows = None if valid is None else island.cast(valid[:, None, :, None])
-
-        def kernel_rows(part: Optional[slice] = None) -> torch.Tensor:
-            """The rows ``part`` (default all) of P (:func:`landmark_kernel_rows`)."""
-            if part is None:
-                return landmark_kernel_rows(q32, lm32, keep, rows, fast_gaussian_kernel)
-            return landmark_kernel_rows(q32[..., part, :], lm32, keep,
-                                        None if rows is None else rows[..., part, :],
-                                        fast_gaussian_kernel)
-
+        keep, rows = _masks(island, valid, landmark_valid)
+        # the order of what follows is that of the equation: P before A (with A first,
+        # AOTAutograd's replay of one view failed in the backward, torch 2.14)
         chunk = _token_chunk(q32, lm32.shape[-2])
         if chunk is None:
-            p = kernel_rows()
+            p = landmark_kernel_rows(q32, lm32, keep, rows, fast_gaussian_kernel)
             pv = _heads_mm(p.transpose(-1, -2), v32)         # P^T V: (B, h, m, d_v)
         else:   # P is never whole: P^T V summed over token chunks, P recomputed below
-            parts = [slice(i, i + chunk) for i in range(0, q32.shape[-2], chunk)]
-            pv = sum(_heads_mm(kernel_rows(s).transpose(-1, -2), v32[..., s, :]) for s in parts)
-        if pinv == 'newton':
-            _log_newton_cost(lm32.shape[-2])
-        middle = nystrom_middle(lm32, keep, pv, num_iters, init, sym_norm, ridge, pinv,
-                                fast_gaussian_kernel, policy.custom_autograd())
-        if chunk is None:
-            out = _heads_mm(p, middle)
-        else:
-            out = pv.new_empty(*pv.shape[:-2], q32.shape[-2], pv.shape[-1])
-            for s in parts:
-                torch.matmul(kernel_rows(s), middle, out=out[..., s, :])
+            pv = _value_sums(q32, lm32, v32, keep, rows, chunk)
+        middle = _middle(lm32, keep, pv, num_iters, init, sym_norm, ridge, pinv)
+        out = _heads_mm(p, middle) if chunk is None else \
+            _apply_middle(q32, lm32, keep, rows, middle, chunk)
     return island.back(out)
+
+
+# -- the three steps of S^ V on their own, for an attention computed in passes over token rows
+def soft_value_sums(q: torch.Tensor, landmarks: torch.Tensor, v: torch.Tensor,
+                    valid: Optional[torch.Tensor] = None,
+                    landmark_valid: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """``P^T V`` (B, h, m, d_v) of the tokens ``q`` / ``v`` (arguments as in
+    :func:`fast_soft_attention`), in the working dtype (float32, or float64): a sum over
+    tokens, so the sum over row stripes of their parts is that of the whole map."""
+    with Float32Island(q) as island:
+        q32, lm32, v32 = island.cast(q, landmarks, v)
+        keep, rows = _masks(island, valid, landmark_valid)
+        return _value_sums(q32, lm32, v32, keep, rows, _token_chunk(q32, lm32.shape[-2]))
+
+
+def soft_middle(landmarks: torch.Tensor, pv: torch.Tensor, num_iters: int = 20,
+                init: str = 'safe', sym_norm: bool = True, ridge: float = 0.0,
+                landmark_valid: Optional[torch.Tensor] = None,
+                pinv: str = 'newton') -> torch.Tensor:
+    """``N(A^+) (P^T V)`` (B, h, m, d_v) from the landmarks and the whole map's ``P^T V``
+    (:func:`soft_value_sums`), in the working dtype."""
+    with Float32Island(landmarks, pv) as island:
+        lm32, pv32 = island.cast(landmarks, pv)
+        keep, _ = _masks(island, None, landmark_valid)
+        return _middle(lm32, keep, pv32, num_iters, init, sym_norm, ridge, pinv)
+
+
+def soft_output(q: torch.Tensor, landmarks: torch.Tensor, middle: torch.Tensor,
+                valid: Optional[torch.Tensor] = None,
+                landmark_valid: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """``P N(A^+) P^T V`` (B, h, n, d_v) of the tokens ``q`` given ``middle``
+    (:func:`soft_middle`), in ``q``'s dtype: each token's row needs only its own query."""
+    with Float32Island(q) as island:
+        q32, lm32, mid32 = island.cast(q, landmarks, middle)
+        keep, rows = _masks(island, valid, landmark_valid)
+        chunk = _token_chunk(q32, lm32.shape[-2]) or q32.shape[-2]
+        return island.back(_apply_middle(q32, lm32, keep, rows, mid32, chunk))
+
+
+def _masks(island: Float32Island, valid: Optional[torch.Tensor],
+           landmark_valid: Optional[torch.Tensor]):
+    """The (B, 1, m) landmark and (B, 1, n, 1) token masks in the working dtype, or None."""
+    keep = None if landmark_valid is None else island.cast(landmark_valid[:, None])
+    rows = None if valid is None else island.cast(valid[:, None, :, None])
+    return keep, rows
+
+
+def _token_parts(q: torch.Tensor, chunk: Optional[int]):
+    n = q.shape[-2]
+    return [slice(i, i + chunk) for i in range(0, n, chunk)] if chunk else [slice(0, n)]
+
+
+def _kernel_rows(q, landmarks, keep, rows, part: slice) -> torch.Tensor:
+    """The rows ``part`` of P (:func:`landmark_kernel_rows`)."""
+    return landmark_kernel_rows(q[..., part, :], landmarks, keep,
+                                None if rows is None else rows[..., part, :],
+                                fast_gaussian_kernel)
+
+
+def _value_sums(q, landmarks, v, keep, rows, chunk: Optional[int]) -> torch.Tensor:
+    """``P^T V`` summed over token chunks (P whole when ``chunk`` is None)."""
+    return sum(_heads_mm(_kernel_rows(q, landmarks, keep, rows, s).transpose(-1, -2),
+                         v[..., s, :]) for s in _token_parts(q, chunk))
+
+
+def _middle(landmarks, keep, pv, num_iters, init, sym_norm, ridge, pinv) -> torch.Tensor:
+    if pinv == 'newton':
+        _log_newton_cost(landmarks.shape[-2])
+    return nystrom_middle(landmarks, keep, pv, num_iters, init, sym_norm, ridge, pinv,
+                          fast_gaussian_kernel, policy.custom_autograd())
+
+
+def _apply_middle(q, landmarks, keep, rows, middle, chunk: int) -> torch.Tensor:
+    """``P middle`` over token chunks, each chunk's rows of P computed again."""
+    out = middle.new_empty(*middle.shape[:-2], q.shape[-2], middle.shape[-1])
+    for s in _token_parts(q, chunk):
+        torch.matmul(_kernel_rows(q, landmarks, keep, rows, s), middle, out=out[..., s, :])
+    return out

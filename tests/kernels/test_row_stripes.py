@@ -12,6 +12,7 @@ from mmlinattn.models.layers.ffn import Mlp
 from mmlinattn.models.layers.infsa_attention import LinearInfSA
 from mmlinattn.models.layers.ldn_block import LinearAttention
 from mmlinattn.models.layers.nala_attention import NaLaAttention
+from mmlinattn.models.layers.soft_attention import SoftAttention
 from mmlinattn.models.layers.token_grid import TokenGrid
 
 f64 = torch.float64
@@ -34,6 +35,10 @@ def stripes(monkeypatch):
     def rows(n, row_bytes=2 * 24 * 64 * 8):  # n rows of a hidden tensor of row_bytes per row
         monkeypatch.setattr(policy, 'STRIPE_TARGET_BYTES', n * row_bytes)
     return rows, calls
+
+
+def branch_align(branch) -> int:
+    return getattr(branch, 'row_align', 1)
 
 
 def _plain(monkeypatch, fn):
@@ -98,6 +103,38 @@ def test_linear_infsa_from_striped_sums_equals_the_whole_mixer(tie_qk, n, stripe
     torch.testing.assert_close(got, want, rtol=0, atol=1e-13)
 
 
+@pytest.mark.parametrize('options', [
+    dict(), dict(v_conv_size=3), dict(landmark_grid='crop'), dict(max_landmarks=4),
+    dict(sym_norm=False, landmark_grid='crop', v_conv_size=5), dict(pinv='cholesky')])
+@pytest.mark.parametrize('n', [1, 3])
+def test_soft_attention_in_passes_equals_the_whole_mixer(options, n, stripes, monkeypatch):
+    """SOFT++'s attention over stripes of n rows rounded up to the sampler's stride 2 (so a
+    last stripe of one row, which ``'crop'`` drops): the landmarks from the stripes' sampled
+    rows, ``P^T V`` summed over them, each stripe's output with its ``v_conv`` halo; a padded
+    batch, against the whole mixer's plain forward."""
+    torch.manual_seed(0)
+    dim = 8
+    mixer = SoftAttention(dim, 2, sr_ratio=2, **options).to(f64).eval()
+    norm, gamma = torch.nn.LayerNorm(dim).to(f64), torch.rand(dim, dtype=f64)
+    grid = TokenGrid((9, 7), [(9, 7), (6, 5)])
+    x = torch.randn(2, 63, dim, dtype=f64)
+    set_rows, calls = stripes
+    set_rows(n, 2 * 7 * mixer.stripe_width * 8)
+    summaries = []
+    original = residual.summarize
+    monkeypatch.setattr(row_stripes, 'summarize',
+                        lambda *a: summaries.append(1) or original(*a))
+
+    def step():
+        with torch.no_grad():
+            return residual.residual_step(x, mixer, grid, norm, gamma)
+    want = _plain(monkeypatch, step)
+    got = step()
+    assert row_stripes.stripe_rows(mixer, x, grid) == 2 * ((n + 1) // 2)
+    assert calls == [(9, 7)] and summaries == [1]
+    torch.testing.assert_close(got, want, rtol=0, atol=1e-12)
+
+
 @pytest.mark.parametrize('n', [1, 3])
 def test_striped_in_place_equals_the_whole_branch(n, stripes, monkeypatch):
     """``owned=True``: the sum written into the input itself, each stripe's halo above (two
@@ -139,7 +176,9 @@ def test_backbone_with_ffn_stripes_equals_its_plain_forward(family, n, stripes, 
             return model(x, valid_hw=valid)
     want = _plain(monkeypatch, forward)
     set_rows, calls = stripes
-    monkeypatch.setattr(row_stripes, 'stripe_rows', lambda *args: n)  # n rows of every FFN
+    # n rows of every FFN and mixer (SOFT++'s: rounded up to its sampler's stride)
+    monkeypatch.setattr(row_stripes, 'stripe_rows',
+                        lambda branch, *args: -(-n // branch_align(branch)) * branch_align(branch))
     monkeypatch.setattr(row_stripes, '_stem_rows', lambda *args: n + 1)  # and of a conv stem
     got = forward()
     assert {hw for hw in calls} >= {(16, 24), (8, 12)}  # stages 1 and 2 at least

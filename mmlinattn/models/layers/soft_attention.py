@@ -4,7 +4,7 @@ Lu et al., "Softmax-free Linear Transformers" (IJCV 2024), Sec. 3.1-3.3, Alg. 1.
 mathematics lives in :mod:`mmlinattn.ops.soft`; this module holds the parameters.
 """
 import math
-from typing import Optional, Tuple
+from typing import List, Optional, Tuple, Union
 
 import torch
 import torch.nn as nn
@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from timm.layers import DropPath
 
 from ...kernels import fast_soft_attention
+from ...kernels.soft import soft_middle, soft_output, soft_value_sums
 from ...kernels.onednn import apply_linear
 from ...kernels.residual import ResidualBranch, residual_step
 from ...ops.soft import NEWTON_INITS, PINV_SOLVERS
@@ -103,12 +104,25 @@ class LandmarkSampler(nn.Module):
 
     def forward(self, q: torch.Tensor, hw: Tuple[int, int]) -> torch.Tensor:
         """(B, h, H*W, d_h) tokens on an ``hw`` grid -> (B, h, m, d_h) landmarks."""
-        x = self._conv(q, hw)
+        return self.from_grid(self._conv(q, hw), *q.shape[:2])
+
+    def from_grid(self, x: torch.Tensor, b: int, nh: int) -> torch.Tensor:
+        """The sampled (B*h, d_h, H', W') grid -> (B, h, m, d_h) landmarks: pooled to
+        ``max_landmarks`` if set, then the LayerNorm and GELU."""
         if self.max_landmarks is not None:
             pooled = capped_grid(x.shape[-2], x.shape[-1], self.max_landmarks)
             if pooled != tuple(x.shape[-2:]):
                 x = F.adaptive_avg_pool2d(x, pooled)
-        return self._norm_act(x.flatten(2), *q.shape[:2])
+        return self._norm_act(x.flatten(2), b, nh)
+
+    def grid_rows(self, q: torch.Tensor, hw: Tuple[int, int]) -> Optional[torch.Tensor]:
+        """The sampled grid's rows from a stripe of ``hw`` token rows that starts at a
+        multiple of ``r`` (each sampled row reads its own ``r`` token rows): the stripes' rows
+        in order are the whole grid.  None for a last stripe of fewer than ``r`` rows, which
+        ``'crop'`` drops."""
+        if self.grid == 'crop' and hw[0] < self.ratio:
+            return None
+        return self._conv(q, hw)
 
     def sample(self, q: torch.Tensor, grid: TokenGrid
                ) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
@@ -216,33 +230,83 @@ class SoftAttention(ResidualBranch):
         self.v_conv = (nn.Conv2d(num_heads, num_heads, v_conv_size, padding=v_conv_size // 2,
                                  groups=num_heads, bias=False) if v_conv_size else None)
         self.proj = nn.Linear(dim, dim)
+        self.row_halo = v_conv_size // 2
+
+    # In inference on a large map the attention runs in passes over row stripes
+    # (:mod:`mmlinattn.kernels.row_stripes`): the landmarks from the sampler's rows, then
+    # ``P^T V`` summed over the stripes, then each stripe's ``P N(A^+) P^T V``.
+    two_pass, summary_passes = True, 2
+
+    @property
+    def row_align(self) -> int:
+        """Stripes start at multiples of the sampler's stride."""
+        return self.sampler.ratio
+
+    @property
+    def stripe_width(self) -> int:
+        """The widest per-token tensor: a channel map, or P's heads x landmarks."""
+        return max(self.proj.in_features, self.num_heads * (self.sampler.max_landmarks or 0))
 
     def residual_parts(self, x: torch.Tensor, grid: TokenGrid,
-                       norm: Optional[nn.Module] = None):
+                       norm: Optional[nn.Module] = None, summary=None):
         """The residual seam's protocol (:class:`~mmlinattn.kernels.residual.ResidualBranch`):
-        the output projection's input from ``norm(x)``."""
-        return self.mix(x if norm is None else norm(x), grid), None
+        the output projection's input from ``norm(x)``; with ``summary``
+        (:meth:`finish_summary`), that of these rows against the whole map's landmarks."""
+        return self.mix(x if norm is None else norm(x), grid, summary), None
 
-    def mix(self, x: torch.Tensor, grid: TokenGrid) -> torch.Tensor:
+    def mix(self, x: torch.Tensor, grid: TokenGrid, summary=None) -> torch.Tensor:
         """Everything before the output projection: the merged heads, (B, H*W, C)."""
         b, n, c = x.shape
-        q, landmarks, landmark_valid = self.kernel_tokens(x, grid)
+        if summary is None:
+            q, landmarks, landmark_valid = self.kernel_tokens(x, grid)
+        else:
+            q, (landmarks, landmark_valid, middle) = self.queries(x, grid), summary
         v = split_heads(apply_linear(x, self.v), self.num_heads)
-        out = self.attend(q, landmarks, v, grid.valid_tokens(x), landmark_valid)
+        if summary is None:
+            out = self.attend(q, landmarks, v, grid.valid_tokens(x), landmark_valid)
+        else:
+            out = soft_output(q, landmarks, middle, grid.valid_tokens(x), landmark_valid)
         if self.v_conv is not None:
             out = out + self._conv_v(v, grid)
         return out.transpose(1, 2).reshape(b, n, c)
 
-    def kernel_tokens(self, x: torch.Tensor, grid: TokenGrid) -> Tuple[torch.Tensor, ...]:
-        """Queries (= keys) in kernel space (B, h, n, d), their landmarks (B, h, m, d) and
-        the landmarks' (B, m) mask (or None)."""
-        b, n, _ = x.shape
+    def summary_rows(self, x: torch.Tensor, grid: TokenGrid, norm: Optional[nn.Module],
+                     state) -> Union[List[torch.Tensor], torch.Tensor]:
+        """These rows' part of pass 1 (``state`` None: their rows of the sampled grid, a list
+        the passes concatenate) or of pass 2 (``state`` = the landmarks: ``P^T V``)."""
+        x = x if norm is None else norm(x)
+        q = self.queries(x, grid)
+        if state is None:
+            rows = self.sampler.grid_rows(q, grid.hw)
+            return [] if rows is None else [rows]
+        landmarks, landmark_valid = state
+        v = split_heads(apply_linear(x, self.v), self.num_heads)
+        return soft_value_sums(q, landmarks, v, grid.valid_tokens(x), landmark_valid)
+
+    def finish_summary(self, total, x: torch.Tensor, grid: TokenGrid, state):
+        """After pass 1, ``(landmarks, their mask)`` from the whole sampled grid; after pass
+        2, ``(landmarks, their mask, N(A^+) P^T V)``."""
+        if state is None:
+            landmarks = self.sampler.from_grid(torch.cat(total, dim=2), x.shape[0],
+                                               self.num_heads)
+            return landmarks, self.sampler.valid_landmarks(grid, x.device)
+        return (*state, soft_middle(state[0], total, self.num_iters, self.newton_init,
+                                    self.sym_norm, self.ridge, state[1], self.pinv))
+
+    def queries(self, x: torch.Tensor, grid: TokenGrid) -> torch.Tensor:
+        """Queries (= keys) in kernel space (B, h, n, d); a padded batch's padded queries
+        zeroed, so that they neither feed the landmarks nor P^T V."""
         q = split_heads(apply_linear(x, self.qk), self.num_heads)
         q = q * self.head_dim ** -0.25
-        # a padded batch: padded queries neither feed the landmarks nor P^T V
         valid = grid.valid_tokens(x)
         if valid is not None:
             q = q * valid[:, None, :, None].to(q.dtype)
+        return q
+
+    def kernel_tokens(self, x: torch.Tensor, grid: TokenGrid) -> Tuple[torch.Tensor, ...]:
+        """Queries (= keys) in kernel space (B, h, n, d), their landmarks (B, h, m, d) and
+        the landmarks' (B, m) mask (or None)."""
+        q = self.queries(x, grid)
         return (q, *self.sampler.sample(q, grid))
 
     def attend(self, q: torch.Tensor, landmarks: torch.Tensor, v: torch.Tensor,
