@@ -149,19 +149,51 @@ def _stem_margin(units) -> int:
 
 
 @fast_form('stem in row stripes', policy.eager_unavailable)
-def stem_stripes(stem: nn.Module, x: torch.Tensor, grid) -> bool:
-    """The chain of conv units ``stem`` (:class:`~mmlinattn.models.layers.embed.ConvStem`)
-    runs in row stripes of its output on the NCHW input ``x``: eager inference, its widest
-    map (the first unit's output) above :data:`.policy.STRIPE_HIDDEN_BYTES`, and more than one
-    stripe."""
+def stem_stripes(stem, x: torch.Tensor, grid) -> bool:
+    """The chain of conv units ``stem`` (a :class:`~mmlinattn.models.layers.embed.ConvStem`,
+    or a tuple of one :class:`~mmlinattn.models.layers.embed.PatchConv`) runs in row stripes
+    of its output on the NCHW input ``x``: eager inference, its widest map (the first unit's
+    output) above :data:`.policy.STRIPE_HIDDEN_BYTES`, norms that read each pixel alone, and
+    more than one stripe."""
     first = next(iter(stem))
     height = -(-x.shape[-2] // first.stride)
     widest = (x.shape[0] * first.conv.out_channels * height * -(-x.shape[-1] // first.stride)
               * x.element_size())
-    return (widest > policy.STRIPE_HIDDEN_BYTES
-            and not policy.hooked(*stem.modules())
+    if widest <= policy.STRIPE_HIDDEN_BYTES:
+        return False
+    modules = [m for unit in stem for m in unit.modules()]
+    return (not policy.hooked(*modules) and all(map(_per_pixel, modules))
             and _stem_rows(stem, x) < _stem_height(stem, x.shape[-2])
-            and policy.eager_inference(x, *stem.parameters()))
+            and policy.eager_inference(x, *(p for m in modules for p in m.parameters(False))))
+
+
+def _per_pixel(module: nn.Module) -> bool:
+    """Not a norm that reads the whole map: batch statistics (a batch norm in training or
+    without running statistics), a group or an instance norm."""
+    if isinstance(module, (nn.GroupNorm, nn.modules.instancenorm._InstanceNorm)):
+        return False
+    return not (isinstance(module, nn.modules.batchnorm._BatchNorm)
+                and (module.training or module.running_mean is None))
+
+
+def per_pixel_rows(fn: Callable, x: torch.Tensor, grid, modules) -> torch.Tensor:
+    """``fn(x, grid).contiguous()`` for a per-pixel ``fn`` (a norm of ``modules``, the
+    batch padding zeroed) on the NCHW map ``x``: on a map above
+    :data:`.policy.STRIPE_MAP_BYTES` in eager inference, written into the contiguous output
+    a few rows at a time, so that neither ``fn``'s output nor a layout copy of it is ever
+    whole beside it."""
+    if not (x.dim() == 4 and x.numel() * x.element_size() > policy.STRIPE_MAP_BYTES
+            and not policy.hooked(*modules) and all(map(_per_pixel, modules))
+            and policy.eager_inference(x, *(p for m in modules for p in m.parameters()))):
+        return fn(x, grid).contiguous()
+    rows = max(1, policy.STRIPE_TARGET_BYTES // (x[:, :, :1].numel() * x.element_size()))
+    out = None
+    for a, b, _, _ in stripes(x.shape[-2], rows, 0):
+        part = fn(x[:, :, a:b], grid.rows(a, b))
+        if out is None:
+            out = part.new_empty(part.shape[:2] + x.shape[-2:])
+        out[:, :, a:b] = part
+    return out
 
 
 def _total_stride(stem: nn.Module) -> int:
@@ -201,8 +233,8 @@ def striped_stem(stem: nn.Module, x: torch.Tensor, grid):
     for a, b, s, e in stripes(out_h, rows, margin):
         part, part_grid = x[:, :, s * total:min(height, e * total)], \
             grid.rows(s * total, min(height, e * total))
-        for unit in stem:  # the units' own forward (the stem's would stripe again)
-            part, part_grid = unit(part, part_grid)
+        for unit in stem:  # each unit on the whole stripe (its forward could stripe again)
+            part, part_grid = unit.whole(part, part_grid)
         if out is None:
             out = torch.empty(part.shape[:2] + (out_h, part.shape[-1]), dtype=part.dtype,
                               device=part.device, memory_format=torch.channels_last)

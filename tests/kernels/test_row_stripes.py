@@ -7,7 +7,7 @@ import torch
 from archs import FAMILIES, build
 
 from mmlinattn.kernels import policy, residual, row_stripes
-from mmlinattn.models.layers import ConvFFN, ConvStem
+from mmlinattn.models.layers import ConvFFN, ConvStem, LayerNorm2d, PatchConv
 from mmlinattn.models.layers.ffn import Mlp
 from mmlinattn.models.layers.infsa_attention import LinearInfSA
 from mmlinattn.models.layers.ldn_block import LinearAttention
@@ -214,6 +214,58 @@ def test_striped_stem_equals_the_whole_stem(strides, hw, valid, monkeypatch):
     assert (got_grid.hw, got_grid.valid_hw) == (want_grid.hw, want_grid.valid_hw)
     assert got.is_contiguous(memory_format=torch.channels_last)
     torch.testing.assert_close(got, want, rtol=0, atol=1e-13)
+
+
+@pytest.mark.parametrize('unit', [
+    dict(kernel_size=3, stride=2, norm_cfg=dict(type='BN'), act_cfg=dict(type='GELU')),
+    dict(kernel_size=4, stride=4, norm_cfg=dict(type='LN2d'))], ids=['3x3 s2', 'patchify'])
+@pytest.mark.parametrize('hw, valid', [((61, 45), None), ((64, 48), [(64, 48), (50, 33)])])
+def test_striped_patch_conv_equals_the_whole_unit(unit, hw, valid, monkeypatch):
+    """A single down-sampling unit (a stage's patch embedding) in stripes of its output rows,
+    on odd sizes and a padded batch; with a group norm, which reads the whole map, whole."""
+    torch.manual_seed(0)
+    conv = PatchConv(8, 16, **unit).to(f64).eval()
+    if isinstance(conv.norm, torch.nn.BatchNorm2d):
+        conv.norm.running_mean.uniform_(-1, 1)
+        conv.norm.running_var.uniform_(0.5, 2)
+    x = torch.randn(1 if valid is None else 2, 8, *hw, dtype=f64)
+    x = x.contiguous(memory_format=torch.channels_last)
+    grid = TokenGrid(hw, valid)
+    with torch.no_grad():
+        want, want_grid = _plain(monkeypatch, lambda: conv(x, grid))
+        monkeypatch.setattr(policy, 'STRIPE_HIDDEN_BYTES', 0)
+        monkeypatch.setattr(policy, 'STRIPE_TARGET_BYTES', 1)
+        assert row_stripes.stem_stripes((conv, ), x, grid)
+        got, got_grid = conv(x, grid)
+        grouped = PatchConv(8, 16, 3, 2, dict(type='GN', num_groups=4)).to(f64).eval()
+        assert not row_stripes.stem_stripes((grouped, ), x, grid)
+    assert (got_grid.hw, got_grid.valid_hw) == (want_grid.hw, want_grid.valid_hw)
+    torch.testing.assert_close(got, want, rtol=0, atol=1e-13)
+
+
+def test_per_pixel_rows_equals_the_whole_norm(monkeypatch):
+    """A stage output's norm written into the contiguous output a few rows at a time (a
+    padded batch, its padding zeroed) equals the whole norm's contiguous copy."""
+    torch.manual_seed(0)
+    norm = LayerNorm2d(8).to(f64).eval()
+    with torch.no_grad():
+        norm.weight.uniform_(0.5, 2)
+        norm.bias.uniform_(-1, 1)
+    x = torch.randn(2, 8, 11, 5, dtype=f64).contiguous(memory_format=torch.channels_last)
+    grid = TokenGrid((11, 5), [(11, 5), (7, 3)])
+
+    def fn(t, g):
+        return g.zero_padding(norm(t))
+    calls = []
+    with torch.no_grad():
+        want = fn(x, grid).contiguous()
+        monkeypatch.setattr(policy, 'STRIPE_MAP_BYTES', 0)
+        monkeypatch.setattr(policy, 'STRIPE_TARGET_BYTES', 3 * 2 * 8 * 5 * 8)  # 3 rows
+        got = row_stripes.per_pixel_rows(lambda t, g: calls.append(g.hw) or fn(t, g), x, grid,
+                                         [norm])
+    assert calls == [(3, 5), (3, 5), (3, 5), (2, 5)]
+    assert got.is_contiguous()
+    torch.testing.assert_close(got, want, rtol=0, atol=1e-14)
 
 
 def test_no_stripes_in_training_or_on_small_maps(stripes):

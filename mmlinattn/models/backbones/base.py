@@ -31,6 +31,7 @@ from mmengine.model import BaseModule
 from torch.nn.modules.batchnorm import _BatchNorm
 
 from ...kernels import decide_once
+from ...kernels.row_stripes import per_pixel_rows
 from ...ops.precision import autocast_enabled
 from ...ops.tracing import traced
 from ...utils.pretrained import load_pretrained_backbone
@@ -314,13 +315,16 @@ class BackboneBase(BaseModule, metaclass=_FreezeAfterInit):
         for i in range(last + 1):
             if i < len(self.patch_embeds):
                 x, grid = self.patch_embeds[i](x, grid)
-            x = self.run_stage(i, x, grid)
+                x = self.run_stage(i, x, grid, owned=True)  # the embedding's output
+            else:
+                x = self.run_stage(i, x, grid)
             yield i, x, grid
 
-    def run_stage(self, i: int, x: torch.Tensor, grid: TokenGrid) -> torch.Tensor:
+    def run_stage(self, i: int, x: torch.Tensor, grid: TokenGrid, owned: bool = False
+                  ) -> torch.Tensor:
         """Stage ``i`` on ``x`` (a :class:`~mmlinattn.models.layers.BlockStage` checkpoints
-        its own blocks with ``with_cp``)."""
-        return self.stages[i](x, grid)
+        its own blocks with ``with_cp``); ``owned``: nothing reads ``x`` after the stage."""
+        return self.stages[i](x, grid, owned=owned)
 
     # ----------------------------------------------------------------- training state
     def frozen_modules(self, index: int) -> List[nn.Module]:
@@ -416,11 +420,10 @@ class PyramidBackbone(BackboneBase):
                                      max(self.out_indices))
         for i, x, grid in stages:
             if str(i) in self.out_norms:
-                # contiguous as it is made (what forward returns): the channels-last form is
-                # freed before the next stage, not held to the end beside its copy
-                out = grid.zero_padding(self.out_norms[str(i)](x))
-                outs[i] = out.contiguous()
-                del out
+                # contiguous as it is made (what forward returns), on a large map a few
+                # rows at a time: no channels-last form held to the end beside its copy
+                norm = self.out_norms[str(i)]
+                outs[i] = per_pixel_rows(lambda t, g: g.zero_padding(norm(t)), x, grid, [norm])
             del x  # the loop keeps no stage output alive into the next stage
         return tuple(outs[i] for i in self.out_indices)
 
@@ -489,7 +492,8 @@ class IsotropicBackbone(BackboneBase):
                 kept[i] = tokens
         return tokens, grid, kept
 
-    def run_stage(self, i: int, x: torch.Tensor, grid: TokenGrid) -> torch.Tensor:
+    def run_stage(self, i: int, x: torch.Tensor, grid: TokenGrid, owned: bool = False
+                  ) -> torch.Tensor:
         """Block ``i``, checkpointed with ``with_cp``."""
         return maybe_checkpoint(self.stages[i], x, grid, enabled=self.with_cp)
 

@@ -263,7 +263,7 @@ class SOFT(PyramidBackbone):
         def last_tokens(x: torch.Tensor, grid) -> torch.Tensor:
             for _, x, grid in self.forward_stages(x, grid, last - 1):
                 pass
-            return self.stages[last].forward_tokens(*self.patch_embeds[last](x, grid))
+            return self.stages[last].forward_tokens(*self.patch_embeds[last](x, grid), owned=True)
         t = decide_once(last_tokens, x.contiguous(memory_format=torch.channels_last), grid)
         norm = self.out_norms[str(last)]
         return F.layer_norm(t, norm.normalized_shape, norm.weight, norm.bias, norm.eps)

@@ -61,6 +61,12 @@ class PatchConv(nn.Module):
 
     def forward(self, x: torch.Tensor, grid: TokenGrid) -> Tuple[torch.Tensor, TokenGrid]:
         """NCHW map on ``grid`` -> (output map, its grid)."""
+        if stem_stripes((self, ), x, grid):  # a large map: conv, norm and act in stripes
+            return striped_stem((self, ), x, grid)
+        return self.whole(x, grid)
+
+    def whole(self, x: torch.Tensor, grid: TokenGrid) -> Tuple[torch.Tensor, TokenGrid]:
+        """:meth:`forward` on the whole map."""
         x = self.act(self.norm(self.convolve(x, grid)))
         return x, grid.downsample(self.stride, hw=x.shape[-2:])
 

@@ -59,14 +59,17 @@ class InterpolatedPosEmbed(nn.Module):
         """The (1, C, h, w) embedding at grid ``size`` (``self.mode`` interpolation)."""
         return resize_pos_embed(self.weight, size, self.mode)
 
-    def forward(self, x: torch.Tensor, grid: Optional[TokenGrid] = None) -> torch.Tensor:
-        """Add the embedding, resized to ``x``'s (H, W), to the NCHW map ``x`` on ``grid``.
+    def forward(self, x: torch.Tensor, grid: Optional[TokenGrid] = None,
+                inplace: bool = False) -> torch.Tensor:
+        """Add the embedding, resized to ``x``'s (H, W), to the NCHW map ``x`` on ``grid``
+        (``inplace``: into ``x`` itself).
 
         In a padded batch (a padded ``grid``) each image gets the embedding resized to its
         own valid size, zero in the padding, so its position code does not depend on the
         batch."""
         if grid is None or not grid.padded:
-            return x + self.resized(x.shape[-2:]).to(x.dtype)
+            pe = self.resized(x.shape[-2:]).to(x.dtype)
+            return x.add_(pe) if inplace else x + pe
         sizes = grid.valid_hw
         if len(sizes) != x.shape[0] or tuple(x.shape[-2:]) != grid.hw:
             raise ValueError(f'{grid!r}: a map of shape {tuple(x.shape)} is not on the grid')
@@ -74,7 +77,7 @@ class InterpolatedPosEmbed(nn.Module):
         for size in set(sizes):
             items = [i for i, s in enumerate(sizes) if s == size]
             pe[items, :, :size[0], :size[1]] = self.resized(size).to(x.dtype)
-        return x + pe
+        return x.add_(pe) if inplace else x + pe
 
 
 class BilinearPosEmbed(InterpolatedPosEmbed):

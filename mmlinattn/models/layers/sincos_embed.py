@@ -26,14 +26,20 @@ class SinCosPosEmbed2d(nn.Module):
         self.dim = dim
         self.temperature = temperature
 
-    def forward(self, x: torch.Tensor, grid: Optional[TokenGrid] = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, grid: Optional[TokenGrid] = None,
+                inplace: bool = False) -> torch.Tensor:
         """Add the encoding of ``x``'s whole (H, W) (``grid`` is not read: the encoding of
-        a token depends only on its row and column, not on the padding)."""
+        a token depends only on its row and column, not on the padding); ``inplace``: into
+        ``x`` itself."""
         c, h, w = x.shape[1:]
         if c != self.dim:
             raise ValueError(f'SinCosPosEmbed2d was built for {self.dim} channels, got {c}')
         row, col = sincos_axes(c, h, w, self.temperature, device=x.device, dtype=x.dtype)
         # each half plus its one-axis encoding: the (C, H, W) table is never built
+        if inplace:
+            x[:, :c // 2].add_(row)
+            x[:, c // 2:].add_(col)
+            return x
         return torch.cat([x[:, :c // 2] + row, x[:, c // 2:] + col], dim=1)
 
     def extra_repr(self) -> str:
