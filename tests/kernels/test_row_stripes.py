@@ -186,6 +186,24 @@ def test_backbone_with_ffn_stripes_equals_its_plain_forward(family, n, stripes, 
         torch.testing.assert_close(g, w, rtol=1e-10, atol=1e-11)
 
 
+def _whole_then_stripes(units: torch.nn.Module, channels: int, hw, valid, monkeypatch):
+    """A channels-last input on ``hw`` (a batch of two with ``valid``), the plain output of
+    ``units`` (batch norms given running statistics) on it, then stripes of the fewest rows
+    set: ``(x, grid, output, its grid)``."""
+    for m in units.modules():
+        if isinstance(m, torch.nn.BatchNorm2d):
+            m.running_mean.uniform_(-1, 1)
+            m.running_var.uniform_(0.5, 2)
+    x = torch.randn(1 if valid is None else 2, channels, *hw, dtype=f64)
+    x = x.contiguous(memory_format=torch.channels_last)
+    grid = TokenGrid(hw, valid)
+    with torch.no_grad():
+        want, want_grid = _plain(monkeypatch, lambda: units(x, grid))
+    monkeypatch.setattr(policy, 'STRIPE_HIDDEN_BYTES', 0)
+    monkeypatch.setattr(policy, 'STRIPE_TARGET_BYTES', 1)  # the fewest rows: 4 margins
+    return x, grid, want, want_grid
+
+
 @pytest.mark.parametrize('strides', [(2, 1, 1, 2), (2, 1, 2)])  # NaLaFormer's, SOFT++'s
 @pytest.mark.parametrize('hw, valid', [((61, 45), None), ((64, 48), [(64, 48), (50, 33)]),
                                        ((130, 20), None)])
@@ -198,17 +216,8 @@ def test_striped_stem_equals_the_whole_stem(strides, hw, valid, monkeypatch):
     units = len(strides)
     stem = ConvStem(3, (8, ) * (units - 1) + (16, ), strides, (relu, ) * (units - 1) + (None, ),
                     norm_cfg=dict(type='BN')).to(f64).eval()
-    for m in stem.modules():
-        if isinstance(m, torch.nn.BatchNorm2d):
-            m.running_mean.uniform_(-1, 1)
-            m.running_var.uniform_(0.5, 2)
-    x = torch.randn(1 if valid is None else 2, 3, *hw, dtype=f64)
-    x = x.contiguous(memory_format=torch.channels_last)
-    grid = TokenGrid(hw, valid)
+    x, grid, want, want_grid = _whole_then_stripes(stem, 3, hw, valid, monkeypatch)
     with torch.no_grad():
-        want, want_grid = _plain(monkeypatch, lambda: stem(x, grid))
-        monkeypatch.setattr(policy, 'STRIPE_HIDDEN_BYTES', 0)
-        monkeypatch.setattr(policy, 'STRIPE_TARGET_BYTES', 1)  # the fewest rows: 4 margins
         assert row_stripes.stem_stripes(stem, x, grid)
         got, got_grid = stem(x, grid)
     assert (got_grid.hw, got_grid.valid_hw) == (want_grid.hw, want_grid.valid_hw)
@@ -225,16 +234,8 @@ def test_striped_patch_conv_equals_the_whole_unit(unit, hw, valid, monkeypatch):
     on odd sizes and a padded batch; with a group norm, which reads the whole map, whole."""
     torch.manual_seed(0)
     conv = PatchConv(8, 16, **unit).to(f64).eval()
-    if isinstance(conv.norm, torch.nn.BatchNorm2d):
-        conv.norm.running_mean.uniform_(-1, 1)
-        conv.norm.running_var.uniform_(0.5, 2)
-    x = torch.randn(1 if valid is None else 2, 8, *hw, dtype=f64)
-    x = x.contiguous(memory_format=torch.channels_last)
-    grid = TokenGrid(hw, valid)
+    x, grid, want, want_grid = _whole_then_stripes(conv, 8, hw, valid, monkeypatch)
     with torch.no_grad():
-        want, want_grid = _plain(monkeypatch, lambda: conv(x, grid))
-        monkeypatch.setattr(policy, 'STRIPE_HIDDEN_BYTES', 0)
-        monkeypatch.setattr(policy, 'STRIPE_TARGET_BYTES', 1)
         assert row_stripes.stem_stripes((conv, ), x, grid)
         got, got_grid = conv(x, grid)
         grouped = PatchConv(8, 16, 3, 2, dict(type='GN', num_groups=4)).to(f64).eval()
