@@ -176,15 +176,22 @@ def _per_pixel(module: nn.Module) -> bool:
                 and (module.training or module.running_mean is None))
 
 
+@fast_form('per-pixel map in row stripes', policy.eager_unavailable)
+def per_pixel_stripes(modules, x: torch.Tensor) -> bool:
+    """:func:`per_pixel_rows` runs in stripes: eager inference, an NCHW map above
+    :data:`.policy.STRIPE_MAP_BYTES`, norms (``modules``) that read each pixel alone."""
+    return (x.dim() == 4 and x.numel() * x.element_size() > policy.STRIPE_MAP_BYTES
+            and not policy.hooked(*modules) and all(map(_per_pixel, modules))
+            and policy.eager_inference(x, *(p for m in modules for p in m.parameters())))
+
+
 def per_pixel_rows(fn: Callable, x: torch.Tensor, grid, modules) -> torch.Tensor:
     """``fn(x, grid).contiguous()`` for a per-pixel ``fn`` (a norm of ``modules``, the
     batch padding zeroed) on the NCHW map ``x``: on a map above
     :data:`.policy.STRIPE_MAP_BYTES` in eager inference, written into the contiguous output
     a few rows at a time, so that neither ``fn``'s output nor a layout copy of it is ever
     whole beside it."""
-    if not (x.dim() == 4 and x.numel() * x.element_size() > policy.STRIPE_MAP_BYTES
-            and not policy.hooked(*modules) and all(map(_per_pixel, modules))
-            and policy.eager_inference(x, *(p for m in modules for p in m.parameters()))):
+    if not per_pixel_stripes(modules, x):
         return fn(x, grid).contiguous()
     rows = max(1, policy.STRIPE_TARGET_BYTES // (x[:, :, :1].numel() * x.element_size()))
     out = None
@@ -244,3 +251,23 @@ def striped_stem(stem: nn.Module, x: torch.Tensor, grid):
         grid = grid.downsample(unit.stride, hw=(-(-grid.hw[0] // unit.stride),
                                                 -(-grid.hw[1] // unit.stride)))
     return out, grid
+
+
+# -- a stage's input, which its caller hands over -----------------------------------------------
+@fast_form('position embedding added into an owned map', policy.eager_unavailable)
+def embed_in_place(embed: nn.Module, x: torch.Tensor) -> bool:
+    """A stage adds its position embedding ``embed`` into its input ``x``, which the caller
+    reads no more: eager inference and no hook on ``embed``."""
+    return not policy.hooked(embed) and policy.eager_inference(x, *embed.parameters())
+
+
+@fast_form("blocks' outputs into an owned stage input", policy.eager_unavailable)
+def reuse_stage_input(stage: nn.Module, t: torch.Tensor) -> bool:
+    """Each block's output is copied into the caller's map, which the tokens ``t`` view, so
+    that map is not a third one beside the blocks' input and output: eager inference, a map
+    above :data:`.policy.STRIPE_MAP_BYTES`, no hook on a block (which may keep a block's
+    input)."""
+    return (t._base is not None and t.is_contiguous()
+            and t.numel() * t.element_size() > policy.STRIPE_MAP_BYTES
+            and not policy.hooked(*stage.blocks)
+            and policy.eager_inference(t, *stage.parameters()))

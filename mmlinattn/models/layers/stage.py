@@ -4,8 +4,7 @@ from typing import Optional, Sequence
 import torch
 import torch.nn as nn
 
-from ...kernels import policy
-from ...kernels.policy import eager_inference, hooked
+from ...kernels.row_stripes import embed_in_place, reuse_stage_input
 from .channels_last import map_as_tokens, tokens_as_map
 from .token_grid import TokenGrid, grid_of_map
 from .utils import maybe_checkpoint
@@ -45,29 +44,19 @@ class BlockStage(nn.Module):
         output is copied back into it (one copy per block instead of a third map beside the
         blocks' input and output)."""
         if self.pos_embed is not None:
-            inplace = (owned and not hooked(self.pos_embed)
-                       and eager_inference(x, *self.pos_embed.parameters()))
-            x = self.pos_embed(x, grid, inplace=inplace)
+            x = self.pos_embed(x, grid, inplace=owned and embed_in_place(self.pos_embed, x))
         # channels-last view for a channels-last map (what the previous stage and its
         # down-sampling conv hand over), else one copy: contiguous tokens for every block
         t = map_as_tokens(x)
         del x  # a view's base lives on in t; what the blocks replace is freed as they go
         if self.cls_token is not None:
             t = torch.cat([self.cls_token.expand(t.shape[0], -1, -1).to(t.dtype), t], dim=1)
-        home = t if owned and self._reuse_input(t) else None
+        home = t if owned and reuse_stage_input(self, t) else None
         for blk in self.blocks:
             t = maybe_checkpoint(blk, t, grid, enabled=self.with_cp)
             if home is not None and t.data_ptr() != home.data_ptr():
                 t = home.copy_(t)
         return t
-
-    def _reuse_input(self, t: torch.Tensor) -> bool:
-        """Each block's output is copied into the caller's map, which ``t`` views: eager
-        inference, a map above :data:`~mmlinattn.kernels.policy.STRIPE_MAP_BYTES`, no hook on a block (which
-        may keep a block's input)."""
-        return (t._base is not None and t.is_contiguous()
-                and t.numel() * t.element_size() > policy.STRIPE_MAP_BYTES
-                and not hooked(*self.blocks) and eager_inference(t, *self.parameters()))
 
     def forward(self, x: torch.Tensor, grid: Optional[TokenGrid] = None,
                 owned: bool = False) -> torch.Tensor:
