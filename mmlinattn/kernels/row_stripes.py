@@ -12,9 +12,9 @@ A global mixer (linear attention) reads every token, but only through a summary 
 (the key sums ``phi(K)^T [V | 1]``): it runs in two passes over the stripes, the first adding
 up each stripe's part of the summary, the second computing each stripe's output from its own
 rows and the whole summary.  A mixer whose summary needs a summary of its own makes more
-passes (Linear-InfSA: q̄, then the pooled tokens; SOFT++: the landmarks, then ``P^T V``).  A mixer's q / k / v projections, feature maps and output then
-never exist for more than a stripe at a time (five token-sized tensors on an 8192² image's
-stage 1 otherwise).
+passes (Linear-InfSA: q̄, then the pooled tokens; SOFT++: the landmarks, then ``P^T V``).
+A mixer's q / k / v projections, feature maps and output then never exist for more than a
+stripe at a time (five token-sized tensors on an 8192² image's stage 1 otherwise).
 
 Either way the result equals the whole-map branch up to rounding (the GEMMs on fewer rows
 and the sums over stripes may order their sums differently).
@@ -161,9 +161,14 @@ def stem_stripes(stem, x: torch.Tensor, grid) -> bool:
               * x.element_size())
     if widest <= policy.STRIPE_HIDDEN_BYTES:
         return False
-    modules = [m for unit in stem for m in unit.modules()]
+    return (_stem_rows(stem, x) < _stem_height(stem, x.shape[-2])
+            and _rows_alone(x, [m for unit in stem for m in unit.modules()]))
+
+
+def _rows_alone(x: torch.Tensor, modules) -> bool:
+    """``modules`` (every one, submodules included) may run on a few rows of ``x`` at a
+    time: eager inference, no hook, no norm that reads the whole map."""
     return (not policy.hooked(*modules) and all(map(_per_pixel, modules))
-            and _stem_rows(stem, x) < _stem_height(stem, x.shape[-2])
             and policy.eager_inference(x, *(p for m in modules for p in m.parameters(False))))
 
 
@@ -181,8 +186,7 @@ def per_pixel_stripes(modules, x: torch.Tensor) -> bool:
     """:func:`per_pixel_rows` runs in stripes: eager inference, an NCHW map above
     :data:`.policy.STRIPE_MAP_BYTES`, norms (``modules``) that read each pixel alone."""
     return (x.dim() == 4 and x.numel() * x.element_size() > policy.STRIPE_MAP_BYTES
-            and not policy.hooked(*modules) and all(map(_per_pixel, modules))
-            and policy.eager_inference(x, *(p for m in modules for p in m.parameters())))
+            and _rows_alone(x, [m for module in modules for m in module.modules()]))
 
 
 def per_pixel_rows(fn: Callable, x: torch.Tensor, grid, modules) -> torch.Tensor:

@@ -12,9 +12,9 @@ import torch.nn.functional as F
 from timm.layers import DropPath
 
 from ...kernels import fast_soft_attention
-from ...kernels.soft import soft_middle, soft_output, soft_value_sums
 from ...kernels.onednn import apply_linear
 from ...kernels.residual import ResidualBranch, residual_step
+from ...kernels.soft import soft_middle, soft_output, soft_value_sums
 from ...ops.soft import NEWTON_INITS, PINV_SOLVERS
 from ...ops.tracing import traced
 from .embed import pad_to_multiple
