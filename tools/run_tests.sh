@@ -39,6 +39,17 @@ if [ "$LANE" != "$DEFAULT_LANE" ]; then
     mapfile -t SELECTED < <(sed 's/#.*//; /^[[:space:]]*$/d; s/[[:space:]]*$//' tests/lane_tests.txt)
   fi
 fi
+# The tests write about 2.5 GB of checkpoints and work dirs under the temporary folder (what
+# passing tests wrote is removed at the end): a full disk otherwise fails a tool test half-way
+# with "[Errno 28] No space left on device".
+TEST_TMP="${TMPDIR:-/tmp}"
+free_kb="$(df -Pk "$TEST_TMP" | awk 'NR==2 {print $4}')"
+if [ "$free_kb" -lt $((3 * 1024 * 1024)) ]; then
+  echo "[run_tests] the tests need about 3 GB free under $TEST_TMP and only $((free_kb / 1024)) MB" \
+    "are free; free some space there (old pytest-of-$(id -un) folders, old clones' .venv" \
+    "folders) or point TMPDIR at a disk with room" >&2
+  exit 1
+fi
 CORES="$(nproc)"
 WORKERS="${MMLINATTN_TEST_WORKERS:-$(( CORES < 4 ? CORES : 4 ))}"
 [ "$WORKERS" -gt 1 ] || WORKERS=0
