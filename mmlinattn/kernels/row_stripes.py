@@ -162,12 +162,13 @@ def stem_stripes(stem, x: torch.Tensor, grid) -> bool:
     if widest <= policy.STRIPE_HIDDEN_BYTES:
         return False
     return (_stem_rows(stem, x) < _stem_height(stem, x.shape[-2])
-            and _rows_alone(x, [m for unit in stem for m in unit.modules()]))
+            and _rows_alone(x, stem))
 
 
-def _rows_alone(x: torch.Tensor, modules) -> bool:
-    """``modules`` (every one, submodules included) may run on a few rows of ``x`` at a
-    time: eager inference, no hook, no norm that reads the whole map."""
+def _rows_alone(x: torch.Tensor, units) -> bool:
+    """The modules ``units`` and their submodules may run on a few rows of ``x`` at a time:
+    eager inference, no hook, no norm that reads the whole map."""
+    modules = [m for unit in units for m in unit.modules()]
     return (not policy.hooked(*modules) and all(map(_per_pixel, modules))
             and policy.eager_inference(x, *(p for m in modules for p in m.parameters(False))))
 
@@ -186,7 +187,7 @@ def per_pixel_stripes(modules, x: torch.Tensor) -> bool:
     """:func:`per_pixel_rows` runs in stripes: eager inference, an NCHW map above
     :data:`.policy.STRIPE_MAP_BYTES`, norms (``modules``) that read each pixel alone."""
     return (x.dim() == 4 and x.numel() * x.element_size() > policy.STRIPE_MAP_BYTES
-            and _rows_alone(x, [m for module in modules for m in module.modules()]))
+            and _rows_alone(x, modules))
 
 
 def per_pixel_rows(fn: Callable, x: torch.Tensor, grid, modules) -> torch.Tensor:

@@ -313,11 +313,10 @@ class BackboneBase(BaseModule, metaclass=_FreezeAfterInit):
         there is one), then stage ``i`` (:meth:`run_stage`); yields ``(i, its output, its
         grid)``."""
         for i in range(last + 1):
-            if i < len(self.patch_embeds):
+            embedded = i < len(self.patch_embeds)
+            if embedded:
                 x, grid = self.patch_embeds[i](x, grid)
-                x = self.run_stage(i, x, grid, owned=True)  # the embedding's output
-            else:
-                x = self.run_stage(i, x, grid)
+            x = self.run_stage(i, x, grid, owned=embedded)  # owned: the embedding's output
             yield i, x, grid
 
     def run_stage(self, i: int, x: torch.Tensor, grid: TokenGrid, owned: bool = False
