@@ -233,7 +233,7 @@ def check_backbone_weights(cfg: Config) -> None:
     path = init_cfg.get('checkpoint') if init_cfg.get('type') == 'Pretrained' else None
     if not path or '://' in path or osp.isfile(path):
         return
-    hint = weights_hint(backbone.get('type', ''), backbone.get('arch'), path)
+    hint = weights_hint(backbone.get('type', ''), backbone.get('arch'), path, backbone)
     if cfg.get('resume') or cfg.get('load_from'):
         print_log(f'backbone init_cfg checkpoint {path!r} does not exist; not needed, the '
                   f'weights come from {cfg.get("load_from") or "the resumed checkpoint"}',
