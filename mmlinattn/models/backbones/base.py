@@ -34,6 +34,7 @@ from ...kernels import decide_once
 from ...kernels.row_stripes import per_pixel_rows
 from ...ops.precision import autocast_enabled
 from ...ops.tracing import traced
+from ...utils.checkpoint_identity import build_arguments
 from ...utils.pretrained import load_pretrained_backbone
 from ..layers import LayerNorm2d, maybe_checkpoint
 from ..layers.channels_last import tokens_as_map
@@ -48,10 +49,13 @@ class _FreezeAfterInit(ABCMeta):
     """Applies ``frozen_stages`` as soon as the family's ``__init__`` has built the stages.
 
     Freezing only in ``train()`` is too late: mmengine wraps the model in DDP first, DDP then
-    expects gradients for the frozen parameters and the second iteration fails."""
+    expects gradients for the frozen parameters and the second iteration fails.  Also keeps
+    the arguments the model was built with (``build_args``), which loading compares with
+    the model a converted checkpoint was made for (:mod:`mmlinattn.utils.checkpoint_identity`)."""
 
     def __call__(cls, *args, **kwargs):
         model = super().__call__(*args, **kwargs)
+        model.build_args = build_arguments(cls, args, kwargs)
         model._freeze_stages()
         return model
 
