@@ -1,6 +1,7 @@
 """Print the per-machine-type tables of docs/benchmarks.md from the records they name:
-latency in ms with the ratio to Swin-T (and to ResNet-50 where it ran) timed in the same
-rounds, and peak memory.  Usage: python dev/speed_card_tables.py"""
+latency in ms with the ratio to Swin-T (and to ResNet-50 where it ran) timed the same way (in
+the same rounds, or both alone), and peak memory.  Usage: python dev/speed_card_tables.py (every table), or
+markdown(NAME) from the docs test, which compares each table of the page with its own."""
 import json
 import os.path as osp
 
@@ -14,23 +15,12 @@ ORDER = list(NAMES) + ['Swin-T', 'ResNet-50', 'PVTv2-b2']
 
 
 def table(record, sizes, mem_size=None, peers=('Swin-T', 'ResNet-50'), key=None):
-    with open(osp.join(ROOT, 'records', record)) as f:
-        rec = json.load(f)
-    recs = rec[key]['records'] if key else rec['records']
-    by = {(r['label'], f"{r['height']}x{r['width']}"): r for r in recs
-          if r['mode'] == 'infer'}
+    by = load(record, key)
     labels = [m for m in ORDER if any((m, s) in by for s in sizes)]
     head = ['model'] + [f"{s.split('x')[0]}²" for s in sizes]
     if mem_size:
         head.append(f"peak MiB {mem_size.split('x')[0]}²")
     rows = ['| ' + ' | '.join(head) + ' |', '|' + '---|' * len(head)]
-
-    def to_swin(m, s):  # over the Swin-T steps of the same rounds (the pair's with pairs)
-        r = by.get((m, s))
-        if not r or r['status'] != 'ok':
-            return None
-        ref = r.get('paired_ref_latency_ms_median') or by[('Swin-T', s)]['latency_ms_median']
-        return r['latency_ms_median'] / ref
 
     for m in labels:
         cells = [NAMES.get(m, m)]
@@ -41,8 +31,8 @@ def table(record, sizes, mem_size=None, peers=('Swin-T', 'ResNet-50'), key=None)
                 continue
             ms = r['latency_ms_median']
             txt = f'{ms:.0f}' if ms >= 10 else f'{ms:.1f}'
-            ratios = [to_swin(m, s) / to_swin(p, s) for p in peers
-                      if p != m and (p, s) in by and to_swin(p, s)]
+            ratios = [to_swin(by, m, s) / to_swin(by, p, s) for p in peers
+                      if p != m and (p, s) in by and to_swin(by, p, s)]
             if ratios:
                 txt += ' (' + ', '.join(f'{q:.2f}' for q in ratios) + ')'
             cells.append(txt)
@@ -62,10 +52,14 @@ def load(record, key=None):
 
 
 def to_swin(by, m, s):
-    """Latency over Swin-T's in the same rounds (its pair's where the run used pairs)."""
+    """Latency over Swin-T's measured the same way: in the same rounds (its pair's where the
+    run used pairs), or both isolated where the model was timed alone (too slow to
+    interleave).  Never an isolated time over an interleaved one."""
     r = by.get((m, s))
     if not r or r['status'] != 'ok':
         return r['status'] if r else None
+    if r.get('latency_method') == 'isolated':
+        return r['latency_ms_median'] / by[('Swin-T', s)]['isolated_latency_ms_median']
     ref = r.get('paired_ref_latency_ms_median') or by[('Swin-T', s)]['latency_ms_median']
     return r['latency_ms_median'] / ref
 
@@ -88,20 +82,46 @@ def ratio_table(columns):
     return '\n'.join(rows)
 
 
-if __name__ == '__main__':
-    print('ratios\n' + ratio_table([
+def ratio_lines(record, peer='ResNet-50'):
+    """Every model's ratio to Swin-T and to ``peer`` in a record, one line per model and size
+    (the model zoo pages quote them; Swin-T's to ``peer`` is the inverse of ``peer``'s)."""
+    by = load(record)
+    lines = []
+    for (m, s), r in sorted(by.items()):
+        if r['status'] != 'ok':
+            continue
+        mine, theirs = to_swin(by, m, s), to_swin(by, peer, s)
+        if m == 'Swin-T':
+            mine = 1.0
+        ratios = [mine] + ([mine / theirs] if isinstance(theirs, float) else [])
+        lines.append(f'{m} {s}: ' + ' '.join(f'{q:.2f}' for q in ratios))
+    return '\n'.join(lines)
+
+
+TABLES = {
+    'ratios': lambda: ratio_table([
         ('Zen 4', 'benchmark_zoo_1024_zen4.json', ['512x512', '1024x1024']),
         ('family 26', 'benchmark_cpu_zen5.json', ['512x512', '1024x1024', '2048x2048']),
         ('AVX2', 'benchmark_cpu.json', ['512x512', '1024x1024', '2048x2048']),
-        ('AMX', 'benchmark_cpu_infer_amx.json', ['1024x1024', '2048x2048'])]))
-    print('zen4\n' + table('benchmark_zoo_1024_zen4.json', ['512x512', '1024x1024'],
-                           '1024x1024'))
-    print('zen5\n' + table('benchmark_cpu_zen5.json', ['512x512', '1024x1024', '2048x2048'],
-                           '2048x2048'))
-    print('zen5 roofline (ResNet-50)\n' + table('benchmark_cpu_roofline_zen5.json',
-                                                ['1024x1024']))
-    print('avx2\n' + table('benchmark_cpu.json', ['512x512', '1024x1024', '2048x2048']))
-    print('amx\n' + table('benchmark_cpu_infer_amx.json', ['1024x1024', '2048x2048'],
-                          '2048x2048'))
-    print('h200\n' + table('benchmark_gpu_h200.json', ['2048x2048', '8192x8192'],
-                           '8192x8192', key='benchmark'))
+        ('AMX', 'benchmark_cpu_infer_amx.json', ['1024x1024', '2048x2048'])]),
+    'zen4': lambda: table('benchmark_zoo_1024_zen4.json', ['512x512', '1024x1024'], '1024x1024'),
+    'zen5': lambda: table('benchmark_cpu_zen5.json', ['512x512', '1024x1024', '2048x2048'],
+                          '2048x2048'),
+    'zen5_roofline': lambda: table('benchmark_cpu_roofline_zen5.json', ['1024x1024']),
+    'avx2': lambda: table('benchmark_cpu.json', ['512x512', '1024x1024', '2048x2048']),
+    'amx': lambda: table('benchmark_cpu_infer_amx.json', ['1024x1024', '2048x2048'],
+                         '2048x2048'),
+    'zoo_ratios': lambda: ratio_lines('benchmark_zoo_1024_zen4.json'),
+    'h200': lambda: table('benchmark_gpu_h200.json', ['2048x2048', '8192x8192'], '8192x8192',
+                          key='benchmark'),
+}
+
+
+def markdown(name):
+    """One table by name (the docs test compares the speed card's tables with these)."""
+    return TABLES[name]()
+
+
+if __name__ == '__main__':
+    for name in TABLES:
+        print(name + '\n' + markdown(name))
