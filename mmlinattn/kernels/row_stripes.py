@@ -169,17 +169,21 @@ def _rows_alone(x: torch.Tensor, units) -> bool:
     """The modules ``units`` and their submodules may run on a few rows of ``x`` at a time:
     eager inference, no hook, no norm that reads the whole map."""
     modules = [m for unit in units for m in unit.modules()]
-    return (not policy.hooked(*modules) and all(map(_per_pixel, modules))
+    return (not policy.hooked(*modules) and all(map(per_pixel, modules))
             and policy.eager_inference(x, *(p for m in modules for p in m.parameters(False))))
 
 
-def _per_pixel(module: nn.Module) -> bool:
-    """Not a norm that reads the whole map: batch statistics (a batch norm in training or
-    without running statistics), a group or an instance norm."""
-    if isinstance(module, (nn.GroupNorm, nn.modules.instancenorm._InstanceNorm)):
-        return False
-    return not (isinstance(module, nn.modules.batchnorm._BatchNorm)
-                and (module.training or module.running_mean is None))
+def per_pixel(module: nn.Module) -> bool:
+    """Not a norm that reads more than a row of the map, so a stripe of rows computes it as the
+    whole map does: a batch norm with running statistics in eval mode, or a layer norm over one
+    (the last) dimension, are; batch statistics (training, or no running statistics), a group,
+    an instance or a wider layer norm, and any other module named a norm (unknown, so assumed
+    to read the whole map) are not.  Shared with the segmentors' and detectors' heads."""
+    if isinstance(module, nn.modules.batchnorm._BatchNorm):
+        return not (module.training or module.running_mean is None)
+    if isinstance(module, nn.LayerNorm):
+        return len(module.normalized_shape) == 1
+    return 'norm' not in type(module).__name__.lower()
 
 
 @fast_form('per-pixel map in row stripes', policy.eager_unavailable)

@@ -7,15 +7,20 @@ import copy
 import os
 import os.path as osp
 
+import mmengine.logging
 import pytest
 import torch
+from allocations import Allocations
 from archs import TINY
 from dense_helpers import build_model, small_input_env
 from mmengine.config import Config
 from mmengine.registry import DefaultScope
 from repo_paths import ROOT
 
+from mmlinattn.models.segmentors import stripes
+
 CONFIG = 'retinanet_ldn_small_1x.py'
+GN = dict(type='GN', num_groups=4, requires_grad=True)
 
 
 @pytest.fixture(scope='module', autouse=True)
@@ -24,17 +29,19 @@ def _small_inputs():
         yield
 
 
-def _models(family='LDN', stripe_rows=None, nms_pre=40, dtype=torch.float64):
+def _models(family='LDN', stripe_rows=None, nms_pre=40, dtype=torch.float64, **head):
     """mmdet's RetinaNet with a tiny ``family`` backbone, a 16-channel FPN and head and 5
     classes, and the WholeImageRetinaNet with the same weights.  The classifier's bias
     is 0 and its weights far from mmdet's initial ones, so the scores are spread out (no two
-    within float32 rounding), many pass ``score_thr`` and ``nms_pre`` cuts every level."""
+    within float32 rounding), many pass ``score_thr`` and ``nms_pre`` cuts every level.
+    ``head``: other settings of the head (``norm_cfg``, ``feat_channels``)."""
     m = copy.deepcopy(Config.fromfile(osp.join(ROOT, 'configs', CONFIG)).model)
     arch = {k: v for k, v in TINY[family].items() if k != 'type'}
     m.backbone.update(arch, init_cfg=None, type=f'mmlinattn.{family}')
     dims = list(arch['arch']['embed_dims'])
     m.neck.update(in_channels=dims[1:], out_channels=16)
     m.bbox_head.update(num_classes=5, in_channels=16, feat_channels=16)
+    m.bbox_head.update(head)
     m.test_cfg.update(nms_pre=nms_pre, score_thr=0.3, max_per_img=30)
     torch.manual_seed(0)
     plain = build_model(m, 'mmdet')
@@ -113,6 +120,99 @@ def test_detections_equal_mmdet_predict():
     assert torch.equal(ref[2], got[2])
     torch.testing.assert_close(got[0], ref[0], rtol=0, atol=1e-3)
     torch.testing.assert_close(got[1], ref[1], rtol=0, atol=1e-5)
+
+
+@pytest.fixture
+def warnings_logged(monkeypatch):
+    """The messages the detector logs about a head that cannot run in stripes (each once per
+    process: the record of what was logged starts empty)."""
+    logged = []
+    monkeypatch.setattr(stripes, '_LOGGED', set())
+
+    def print_log(msg, **kwargs):
+        if 'cannot run in row stripes' in msg:
+            logged.append(msg)
+    monkeypatch.setattr(mmengine.logging, 'print_log', print_log)
+    return logged
+
+
+def _group_norm_named(model, message):
+    """The module the message names, checked to be a group norm of ``model``."""
+    name = message.split(': ', 1)[1].split(' (GroupNorm)', 1)[0]
+    assert isinstance(model.get_submodule(name), torch.nn.GroupNorm), message
+    return name
+
+
+def test_a_group_norm_head_runs_as_mmdet(warnings_logged):
+    """mmdet's RetinaHead with ``norm_cfg=dict(type='GN')`` (its group norms read the whole
+    level): in stripes of 3 rows its scores would be other ones.  The head runs as mmdet runs
+    it: the detections are mmdet's, bit for bit, and it is logged once with the module's
+    name."""
+    plain, whole = _models(stripe_rows=3, dtype=torch.float32, norm_cfg=GN)
+    x = torch.randn(1, 3, 96, 160)
+    ref, got = _predict(plain, x), _predict(whole, x)
+    assert len(ref[0]) > 10
+    for r, g in zip(ref, got):
+        assert torch.equal(r, g)
+    _predict(whole, x)
+    assert len(warnings_logged) == 1
+    assert _group_norm_named(whole, warnings_logged[0]).startswith('bbox_head.')
+
+
+def test_a_group_norm_head_runs_whole_up_to_whole_head_bytes(monkeypatch, warnings_logged):
+    """The thresholds of a head whose norm reads the whole map, at their boundaries: stripes
+    of 12 rows cover the finest level (12x20 at stride 8 of a 96x160 image), so nothing is
+    cut or logged; 11 would cut it, logged.  Whole, its widest map (the classifier's 9
+    anchors x 5 classes on the finest level, float32) may take WHOLE_HEAD_BYTES; a byte more
+    raises, naming the module and the fixes."""
+    plain, whole = _models(stripe_rows=12, dtype=torch.float32, norm_cfg=GN)
+    x = torch.randn(1, 3, 96, 160)
+    want = _predict(plain, x)
+    widest = 9 * 5 * 12 * 20 * 4
+    monkeypatch.setattr(stripes, 'WHOLE_HEAD_BYTES', widest)
+    for rows, logged in ((12, 0), (11, 1)):
+        whole.bbox_head.test_cfg['stripe_rows'] = rows
+        got = _predict(whole, x)
+        assert all(torch.equal(r, g) for r, g in zip(want, got))
+        assert len(warnings_logged) == logged
+    monkeypatch.setattr(stripes, 'WHOLE_HEAD_BYTES', widest - 1)
+    with pytest.raises(ValueError) as error:
+        _predict(whole, x)
+    assert _group_norm_named(whole, str(error.value)) == 'bbox_head.cls_convs.0.gn'
+    assert 'stripe_rows=None' in str(error.value) and "type='BN'" in str(error.value)
+
+
+def test_no_whole_level_of_head_maps_while_stripes_cut_it():
+    """What ``predict`` allocates on a 128x128 image (levels 16, 8, 4, 2, 1 rows high) with a
+    24-channel head (the FPN's 16).  Stripes of 3 rows, each read with its 5-row halo (four
+    3x3 convolutions and the classifier's): the 16-row level never has a head map whole (24
+    channels, 45 scores, 36 box terms) nor its scores flattened (16 x 16 x 9 anchors, 5
+    classes); the smaller levels, which one stripe's rows and halo cover, do, as every level
+    does without stripes and in mmdet's own predict (the tracker sees them there).  The
+    stripes start below the level's height: 16 rows run the 16-row level in one call, 15 in
+    two (the second reads rows 10-15)."""
+    plain, whole = _models(stripe_rows=None, dtype=torch.float32, feat_channels=24)
+    x = torch.randn(1, 3, 128, 128)
+    levels = (16, 8, 4, 2, 1)
+
+    def whole_levels(shapes):
+        return {h for h in levels if any(s in shapes for s in [(1, c, h, h) for c in (24, 45, 36)]
+                                         + [(h * h * 9, 5)])}
+    with Allocations() as mmdet:
+        _predict(plain, x)
+    assert whole_levels(mmdet.shapes) == set(levels)
+    for rows, want in ((3, {8, 4, 2, 1}), (None, set(levels))):
+        whole.bbox_head.test_cfg['stripe_rows'] = rows
+        with Allocations() as ours:
+            _predict(whole, x)
+        assert whole_levels(ours.shapes) == want, rows
+    calls, forward_single = [], whole.bbox_head.forward_single
+    whole.bbox_head.forward_single = lambda f: calls.append(f.shape[-2]) or forward_single(f)
+    for rows, want in ((16, [16, 8, 4, 2, 1]), (15, [16, 6, 8, 4, 2, 1])):
+        whole.bbox_head.test_cfg['stripe_rows'] = rows
+        calls.clear()
+        _predict(whole, x)
+        assert calls == want, rows
 
 
 def test_bad_stripe_rows_names_the_setting():

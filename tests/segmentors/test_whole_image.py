@@ -6,20 +6,24 @@ import copy
 import os.path as osp
 from functools import lru_cache
 
+import mmengine.logging
 import pytest
 import torch
 import torch.nn.functional as F
+from allocations import Allocations
 from archs import TINY
 from dense_helpers import build_model, small_input_env
 from mmengine.config import Config
 from mmengine.registry import DefaultScope
 from repo_paths import ROOT
 
+from mmlinattn.models.segmentors import stripes
 from mmlinattn.models.segmentors.stripes import (Conv, Full, Resize, conv_halo, materialize,
                                                  running_argmax)
 
 UPERNET = 'upernet_ldn_small_ade20k_160k.py'
 SEMFPN = 'semfpn_ldn_small_ade20k_40k.py'
+GN = dict(type='GN', num_groups=4, requires_grad=True)
 
 
 @pytest.fixture(scope='module', autouse=True)
@@ -76,19 +80,21 @@ def _config(name):
     return Config.fromfile(osp.join(ROOT, 'configs', name))
 
 
-def _models(name, family, stripe_rows, classes=150):
+def _models(name, family, stripe_rows, classes=150, head=None, neck=None):
     """mmseg's EncoderDecoder of config ``name`` with a tiny ``family`` backbone and head, and
-    the WholeImageEncoderDecoder with the same weights, float64."""
+    the WholeImageEncoderDecoder with the same weights, float64.  ``head`` and ``neck``:
+    settings of the decode head and the neck (e.g. their ``norm_cfg``)."""
     m = copy.deepcopy(_config(name).model)
     arch = {k: v for k, v in TINY[family].items() if k != 'type'}
     m.backbone.update(arch, init_cfg=None, type=f'mmlinattn.{family}')
     dims = list(arch['arch']['embed_dims'])
     if 'neck' in m:
         m.neck.update(in_channels=dims, out_channels=16)
-        m.decode_head.update(in_channels=[16] * 4, channels=8)
+        m.neck.update(neck or {})
+        m.decode_head.update(in_channels=[m.neck.out_channels] * 4, channels=8)
     else:
         m.decode_head.update(in_channels=dims, channels=16)
-    m.decode_head.num_classes = classes
+    m.decode_head.update(num_classes=classes, **(head or {}))
     m.pop('auxiliary_head', None)
     torch.manual_seed(0)
     plain = build_model(m, 'mmseg').double().eval()
@@ -130,6 +136,102 @@ def test_equals_mmseg_whole_mode_with_stripes(name):
             whole.test_cfg['stripe_rows'] = rows
             torch.testing.assert_close(whole.head_logits(x), ref, rtol=0, atol=1e-12)
     assert torch.equal(_predict(whole, x, [sample])[0], _predict(plain, x, [sample])[0])
+
+
+@pytest.fixture
+def warnings_logged(monkeypatch):
+    """The messages the segmentor logs about a head that cannot run in stripes (each once per
+    process: the record of what was logged starts empty)."""
+    logged = []
+    monkeypatch.setattr(stripes, '_LOGGED', set())
+
+    def print_log(msg, **kwargs):
+        if 'cannot run in row stripes' in msg:
+            logged.append(msg)
+    monkeypatch.setattr(mmengine.logging, 'print_log', print_log)
+    return logged
+
+
+def _group_norm_named(model, message):
+    """The module the message names, checked to be a group norm of ``model``."""
+    name = message.split(': ', 1)[1].split(' (GroupNorm)', 1)[0]
+    assert isinstance(model.get_submodule(name), torch.nn.GroupNorm), message
+    return name
+
+
+@pytest.mark.parametrize('name, part', [(UPERNET, 'head'), (SEMFPN, 'head'), (SEMFPN, 'neck')])
+def test_a_group_norm_in_the_stride_4_part_runs_whole_as_mmseg(name, part, warnings_logged):
+    """A group norm reads the whole map: in stripes of 3 rows its statistics would be each
+    stripe's, and the class map another.  The head runs whole (bit-equal to mmseg, the class
+    map equal), logged once with the module's name."""
+    plain, whole = _models(name, 'LDN', stripe_rows=3, **{part: dict(norm_cfg=GN)})
+    x = torch.randn(1, 3, 64, 96, dtype=torch.float64)
+    with torch.no_grad():
+        assert torch.equal(whole.head_logits(x),
+                           plain.decode_head.forward(plain.extract_feat(x)))
+    assert torch.equal(_predict(whole, x)[0], _predict(plain, x)[0])
+    assert len(warnings_logged) == 1
+    module = _group_norm_named(whole, warnings_logged[0])
+    assert module.startswith('decode_head' if part == 'head' else 'neck')
+    assert 'runs whole' in warnings_logged[0]
+
+
+def test_a_group_norm_head_runs_whole_up_to_whole_head_bytes(monkeypatch, warnings_logged):
+    """The thresholds of a head whose norm reads the whole map, at their boundaries: stripes
+    that cover the stride-4 map (16 rows) mean no stripes, nothing logged; 15 rows would cut
+    it, logged.  Whole, the widest stride-4 map (fpn_bottleneck's input: 4 levels of 16
+    channels, 16x24, float64) may take WHOLE_HEAD_BYTES; a byte more raises, naming the
+    module and the fixes."""
+    plain, whole = _models(UPERNET, 'LDN', stripe_rows=16, classes=7, head=dict(norm_cfg=GN))
+    x = torch.randn(1, 3, 64, 96, dtype=torch.float64)
+    want = _predict(plain, x)[0]
+    widest = 4 * 16 * 16 * 24 * 8
+    monkeypatch.setattr(stripes, 'WHOLE_HEAD_BYTES', widest)
+    assert torch.equal(_predict(whole, x)[0], want)
+    assert warnings_logged == []
+    whole.test_cfg['stripe_rows'] = 15
+    assert torch.equal(_predict(whole, x)[0], want)
+    assert len(warnings_logged) == 1
+    monkeypatch.setattr(stripes, 'WHOLE_HEAD_BYTES', widest - 1)
+    with pytest.raises(ValueError) as error:
+        _predict(whole, x)
+    assert _group_norm_named(whole, str(error.value)) == 'decode_head.fpn_bottleneck.gn'
+    assert 'stripe_rows=None' in str(error.value) and "type='BN'" in str(error.value)
+    whole.test_cfg['stripe_rows'] = None  # the fix the message names: whole, asked for
+    assert torch.equal(_predict(whole, x)[0], want)
+
+
+@pytest.mark.parametrize('name', [UPERNET, SEMFPN])
+def test_no_full_size_logits_nor_whole_stride_4_head_maps(name):
+    """What the predicts allocate on a 256x32 image (64x8 at stride 4, 8 rows at stride 32,
+    so a stripe's resize reads a few source rows, not all), 150 classes: never a tensor of
+    classes x H x W (mmseg's own predict does: the tracker sees it).  In stripes of 4 rows,
+    no stride-4 map of the head's own widths whole (UperNet: 24 channels, 96 concatenated;
+    Semantic FPN: the neck's 24, the head's 12); 63 rows cut the map, but the first stripe's
+    halo reads all of it; 64 rows or None: whole.  The logits at stride 4 are computed in
+    stripes below 64 rows (an empty map, then each stripe's rows), whole from 64 on."""
+    if name == UPERNET:
+        plain, whole = _models(name, 'LDN', stripe_rows=None, head=dict(channels=24))
+        widths = {24, 96}
+    else:
+        plain, whole = _models(name, 'LDN', stripe_rows=None, head=dict(channels=12),
+                               neck=dict(out_channels=24))
+        widths = {24, 12}
+    x = torch.randn(1, 3, 256, 32, dtype=torch.float64)
+    full_logits = 150 * 256 * 32
+    with Allocations() as mmseg:
+        _predict(plain, x)
+    assert mmseg.largest() >= full_logits
+    for rows, whole_maps, logit_rows in ((4, False, {64, 4}), (63, True, {64, 63, 1}),
+                                         (64, True, {64}), (None, True, {64})):
+        whole.test_cfg['stripe_rows'] = rows
+        with Allocations() as ours:
+            _predict(whole, x)
+        assert ours.largest() < full_logits
+        stride_4 = [s for s in ours.shapes if len(s) == 4 and s[3] == 8]
+        head_maps = [s for s in stride_4 if s[2] == 64 and s[1] in widths]
+        assert bool(head_maps) == whole_maps, (rows, head_maps)
+        assert {s[2] for s in stride_4 if s[1] == 150} == logit_rows, rows
 
 
 @pytest.mark.parametrize('family', ['SOFT', 'NaLaFormer', 'InfViT'])

@@ -16,7 +16,7 @@ import torch.nn as nn
 from torch import Tensor
 
 from ..mixins import lazy_attributes, mixed_class
-from ..segmentors.stripes import conv_halo, stripe_rows_of
+from ..segmentors.stripes import conv_halo, head_runs_whole, stripe_rows_of, widest_channels
 
 
 def whole_image_retinanet() -> type:
@@ -44,6 +44,16 @@ class WholeImageDetection:
     may trade places at the ``nms_pre`` cut).  A head other than ``RetinaHead`` runs as mmdet
     runs it.  Training and ``_forward`` are mmdet's.
 
+    A head whose convolution stacks hold a norm that reads more than a row of the level (mmdet's
+    ``norm_cfg=dict(type='GN', ...)``, a batch norm in training mode, any other norm:
+    :func:`~mmlinattn.kernels.row_stripes.per_pixel`) would score other anchors on a stripe
+    than on the whole level: it runs as mmdet runs it (all levels whole, the batch together),
+    with a warning logged once naming the module and its norm where stripes would have
+    applied; where its widest map (the finest level at the head's widest convolution) whole
+    would pass :data:`~mmlinattn.models.segmentors.stripes.WHOLE_HEAD_BYTES` (1 GiB),
+    ``predict`` raises instead, naming the module and the fixes.  The detections are mmdet's,
+    or there are none.
+
     Config::
 
         model = dict(type='mmlinattn.WholeImageRetinaNet')
@@ -58,6 +68,13 @@ class WholeImageDetection:
             return super().predict(batch_inputs, batch_data_samples, rescale=rescale)
         feats = self.extract_feat(batch_inputs)
         sizes = [f.shape[-2:] for f in feats]
+        modules = [*head.cls_convs, *head.reg_convs, head.retina_cls, head.retina_reg]
+        striped = stripe_rows is not None and stripe_rows < max(s[0] for s in sizes)
+        widest = feats[0][:, :1].numel() * feats[0].element_size() * widest_channels(modules)
+        if head_runs_whole(self, modules, widest, striped):
+            # a norm that reads the whole level: mmdet's SingleStageDetector.predict, as is
+            results = head.predict(feats, batch_data_samples, rescale=rescale)
+            return self.add_pred_to_datasample(batch_data_samples, results)
         priors = head.prior_generator.grid_priors(sizes, dtype=feats[0].dtype,
                                                   device=feats[0].device)
         results = [self.predict_image([f[i:i + 1] for f in feats], priors, sample.metainfo,

@@ -21,6 +21,12 @@ def _resize(x: Tensor, size, mode='bilinear', align_corners=None) -> Tensor:
     return F.interpolate(x, size, None, mode, align_corners)
 
 
+def _cls_seg(head, feats: RowMap) -> RowMap:
+    # mmseg's cls_seg: dropout (if any), then conv_seg
+    modules = [m for m in (head.dropout, head.conv_seg) if m is not None]
+    return Conv(head.cls_seg, feats, conv_halo(head.conv_seg), modules)
+
+
 def _selected(head, inputs: List) -> Optional[List]:
     if getattr(head, 'input_transform', None) != 'multiple_select':
         return None
@@ -51,7 +57,7 @@ def uper_head_graph(head, inputs: List[Tensor]) -> Optional[RowMap]:
         outs.append(Resize(Full(head.fpn_convs[i](laterals[i])), size0, 'bilinear', ac))
     outs.append(Resize(Full(laterals[n - 1]), size0, 'bilinear', ac))
     feats = Conv(head.fpn_bottleneck, Cat(outs), conv_halo(head.fpn_bottleneck))
-    return Conv(head.cls_seg, feats, conv_halo(head.conv_seg))
+    return _cls_seg(head, feats)
 
 
 def fpn_neck_graphs(neck, inputs: List[Tensor]) -> Optional[List[RowMap]]:
@@ -103,4 +109,4 @@ def fpn_head_graph(head, inputs: List[RowMap]) -> Optional[RowMap]:
             size = last.size or [int(t * last.scale_factor) for t in x.shape[-2:]]
             level = Resize(level, size, last.mode, last.align_corners)
         terms.append(Resize(level, (out.height, out.width), 'bilinear', head.align_corners))
-    return Conv(head.cls_seg, Sum(*terms), conv_halo(head.conv_seg))
+    return _cls_seg(head, Sum(*terms))

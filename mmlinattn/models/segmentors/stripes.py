@@ -16,18 +16,30 @@ What is exact and what is not (float64 and float32 alike):
   stripe is the one it picks for the whole map (it switches to its channels-last kernel when
   ``out_h + out_w <= 128``; stripes are widened to keep the choice);
 * other factors are computed on the whole source once and sliced (exact, not memory-bounded);
+* a module whose norm reads more than a row of the map (a group norm, batch statistics) gives
+  other results on a stripe: a head with one in its striped part runs whole, or raises where
+  that would take more than :data:`WHOLE_HEAD_BYTES` (:func:`head_runs_whole`);
 * a convolution on a stripe is the same module on the stripe's rows plus halo.  Its result equals
   the whole-map convolution up to the last bits only: the GEMM / oneDNN kernels PyTorch calls
   choose their blocking, and hence the summation order over ``C_in x k x k``, from the spatial
   size of the call, so a few outputs differ by an ulp or two.  A map whose stripe covers all its
   rows is computed whole, which is bit-equal.
 """
-from typing import Callable, List, Optional, Sequence, Tuple
+import logging
+from typing import Callable, Iterable, List, Optional, Sequence, Tuple
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
+
+from ...kernels.row_stripes import per_pixel
+
+#: a head whose striped part has a norm that reads more than a row of the map (a group norm,
+#: batch statistics: :func:`~mmlinattn.kernels.row_stripes.per_pixel`) runs whole, exactly as
+#: mmseg / mmdet run it, while its widest map whole takes at most this many bytes (1 GiB);
+#: above, the predict raises rather than run in stripes that would change its result
+WHOLE_HEAD_BYTES = 1 << 30
 
 
 def stripe_rows_of(test_cfg) -> Optional[int]:
@@ -50,6 +62,10 @@ class RowMap:
 
     def whole(self) -> Tensor:
         return self.rows(0, self.height)
+
+    def sources(self) -> Sequence['RowMap']:
+        """The maps whose rows :meth:`rows` reads."""
+        return ()
 
 
 class Full(RowMap):
@@ -87,11 +103,17 @@ class Conv(RowMap):
     """``fn(src)`` for a height-preserving ``fn`` that reads ``halo`` rows either side.
 
     At the image border the stripe is cut where the map is, so ``fn``'s own zero padding is the
-    whole map's; inside, the rows that ``fn``'s padding spoils are the halo, dropped."""
+    whole map's; inside, the rows that ``fn``'s padding spoils are the halo, dropped.
+    ``modules``: what ``fn`` runs (``fn`` itself by default), for :func:`head_runs_whole`."""
 
-    def __init__(self, fn: Callable[[Tensor], Tensor], src: RowMap, halo: int):
+    def __init__(self, fn: Callable[[Tensor], Tensor], src: RowMap, halo: int,
+                 modules: Sequence[nn.Module] = ()):
         self.fn, self.src, self.halo = fn, src, halo
         self.height, self.width = src.height, src.width
+        self.modules = list(modules) or ([fn] if isinstance(fn, nn.Module) else [])
+
+    def sources(self):
+        return (self.src, )
 
     def rows(self, a, b):
         s, e = max(0, a - self.halo), min(self.height, b + self.halo)
@@ -104,6 +126,9 @@ class Sum(RowMap):
     def __init__(self, *maps: RowMap):
         self.maps = maps
         self.height, self.width = maps[0].height, maps[0].width
+
+    def sources(self):
+        return self.maps
 
     def rows(self, a, b):
         out = self.maps[0].rows(a, b)
@@ -118,6 +143,9 @@ class Cat(RowMap):
     def __init__(self, maps: Sequence[RowMap]):
         self.maps = list(maps)
         self.height, self.width = self.maps[0].height, self.maps[0].width
+
+    def sources(self):
+        return self.maps
 
     def rows(self, a, b):
         return torch.cat([m.rows(a, b) for m in self.maps], dim=1)
@@ -174,6 +202,9 @@ class Resize(RowMap):
         # which is not dyadic).
         fh = power_of_two_factor(src.height, self.height)
         self.factor = None if fh is None or (self.align_corners and fh > 1) else fh
+
+    def sources(self):
+        return (self.src, )
 
     def rows(self, a, b):
         if self._whole is not None:
@@ -242,3 +273,67 @@ def running_argmax(chunks, shape) -> Tensor:
         index = torch.where(better, idx, index)
         del value, idx, better
     return index
+
+
+def striped_modules(rowmap: RowMap) -> List[nn.Module]:
+    """The modules that computing ``rowmap`` in stripes runs on stripes (its :class:`Conv`
+    steps'), each once."""
+    found, seen, todo = [], set(), [rowmap]
+    while todo:
+        node = todo.pop()
+        for m in node.modules if isinstance(node, Conv) else ():
+            if id(m) not in seen:
+                seen.add(id(m))
+                found.append(m)
+        todo.extend(node.sources())
+    return found
+
+
+def widest_channels(modules: Iterable[nn.Module]) -> int:
+    """The most channels a convolution of ``modules`` reads or writes."""
+    return max((max(m.in_channels, m.out_channels) for module in modules
+                for m in module.modules() if isinstance(m, nn.modules.conv._ConvNd)), default=1)
+
+
+def whole_map_norm(model: nn.Module, modules: Iterable[nn.Module]) -> Optional[str]:
+    """The first module in ``modules`` (or inside one) that is not
+    :func:`~mmlinattn.kernels.row_stripes.per_pixel`, named as in ``model``, with its type and
+    mode; None if there is none."""
+    names = {id(m): name for name, m in model.named_modules()}
+    for module in modules:
+        for m in module.modules():
+            if not per_pixel(m):
+                mode = ' in training mode' if m.training else ''
+                return f'{names.get(id(m), "a module")} ({type(m).__name__}{mode})'
+    return None
+
+
+_LOGGED = set()
+
+
+def head_runs_whole(model: nn.Module, modules: Iterable[nn.Module], widest_bytes: int,
+                    striped: bool) -> bool:
+    """Whether the head, whose ``modules`` would run on row stripes, must run whole to give
+    mmseg's / mmdet's result: one of them has a norm that reads more than a row of the map
+    (:func:`whole_map_norm`).  Where stripes would apply (``striped``), this is logged once, or
+    raised when the head's widest map whole (``widest_bytes``) would pass
+    :data:`WHOLE_HEAD_BYTES`."""
+    norm = whole_map_norm(model, modules)
+    if norm is None or not striped:
+        return norm is not None
+    what = f'{type(model).__name__}: {norm} reads more than a row of its map, so the head ' \
+        'cannot run in row stripes'
+    if widest_bytes > WHOLE_HEAD_BYTES:
+        raise ValueError(
+            f'{what}, and whole its widest map would take {widest_bytes / 2**30:.2f} GiB '
+            f'(above WHOLE_HEAD_BYTES, {WHOLE_HEAD_BYTES / 2**30:.2f} GiB). Use a norm that '
+            "reads each pixel alone in the head (norm_cfg=dict(type='BN'), in eval mode, or "
+            'none), or set test_cfg.stripe_rows=None to run the head whole (the memory of '
+            "mmseg's / mmdet's own inference)")
+    message = f'{what}; it runs whole, as mmseg / mmdet run it ({widest_bytes / 2**20:.1f} ' \
+        "MiB of its widest map). norm_cfg=dict(type='BN') in the head keeps it in stripes"
+    if message not in _LOGGED:
+        _LOGGED.add(message)
+        from mmengine.logging import print_log
+        print_log(message, logger='current', level=logging.WARNING)
+    return True

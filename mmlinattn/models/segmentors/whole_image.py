@@ -15,7 +15,8 @@ from torch import Tensor
 
 from ..mixins import lazy_attributes, mixed_class
 from .heads import fpn_head_graph, fpn_neck_graphs, uper_head_graph
-from .stripes import materialize, running_argmax, stripe_rows_of
+from .stripes import (head_runs_whole, materialize, running_argmax, stripe_rows_of,
+                      striped_modules, widest_channels)
 
 
 def whole_image_encoder_decoder() -> type:
@@ -39,6 +40,16 @@ class WholeImageInference:
     * UperNet's head and Semantic FPN's neck and head compute their stride-4 part
       ``test_cfg.stripe_rows`` rows at a time, each stripe with the halo rows its
       convolutions read (other heads run whole).
+
+    A module of that stride-4 part whose norm reads more than a row of the map (a group or
+    instance norm, a batch norm in training mode or without running statistics, a layer norm
+    over more than one dimension, any other norm: :func:`~mmlinattn.kernels.row_stripes.
+    per_pixel`) would give other logits on a stripe than on the whole map.  Such a head runs
+    whole, as mmseg runs it, with a warning logged once naming the module and its norm; where
+    its widest stride-4 map whole would pass :data:`.stripes.WHOLE_HEAD_BYTES` (1 GiB),
+    ``predict`` raises instead, naming the module and the fixes (a batch norm in eval mode or
+    no norm in the head, or ``stripe_rows=None``).  The class map is mmseg's, or there is
+    none.
 
     ``predict`` returns ``pred_sem_seg`` exactly as ``EncoderDecoder.predict`` does (padding
     removed, flip undone, resized to ``ori_shape``); ``seg_logits``, which would be the full-size
@@ -70,6 +81,8 @@ class WholeImageInference:
         the head is one this module knows."""
         stripe_rows = stripe_rows_of(self.test_cfg)
         feats = list(self.backbone(inputs))
+        # bytes per channel of a stride-4 map (the finest level), for the check below
+        channel_bytes = feats[0][:, :1].numel() * feats[0].element_size()
         graph = None
         head = self.decode_head
         if not self.with_neck and type(head).__name__ == 'UPerHead':
@@ -83,6 +96,10 @@ class WholeImageInference:
                 feats = self.neck(feats)
             return head.forward(feats)
         del feats
+        modules = striped_modules(graph)
+        striped = stripe_rows is not None and stripe_rows < graph.height
+        if head_runs_whole(self, modules, channel_bytes * widest_channels(modules), striped):
+            stripe_rows = None  # a norm that reads the whole map: whole, as mmseg runs it
         return materialize(graph, stripe_rows)
 
     def predict_from_logits(self, logits: Tensor, metas: List[dict],
