@@ -4,6 +4,7 @@ H and W are exported as symbolic dimensions, so the graph runs at sizes it never
 the batch size stays the one of the example input (the token grid of a padded batch is
 resolved from Python sizes, see docs/user_guides/deployment.md).
 """
+import inspect
 import os
 import re
 from typing import Iterable, List, Optional, Sequence, Tuple
@@ -25,6 +26,17 @@ def _require(module: str):
         raise ImportError(f'{module} is not installed; {DEPLOY_HINT}') from err
 
 
+def require_export_onnx() -> None:
+    """Raise where this torch has no ``torch.onnx.export(dynamo=True)`` (torch < 2.5), which
+    every export here goes through; the models themselves run on that torch."""
+    if 'dynamo' not in inspect.signature(torch.onnx.export).parameters:
+        raise RuntimeError(
+            f'ONNX export goes through torch.export (torch.onnx.export(dynamo=True)), which '
+            f'torch {torch.__version__} does not have; export from an environment with a newer '
+            f'torch (the default lane: bash tools/setup.sh --with deploy); the model and its '
+            f'checkpoints run on this torch as they are')
+
+
 def export_onnx(module: nn.Module, example: torch.Tensor, path: str, *,
                 dynamic_hw: bool = True, opset: int = 18, min_size: int = 64,
                 max_size: int = 8192, output_names: Optional[Sequence[str]] = None) -> str:
@@ -35,6 +47,7 @@ def export_onnx(module: nn.Module, example: torch.Tensor, path: str, *,
     traced program against ``module`` at two other sizes (:func:`check_program`); the ONNX
     file is then checked with :func:`check_onnx`.  Returns ``path``.
     """
+    require_export_onnx()
     _require('onnx'), _require('onnxscript')
     if example.dim() != 4:
         raise ValueError(f'export_onnx: the example input must be (B, C, H, W), got shape '

@@ -24,7 +24,7 @@ import torch
 import torch.nn as nn
 from mmengine.logging import print_log
 
-from .onnx_export import check_onnx, export_program_onnx
+from .onnx_export import check_onnx, export_program_onnx, require_export_onnx
 from .runtimes import load_runtime, max_relative_difference
 from .tensor_graph import ROI_GRAPHS, check_two_stage, flatten_outputs
 
@@ -121,6 +121,7 @@ def export_roi_graphs(model: nn.Module, feats: Sequence[torch.Tensor], path: str
     The RoI count is always symbolic; the features' H and W when ``dynamic_hw``.  Each
     file passes the ONNX checker and is compared with mmdet's eager head in ONNX Runtime
     at another RoI count (and other feature sizes when dynamic).  Returns {head: file}."""
+    require_export_onnx()
     check_two_stage(model)
     rois = _rois_over(model, feats, num_rois)
     written = {}

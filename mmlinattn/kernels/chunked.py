@@ -30,6 +30,11 @@ __all__ = ['fast_linear_attention', 'chunked_linear_attention', 'triton_allowed'
            'query_side_given_sums', 'linear_attention_features']
 
 
+#: a newer torch tells a legacy-vmap batched gradient apart; torch 2.1 cannot (a vectorised
+#: Jacobian through this backward then stops with torch's missing-batching-rule error)
+_legacy_batched = getattr(torch._C._functorch, 'is_legacy_batchedtensor', lambda t: False)
+
+
 def _elu_plus_one_no_grad(x: torch.Tensor) -> torch.Tensor:
     """``ELU(x) + 1`` as ``exp(min(x, 0)) + max(x, 0)``: the same values (``exp(x)`` below 0,
     ``x + 1`` above), faster on CPU, where torch's ELU kernel evaluates ``expm1`` element by
@@ -268,7 +273,7 @@ class _RecomputedCore(torch.autograd.Function):
         q, k, v, valid, summary = ctx.saved_tensors
         feature_q, feature_k = ctx.maps
         eps, chunk, count, segment = ctx.eps, ctx.chunk, ctx.count, ctx.segment
-        if torch._C._functorch.is_legacy_batchedtensor(grad_out):
+        if _legacy_batched(grad_out):
             # a vectorised Jacobian (``jacobian(..., vectorize=True)``) batches the gradient;
             # the chunk writes below have no batching rule, the plain ops' backward does
             with torch.enable_grad():

@@ -23,6 +23,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from ..ops.precision import autocast_enabled
 from . import policy
 from .compiled import LazyCompiled, compiled_allowed, compiler_unavailable
 from .dispatch import fast_form
@@ -105,7 +106,7 @@ def custom_depthwise_backward(conv: torch.nn.Conv2d, x: torch.Tensor) -> bool:
     kh, kw = conv.kernel_size
     return (max(kh, kw) >= policy.MIN_KERNEL and x.device.type == 'cpu'
             and x.dtype in (torch.float32, torch.float64) and x.dtype == conv.weight.dtype
-            and not torch.is_autocast_enabled('cpu')
+            and not autocast_enabled('cpu')
             and policy.needs_grad(x, *conv.parameters())
             and compiled_allowed.verify(x, allow_grad=True))
 

@@ -28,6 +28,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from ..ops.precision import autocast_enabled
 from .dispatch import fast_form
 from .policy import FUSE_GELU_ENV, CallContext, hooked, needs_grad, plain_unavailable
 
@@ -58,7 +59,7 @@ def onednn_allowed(x: torch.Tensor, modules=(), tensors=()) -> bool:
     params = [p for m in modules for p in m.parameters()] + list(tensors)
     return not (type(x) is not torch.Tensor or x.device.type != 'cpu'
                 or x.dtype != torch.float32 or any(p.dtype != x.dtype for p in params)
-                or torch.is_autocast_enabled('cpu') or needs_grad(x, *params)
+                or autocast_enabled('cpu') or needs_grad(x, *params)
                 or hooked(*modules))
 
 

@@ -27,7 +27,10 @@ def autocast_enabled(device_type: str) -> bool:
     """``torch.is_autocast_enabled(device_type)``, False for a device type autocast does not
     know (``meta`` tensors used for shape inference, where the query itself raises)."""
     available = getattr(torch.amp, 'is_autocast_available', None)
-    if available is not None and not available(device_type):
+    if available is None:  # torch < 2.4: no device argument, CPU and CUDA asked apart
+        return {'cpu': torch.is_autocast_cpu_enabled,
+                'cuda': torch.is_autocast_enabled}.get(device_type, lambda: False)()
+    if not available(device_type):
         return False
     return torch.is_autocast_enabled(device_type)
 

@@ -8,7 +8,14 @@ import torch
 
 __all__ = ['traced']
 
+# torch >= 2.3: torch.compiler.is_compiling; torch 2.1-2.2: torch._dynamo's (dynamo folds
+# either to True inside a graph).  torch._dynamo is imported only on the old torch.
+if hasattr(torch.compiler, 'is_compiling'):
+    _is_compiling = torch.compiler.is_compiling
+else:  # torch < 2.3
+    from torch._dynamo import is_compiling as _is_compiling
+
 
 def traced() -> bool:
     """Inside a ``torch.compile`` / ``torch.export`` graph or a ``torch.jit.trace``."""
-    return torch.compiler.is_compiling() or torch.jit.is_tracing()
+    return _is_compiling() or torch.jit.is_tracing()

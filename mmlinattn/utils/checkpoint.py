@@ -1,4 +1,5 @@
-"""Safe checkpoint loading under torch >= 2.6 (``weights_only=True`` kept on).
+"""Safe checkpoint loading under torch >= 2.6 (``weights_only=True`` kept on; torch < 2.5:
+:mod:`.safe_unpickle`'s restricted unpickler, the same allowlist).
 
 Training checkpoints hold a few objects besides tensors: mmengine's runner state (the message
 hub's ``HistoryBuffer``, numpy scalars and arrays) and the ``argparse.Namespace`` that timm's
@@ -18,6 +19,8 @@ import struct
 from typing import IO, Any, Callable, List, Optional, Tuple, Union
 
 import torch
+
+from .safe_unpickle import safe_torch_load
 
 
 class UnsafeCheckpointError(pickle.UnpicklingError):
@@ -75,9 +78,7 @@ def safe_load_checkpoint(filename: Union[str, IO[bytes]], map_location: Any = 'c
                 f'checkpoint {filename!r} is empty (0 bytes): the save or download that wrote '
                 f'it was cut short; write or download it again')
     try:
-        with torch.serialization.safe_globals(list(trusted_globals())):
-            return torch.load(filename, map_location=map_location, weights_only=True,
-                              mmap=mmap)
+        return safe_torch_load(filename, map_location, trusted_globals(), mmap)
     except pickle.UnpicklingError as err:
         if 'Unsupported operand' in str(err):  # not a pickle at all
             raise _corrupt(name, err) from err

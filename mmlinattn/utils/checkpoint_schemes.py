@@ -200,7 +200,11 @@ def install_safe_checkpoint_loading() -> None:
         return
     from mmengine.logging.history_buffer import HistoryBuffer
 
-    torch.serialization.add_safe_globals(list(trusted_globals()))
+    # torch >= 2.6 loads with weights_only=True by default, mmengine's own calls too;
+    # before 2.4 there is no allowlist to add to (and the default is weights_only=False:
+    # the loads that matter go through the schemes routed below).
+    if hasattr(torch.serialization, 'add_safe_globals'):
+        torch.serialization.add_safe_globals(list(trusted_globals()))
     copyreg.pickle(HistoryBuffer, _reduce_history_buffer)
     install_safe_schemes()
     _INSTALLED = True

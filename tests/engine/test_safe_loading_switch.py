@@ -6,9 +6,12 @@ import json
 import subprocess
 import sys
 
+import torch
+
 PROBE = '''
-import json, sys
+import copyreg, json, sys
 from mmengine.config import config as config_module
+from mmengine.logging.history_buffer import HistoryBuffer
 from mmengine.config import utils as config_utils
 from mmengine.runner.checkpoint import CheckpointLoader
 import torch
@@ -18,8 +21,12 @@ def state():
                          for k, v in CheckpointLoader._schemes.items()},
                 get_loader=repr(CheckpointLoader.__dict__['_get_checkpoint_loader']),
                 # torch adds its own types as its modules load: only mmengine's matter here
+                # (torch < 2.4 has no allowlist to add to: None)
                 history_buffer_safe=any('HistoryBuffer' in repr(g)
-                                        for g in torch.serialization.get_safe_globals()),
+                                        for g in torch.serialization.get_safe_globals())
+                if hasattr(torch.serialization, 'get_safe_globals') else None,
+                # pickled without builtins.getattr, so that safe loading can rebuild it
+                history_buffer_reduce=HistoryBuffer in copyreg.dispatch_table,
                 config_lookup=[repr(config_utils.load), repr(config_module.is_installed)])
 
 before = state()
@@ -51,5 +58,9 @@ def test_importing_the_engine_installs_the_safe_loaders():
     assert all(after[k].startswith('mmlinattn.utils.checkpoint_schemes.') for k in after), after
     assert after[''] == 'mmlinattn.utils.checkpoint_schemes.load_from_local_safe'
     assert res['after']['get_loader'] != res['before']['get_loader']
-    assert res['after']['history_buffer_safe'] and not res['before']['history_buffer_safe']
+    if hasattr(torch.serialization, 'add_safe_globals'):
+        assert res['after']['history_buffer_safe'] and not res['before']['history_buffer_safe']
+    else:  # torch < 2.4: the restricted unpickler allows it (test_safe_unpickle.py)
+        assert res['after']['history_buffer_safe'] is None
+    assert res['after']['history_buffer_reduce'] and not res['before']['history_buffer_reduce']
     assert res['after']['config_lookup'] == res['before']['config_lookup']

@@ -11,7 +11,12 @@ from typing import Optional
 
 import torch
 import torch.nn as nn
-from timm.layers import DropPath, LayerScale
+from timm.layers import DropPath
+
+try:
+    from timm.layers import LayerScale
+except ImportError:  # timm 0.9: in vision_transformer (the same class and parameter)
+    from timm.models.vision_transformer import LayerScale
 
 from ...kernels import fast_grid_diffusion, fast_linear_attention
 from ...kernels.chunked import key_sums, linear_attention_features, query_side_given_sums
