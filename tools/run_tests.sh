@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Set up whatever is missing (tools/setup.sh), then run the whole test suite.
-#   bash tools/run_tests.sh [--lane onedl] [--quick] [pytest args...]
+#   bash tools/run_tests.sh [--lane onedl|torch21] [--quick] [pytest args...]
 # --quick: the tests not marked `slow` (every package area, a few minutes), for the
 # edit-test loop; CI runs everything.
 # --lane onedl: on the onedl-* forks' environment (.venv-onedl, set up first), the tests listed
-# in tests/lane_tests.txt: those that run mmengine, mmcv, mmdet or mmseg, where the two stacks
-# differ (the backbones' own tests need only torch, the same on both).  CI runs it after the
-# whole suite on the default lane.
+# in tests/lane_tests.txt: a hand-picked part of the suite, where the two stacks' OpenMMLab code
+# may differ, not every test that runs mmengine, mmcv, mmdet or mmseg (the backbones' own tests
+# need only torch, the same on both).  --lane torch21: on
+# torch 2.1 / numpy 1 / timm 0.9 (.venv-torch21), the tests of tests/lane_tests_torch21.txt
+# (a lane's own list, tests/lane_tests_LANE.txt, where it has one).  CI runs the other lanes
+# after the whole suite on the default lane.
 # The run writes work_dirs/test_durations.json (test_durations_LANE.json for another lane: the
 # 30 slowest tests, the total, the CPU type) and warns when the suite took longer than its
 # budget for this machine type (tests/durations.py).
@@ -25,8 +28,11 @@ if [ "${1:-}" = "--lane" ]; then
   shift 2
 fi
 select_lane "$LANE_ARG"
-# --with deploy: the export tests run the model in ONNX Runtime and OpenVINO.
-bash tools/setup.sh --lane "$LANE" --with deploy
+# --with deploy: the export tests run the model in ONNX Runtime and OpenVINO (on the lanes
+# that have the extra: torch 2.1 has no torch.export-based ONNX exporter).
+DEPLOY=()
+[ ! -f "$(dirname "$CONSTRAINTS_FILE")/deploy.txt" ] || DEPLOY=(--with deploy)
+bash tools/setup.sh --lane "$LANE" ${DEPLOY[@]+"${DEPLOY[@]}"}
 QUICK=()
 if [ "${1:-}" = "--quick" ]; then
   shift
@@ -35,8 +41,10 @@ fi
 SELECTED=()
 if [ "$LANE" != "$DEFAULT_LANE" ]; then
   export MMLINATTN_TEST_DURATIONS="$ROOT/work_dirs/test_durations_$LANE.json"
+  LIST=tests/lane_tests.txt
+  [ ! -f "tests/lane_tests_$LANE.txt" ] || LIST="tests/lane_tests_$LANE.txt"
   if [ $# -eq 0 ]; then
-    mapfile -t SELECTED < <(sed 's/#.*//; /^[[:space:]]*$/d; s/[[:space:]]*$//' tests/lane_tests.txt)
+    mapfile -t SELECTED < <(sed 's/#.*//; /^[[:space:]]*$/d; s/[[:space:]]*$//' "$LIST")
   fi
 fi
 # The tests write about 2.5 GB of checkpoints and work dirs under the temporary folder (what

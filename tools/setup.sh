@@ -2,8 +2,10 @@
 # Sets up everything mmlinattn needs on a fresh machine, unattended and idempotent:
 #   .venv/ (git-ignored) with the verified OpenMMLab stack, mmcv compiled with its ops,
 #   and mmlinattn itself in editable mode.  A second run only re-checks (seconds).
-#   bash tools/setup.sh [--lane onedl] [--with EXTRA ...]
+#   bash tools/setup.sh [--lane onedl|torch21] [--with EXTRA ...]
 #   --lane onedl    the maintained onedl-* forks instead of official OpenMMLab, in .venv-onedl/
+#   --lane torch21  official OpenMMLab on torch 2.1 / numpy 1 / timm 0.9 (the environment most
+#                   mmdet 3.3 users already have; the declared floors), in .venv-torch21/
 #                   (requirements/lanes.txt lists the lanes and their verified versions)
 #   --with deploy   also installs requirements/deploy.txt (ONNX export, ONNX Runtime, OpenVINO)
 # The compiled mmcv wheel is kept outside the clone in $MMLINATTN_WHEELHOUSE
@@ -24,8 +26,8 @@ while [ $# -gt 0 ]; do
     --with) [ $# -ge 2 ] || { echo "[setup] --with needs a name, e.g. --with deploy" >&2; exit 2; }
             EXTRAS+=("$2"); shift 2 ;;
     --with=*) EXTRAS+=("${1#--with=}"); shift ;;
-    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
-    *) echo "[setup] unknown argument '$1' (usage: tools/setup.sh [--lane onedl] [--with deploy])" >&2; exit 2 ;;
+    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    *) echo "[setup] unknown argument '$1' (usage: tools/setup.sh [--lane onedl|torch21] [--with deploy])" >&2; exit 2 ;;
   esac
 done
 # shellcheck source=tools/misc/lanes.sh
@@ -84,6 +86,11 @@ if [ "$LANE" = onedl ]; then
   python3 -c 'import sys; assert sys.version_info[:2] >= (3, 10)' \
     || fail "the onedl lane needs Python 3.10-3.12: its packages declare Python >= 3.10 (found $(python3 --version))"
 fi
+case "$TORCH_VERSION" in
+  2.0.*|2.1.*)  # no wheels of these torch releases for Python 3.12
+    python3 -c 'import sys; assert sys.version_info[:2] <= (3, 11)' \
+      || fail "torch $TORCH_VERSION (lane $LANE) has wheels for Python 3.8-3.11 only (found $(python3 --version)); put a Python 3.11 first on PATH as python3" ;;
+esac
 if ! command -v g++ >/dev/null; then
   log "installing a C++ compiler (needed to build mmcv's ops)"
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
@@ -162,14 +169,17 @@ if [ -z "$WHEEL" ]; then
   quiet "$PY" -m pip download --disable-pip-version-check -q --no-deps --no-binary=:all: --no-build-isolation \
     "$MMCV_DIST==$MMCV_VERSION" -d "$BUILD"
   SRC="$BUILD/$MMCV_WHEEL_NAME"
+  needs_cxx20() { "$PY" -c 'import sys, torch; sys.exit(tuple(map(int, torch.__version__.split(".")[:2])) < (2, 13))'; }
   unpack_mmcv() {
     rm -rf "$SRC"
     tar -xzf "$BUILD/$MMCV_WHEEL_NAME.tar.gz" -C "$BUILD"
     # torch >= 2.14 headers refuse anything older than C++20 (onedl-mmcv's CPU branch
-    # still says C++14 in places).
-    sed -i 's/-std=c++1[47]/-std=c++20/g' "$SRC/setup.py"
-    grep -q -- '-std=c++20' "$SRC/setup.py" \
-      || fail "could not patch $MMCV_DIST's setup.py to C++20"
+    # still says C++14 in places); older torch builds with the sdist's own C++17.
+    if needs_cxx20; then
+      sed -i 's/-std=c++1[47]/-std=c++20/g' "$SRC/setup.py"
+      grep -q -- '-std=c++20' "$SRC/setup.py" \
+        || fail "could not patch $MMCV_DIST's setup.py to C++20"
+    fi
   }
   build_mmcv() {
     quiet env MMCV_WITH_OPS=1 MAX_JOBS="${MAX_JOBS:-$(nproc)}" FORCE_CUDA=0 \

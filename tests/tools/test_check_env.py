@@ -19,19 +19,25 @@ def _installed_only(monkeypatch, check_env, dists):
     monkeypatch.setattr(check_env, '_version', lambda d: '1.0' if d in dists else None)
 
 
-def test_lanes_table_names_both_stacks(check_env):
+def test_lanes_table_names_every_stack(check_env):
     lanes = check_env.read_lanes()
-    assert list(lanes) == ['openmmlab', 'onedl']
+    assert list(lanes) == ['openmmlab', 'onedl', 'torch21']
     assert lanes['openmmlab']['dists']['mmseg'] == 'mmsegmentation'
     assert lanes['onedl']['dists']['mmcv'] == 'onedl-mmcv'
+    assert lanes['torch21']['dists'] == lanes['openmmlab']['dists']
     for lane in lanes.values():
         assert osp.isfile(osp.join(ROOT, lane['constraints']))
 
 
-@pytest.mark.parametrize('lane', ['openmmlab', 'onedl'])
+@pytest.mark.parametrize('lane', ['openmmlab', 'onedl', 'torch21'])
 def test_finds_the_lane_installed(lane, check_env, monkeypatch):
+    """The official stack on torch 2.1 and on the new torch are told apart by the torch
+    their constraints pin."""
     lanes = check_env.read_lanes()
-    _installed_only(monkeypatch, check_env, set(lanes[lane]['dists'].values()))
+    torch = check_env.pinned(lanes[lane]['constraints'])['torch']
+    dists = set(lanes[lane]['dists'].values())
+    monkeypatch.setattr(check_env, '_version', lambda d: torch if d == 'torch' else
+                        '1.0' if d in dists else None)
     assert check_env.find_lane(lanes) == (lane, [])
 
 
@@ -51,7 +57,8 @@ def test_this_environment_is_a_verified_lane():
     proc = subprocess.run([sys.executable, 'tools/misc/check_env.py'], cwd=ROOT,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    lane = 'onedl' if _has('onedl-mmengine') else 'openmmlab'
+    lane = ('onedl' if _has('onedl-mmengine') else
+            'torch21' if metadata.version('torch').startswith('2.1.') else 'openmmlab')
     assert any(line.split()[:2] == ['lane', lane] for line in proc.stdout.splitlines()), \
         proc.stdout
     assert proc.stdout.rstrip().endswith('environment OK')

@@ -1,7 +1,9 @@
 """mmlinattn installed into an environment that already holds an OpenMMLab stack, as a user with
 a working mmdet / mmseg installs it: a wheel built from the tree, and ``pip install -e .``.
 Nothing of the stack (torch, mmengine, mmcv, mmdet, mmseg, timm and what they pulled in) may
-change, on whichever lane this suite runs (requirements/lanes.txt).
+change, on whichever lane this suite runs (requirements/lanes.txt).  The extras of the lane's
+stack (``[engine]``, ``[det]``, ``[seg]``, ``[all]`` on the official one, ``[onedl]`` on the
+forks) ask for nothing the lane does not hold: their ranges admit every lane's versions.
 
 The environment is fresh: a venv whose site-packages sees this interpreter's stack through a
 ``.pth`` line (tests/clean_env.py), so pip finds those distributions installed.  pip runs with
@@ -117,3 +119,21 @@ def test_install_leaves_the_stack_as_it_was(how, wheel, tmp_path):
                            env=dict(clean_env_vars(), OMP_NUM_THREADS='1'))
     assert probe.returncode == 0, probe.stdout[-2000:] + probe.stderr[-4000:]
     assert probe.stdout.rstrip().endswith('OK'), probe.stdout
+
+
+def _lane_extras():
+    """The extras whose distributions this lane holds: the official stack's or the forks'."""
+    try:
+        metadata.distribution('mmengine')
+    except metadata.PackageNotFoundError:
+        return ['onedl']
+    return ['engine', 'det', 'seg', 'all']
+
+
+def test_extras_ask_for_nothing_the_stack_lacks(wheel, tmp_path):
+    python = make_clean_env(str(tmp_path / 'env'), _environment_distributions())
+    for extra in _lane_extras():
+        proc = _pip(python, tmp_path, '--dry-run', f'{wheel}[{extra}]')
+        assert proc.returncode == 0, (extra, proc.stdout[-3000:] + proc.stderr[-3000:])
+        wanted = [line for line in proc.stdout.splitlines() if line.startswith('Would install')]
+        assert wanted == ['Would install mmlinattn-0.1.0'], (extra, proc.stdout[-3000:])

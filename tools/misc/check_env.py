@@ -63,20 +63,28 @@ def _version(dist: str) -> Optional[str]:
 
 def find_lane(lanes: Dict[str, dict]) -> Tuple[Optional[str], List[str]]:
     """The lane whose distributions are installed, and the problems found on the way (none
-    installed, or distributions of two lanes, which overwrite each other's files)."""
+    installed, or distributions of two lanes, which overwrite each other's files).  Lanes of
+    the same distributions (official OpenMMLab on two torch releases) are told apart by the
+    torch their constraints pin."""
     found = {name: [d for d in lane['dists'].values() if _version(d)]
              for name, lane in lanes.items()}
     present = [name for name, dists in found.items() if dists]
     if not present:
         return None, ['no OpenMMLab stack is installed (neither ' + ' nor '.join(
-            lane['dists']['mmengine'] for lane in lanes.values()) + ')']
-    if len(present) > 1:
-        listed = '; '.join(f'{name}: {", ".join(found[name])}' for name in present)
+            sorted({lane['dists']['mmengine'] for lane in lanes.values()})) + ')']
+    families = {}  # one lane per set of distributions
+    for name in present:
+        families.setdefault(tuple(lanes[name]['dists'].values()), []).append(name)
+    if len(families) > 1:
+        listed = '; '.join(f'{names[0]}: {", ".join(found[names[0]])}'
+                           for names in families.values())
         return present[0], [
             f'packages of two lanes are installed ({listed}): they share the import names '
             f'{", ".join(STACK_MODULES)}, so one overwrote the other\'s files; uninstall one '
             'lane\'s packages (or start from a fresh environment)']
-    return present[0], []
+    torch = (_version('torch') or '').split('+')[0]
+    same_torch = [n for n in present if pinned(lanes[n]['constraints']).get('torch') == torch]
+    return (same_torch or present)[0], []
 
 
 def _check_mmcv_ops():
