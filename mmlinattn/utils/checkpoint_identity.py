@@ -32,6 +32,8 @@ FREE_OPTIONS = frozenset({
     'out_indices', 'out_norm', 'in_channels', 'pretrain_img_size', 'img_size',
     'convert_weights', 'pretrained', 'init_cfg',
 })
+#: free options still worth naming in the fix (the authors' model has them)
+_SHOWN_FREE = ('out_norm', )
 #: arch entries that only set training or initial values
 _FREE_ARCH_KEYS = frozenset({'drop_path_rate'})
 #: the BatchNorm variants (one model, another way to share the batch statistics)
@@ -162,8 +164,10 @@ def _differences(model: torch.nn.Module, ref: torch.nn.Module) -> List[str]:
     return diffs
 
 
-def _call(type_: str, cfg: dict, skip=('type', )) -> str:
-    shown = {k: v for k, v in cfg.items() if k not in skip}
+def _call(type_: str, cfg: dict) -> str:
+    """``Type(arch=..., ...)``: the options of a config that tell models apart."""
+    shown = {k: v for k, v in cfg.items() if k not in ('type', 'out_indices')
+             and (k, v) != ('in_channels', 3)}
     return f"{type_}({', '.join(f'{k}={v!r}' for k, v in shown.items())})"
 
 
@@ -275,8 +279,12 @@ def check_checkpoint_identity(model: torch.nn.Module, checkpoint: Any, path: str
         f'{k}={_arch_text(model)!r}' if k == 'arch' else
         f'{k}={model.build_args.get(k)!r}' for k in diffs)
     theirs = ', '.join(f'{k}={kwargs.get(k, ref.build_args.get(k))!r}' for k in diffs)
-    fix = (f'Fix: build the model the file was made for, with {theirs} in model.backbone; or '
-           f'load {other}')
+    also = [f'{k}={kwargs[k]!r}' for k in _SHOWN_FREE
+            if k in kwargs and kwargs[k] != model.build_args.get(k)]
+    # e.g. NaLaFormer's out_norm: new norms around the same maps, either loads
+    note = f" (the file's model also has {', '.join(also)}, which may differ)" if also else ''
+    fix = (f'Fix: build the model the file was made for, with {theirs} in model.backbone'
+           f'{note}; or load {other}')
     command = None if 'arch' in diffs else _reconvert(model, checkpoint['meta'], path)
     if command:
         fix += f', e.g. the same source converted for this model: {command}'

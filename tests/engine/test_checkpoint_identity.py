@@ -173,3 +173,63 @@ def test_unreadable_record_is_refused(tmp_path):
     torch.save({'state_dict': {}, 'meta': {'backbone_cfg': 'dict(type=NaLaFormer'}}, path)
     msg = _refused(path, type='NaLaFormer', arch=NALA_ARCH)
     assert 'not a readable config' in msg
+
+
+# ------------------------------------------------------------ the shipped configs' files
+def _config_groups():
+    """One top-level config per (detector, family, arch): the configs of a group share
+    their backbone options."""
+    import os
+    import os.path as osp
+    from repo_paths import ROOT
+    seen = {}
+    for name in sorted(os.listdir(osp.join(ROOT, 'configs'))):
+        if name.endswith('.py'):
+            seen.setdefault(tuple(name.split('_')[:3]), osp.join(ROOT, 'configs', name))
+    return sorted(seen.values())
+
+
+def _routes(backbone: dict) -> dict:
+    """What the converter records for each way the docs give to make a config's file:
+    the authors' file (``--official``, where the config runs one of their presets) or a timm
+    run of the model named after the config's family and arch."""
+    from mmlinattn.timm.linattn_models import MODEL_SPECS
+    from mmlinattn.utils.weights_hint import TIMM_PREFIX
+    family, arch = backbone['type'].split('.')[-1], backbone['arch']
+    presets = {'NaLaFormer': {None: OFFICIAL_PRESET}, 'SOFT': OFFICIAL_PRESETS}.get(family, {})
+    routes = {}
+    for preset, options in presets.items():
+        if all(backbone.get(k) == v for k, v in options.items()):
+            routes[f'--official --preset {preset}'] = dict(
+                type=f'mmlinattn.{family}', arch=arch, **options)
+    timm = f'{TIMM_PREFIX[family]}_{arch}' + ('_official' if family == 'NaLaFormer' and routes
+                                               else '')
+    if not routes or family == 'NaLaFormer':   # SOFT's authors' archs: their files only
+        spec = MODEL_SPECS[timm][0]
+        num_stages = len(MODELS.get(family).stage_layout(
+            MODELS.get(family).resolve_arch(arch))[1])
+        out = (-1, ) if family == 'InfViTPlain' else tuple(range(num_stages))
+        # what LinAttnClassifier.backbone_cfg holds
+        routes[f'timm {timm}'] = dict(spec, type=f'mmlinattn.{family}', in_channels=3,
+                                      out_indices=out)
+    return routes
+
+
+@pytest.mark.parametrize('path', _config_groups())
+def test_every_shipped_config_accepts_the_file_its_docs_make(path):
+    """The identity check stops no documented route: the file a config's comment says how
+    to make (converted from the authors' file or a timm run) passes it, output norms,
+    ``pinv='cholesky'`` and the detector's ``out_indices`` notwithstanding."""
+    from mmengine.config import Config
+
+    from mmlinattn.utils.checkpoint_identity import check_checkpoint_identity
+    backbone = Config.fromfile(path).model.backbone.to_dict()
+    assert backbone['init_cfg']['checkpoint'].startswith('checkpoints/')
+    cfg = dict(backbone, type=backbone['type'].split('.')[-1], init_cfg=None)
+    with torch.device('meta'):
+        model = MODELS.build(cfg)
+    routes = _routes(backbone)
+    assert routes
+    for route, record in routes.items():
+        ckpt = {'meta': {'backbone_cfg': repr(record)}}
+        check_checkpoint_identity(model, ckpt, backbone['init_cfg']['checkpoint'], {})

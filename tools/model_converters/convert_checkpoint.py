@@ -27,7 +27,11 @@ has them (``--no-ema``: the raw ones), the rule of every loader of this package 
 DST gets ``{'state_dict': backbone
 weights, 'meta': {...}}``: the ``backbone.`` prefix stripped, the classification head
 dropped, every other tensor unchanged, so the file loads into ``type='mmlinattn.<Family>'``
-through ``init_cfg=dict(type='Pretrained', checkpoint=DST)``.
+through ``init_cfg=dict(type='Pretrained', checkpoint=DST)``.  ``meta['backbone_cfg']``
+records the model the weights were converted for (the check model's config below, options
+included); loading DST into a backbone of another family, arch or option stops and says
+which (:mod:`mmlinattn.utils.checkpoint_identity`), since key names cannot tell, e.g., the
+NaLaFormer authors' model from the paper's.
 
 The match report checks the converted weights against a freshly built dense backbone:
 ``--model NAME`` (the timm model; the default is the ``arch`` timm stored in SRC, with the
