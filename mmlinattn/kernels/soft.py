@@ -4,13 +4,13 @@ compiled finish, large per-head products as one ``mm`` each, ``P = exp(Q - K~)``
 chunks when it would take gigabytes, and :func:`fast_soft_attention`, the entry the mixer calls.
 Each equals its :mod:`mmlinattn.ops.soft` form up to rounding.
 """
-import logging
 import math
 from typing import Optional
 
 import torch
 
 from ..ops import soft as plain
+from ..ops.log import current_logger
 from ..ops.soft import (CHOLESKY_JITTER, check_attention_args, landmark_kernel_rows,
                         nystrom_middle, soft_attention)
 from ..ops.precision import Float32Island
@@ -89,14 +89,10 @@ def _log_newton_cost(m: int) -> None:
     msg = (f'SOFT attention with m = {m} landmarks: the Newton-Schulz pseudo-inverse costs '
            f'about 40 m^3 = {40 * m ** 3 / 1e9:.1f} GFLOP per head and layer (m = tokens / '
            f"r^2 grows with the image under the paper's landmark rule). Use "
-           f"pinv='cholesky' (A^+ up to a {CHOLESKY_JITTER:g} ridge, m^3 / 3 flops) or "
-           f'max_landmarks=49 (pooled landmarks: linear cost, not the paper\'s rule).')
-    try:
-        from mmengine.logging import MMLogger
-        logger = MMLogger.get_current_instance()
-    except ImportError:
-        logger = logging.getLogger(__name__)
-    logger.warning(msg)
+           f"pinv='cholesky' (a ridge-regularised solve with (A + lambda I)^-1, lambda = "
+           f'{CHOLESKY_JITTER:g} tr(A) / m, instead of A^+: m^3 / 3 flops) or '
+           f"max_landmarks=49 (pooled landmarks: linear cost, not the paper's rule).")
+    current_logger(__name__).warning(msg)
 
 
 _NEWTON_COST_LOGGED = False

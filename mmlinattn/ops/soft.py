@@ -15,10 +15,11 @@ Transformers" (IJCV 2024, arXiv 2207.03341).  Equation numbers refer to the jour
 * Eq. 17 (Sec. 3.3) -- SOFT++'s symmetric normalisation ``D^{-1/2} A^+ D^{-1/2}``,
   ``D = diag(A 1)``.
 
-Besides Eq. 10 the bottleneck can be solved through a Cholesky factorisation of the ridged
-``A + lambda I`` (:func:`cholesky_pinv_solve`, ``pinv='cholesky'``): not in the paper, an
-option for large m (the paper's fixed ratio makes m = n / r^2, and Eq. 10 costs about
-``2 T m^3 = 40 m^3`` flops per head against the factorisation's ``m^3 / 3``).
+Besides Eq. 10, ``pinv='cholesky'`` replaces ``A^+`` by a ridge-regularised solve with
+``(A + lambda I)^{-1}``, ``lambda = 1e-6 tr(A) / m`` (raised on a failed factorisation), through
+a Cholesky factorisation (:func:`cholesky_pinv_solve`): not in the paper and not ``A^+``
+itself, an option for large m (the paper's fixed ratio makes m = n / r^2, and Eq. 10 costs
+about ``2 T m^3 = 40 m^3`` flops per head against the factorisation's ``m^3 / 3``).
 
 The ``*_reference`` functions are the same equations written the plain way (explicit
 difference tensors, ``torch.linalg.pinv``, the dense n x n matrix): O(n^2), for tests and
@@ -31,10 +32,13 @@ from typing import Optional, Union
 import torch
 from torch._subclasses.fake_tensor import is_fake
 
+from .log import current_logger
 from .precision import Float32Island
+from .tracing import traced
 
 NEWTON_INITS = ('safe', 'paper', 'scaled')
-#: how :func:`soft_attention` applies ``A^+``: Eq. 10 (default) or a ridged Cholesky solve
+#: how :func:`soft_attention` applies ``A^+``: Eq. 10 (default) or a ridge-regularised
+#: Cholesky solve with ``(A + lambda I)^{-1}``
 PINV_SOLVERS = ('newton', 'cholesky')
 #: relative ridge of the Cholesky solver: ``lambda = CHOLESKY_JITTER * tr(A) / m``
 CHOLESKY_JITTER = 1e-6
@@ -236,10 +240,12 @@ def newton_schulz_reference(a: torch.Tensor, alpha: Union[float, torch.Tensor],
 
 def cholesky_pinv_solve(a: torch.Tensor, rhs: torch.Tensor, ridge: float = 0.0,
                         jitter: float = CHOLESKY_JITTER) -> torch.Tensor:
-    """``A^+ rhs`` for symmetric PSD ``A`` as ``(A + lambda I)^{-1} rhs`` through a Cholesky
-    factorisation, ``lambda = ridge + jitter * tr(A) / m`` per matrix.
+    """A ridge-regularised solve ``(A + lambda I)^{-1} rhs`` for symmetric PSD ``A`` through a
+    Cholesky factorisation, ``lambda = ridge + jitter * tr(A) / m`` per matrix (raised on a
+    failed factorisation, below): it stands in for ``A^+ rhs`` and differs from it by the
+    ridge's bias (and from Eq. 10's iterate by that iteration's own error).
 
-    Not in the paper: a cheaper route to the same ``A^+`` as Eq. 10 for large m.  Factoring
+    Not in the paper: a cheaper stand-in for ``A^+`` than Eq. 10 for large m.  Factoring
     costs ``m^3 / 3`` flops and the two triangular solves ``2 m^2 k`` (``rhs`` is (m, k)),
     against ``2 T m^3`` for T Newton-Schulz steps; the inverse is never formed.  The backward
     is autograd through ``torch.linalg.cholesky_ex`` and ``torch.cholesky_solve`` (exact for
@@ -266,9 +272,12 @@ def cholesky_pinv_solve(a: torch.Tensor, rhs: torch.Tensor, ridge: float = 0.0,
 
     A jitter of 1e-5 or 1e-4 costs a decade of accuracy each; 1e-7 fails to factorise
     (and retries) more often in float32.
-    If a factorisation still fails, that matrix's ``lambda`` is raised 100-fold, at most
-    :data:`CHOLESKY_RETRIES` times; a matrix that fails even then (not PSD, inf or NaN)
-    raises ``ValueError`` instead of returning NaN.
+    If a factorisation still fails (float32 rounding can make a near-singular A indefinite),
+    that matrix's ``lambda`` is raised 100-fold, at most :data:`CHOLESKY_RETRIES` times (up to
+    10^6 times the base, ``lambda = tr(A) / m`` at the default jitter: then far from
+    ``A^+``); a warning names the final ``lambda`` once per process, and again only when a
+    later call needs a larger one (:func:`_log_raised_ridge`).  A matrix that fails even then
+    (not PSD, inf or NaN) raises ``ValueError`` instead of returning NaN.
 
     Args:
         a: (..., m, m) symmetric positive semi-definite matrices.
@@ -292,13 +301,14 @@ def cholesky_pinv_solve(a: torch.Tensor, rhs: torch.Tensor, ridge: float = 0.0,
                          f'{ridge!r} and jitter {jitter!r}')
     with Float32Island(rhs, a) as island:
         a, rhs = island.cast(a, rhs)
-        factor = _ridged_cholesky(a, ridge, jitter)
+        factor, _ = ridged_cholesky(a, ridge, jitter)
         out = torch.cholesky_solve(rhs, factor)
     return island.back(out)
 
 
-def _ridged_cholesky(a: torch.Tensor, ridge: float, jitter: float) -> torch.Tensor:
-    """Lower Cholesky factor of ``A + lambda I`` (see :func:`cholesky_pinv_solve`).  The
+def ridged_cholesky(a: torch.Tensor, ridge: float = 0.0, jitter: float = CHOLESKY_JITTER):
+    """Lower Cholesky factor of ``A + lambda I`` (see :func:`cholesky_pinv_solve`) and the
+    ``lambda`` (..., 1) each matrix was factorised with (its base value, or raised).  The
     ridge goes onto the diagonal of a copy of A (no batch of identity matrices: at m = 1024
     forming ``A + lambda I`` took 3x as long as the copy)."""
     scale = a.diagonal(dim1=-2, dim2=-1).mean(-1, keepdim=True)          # tr(A) / m
@@ -306,13 +316,16 @@ def _ridged_cholesky(a: torch.Tensor, ridge: float, jitter: float) -> torch.Tens
     shifted = a.clone()
     diagonal = shifted.diagonal(dim1=-2, dim2=-1)
     diagonal.add_(lam)
-    for _ in range(CHOLESKY_RETRIES):
+    base, first_failed = lam, 0
+    for raises in range(CHOLESKY_RETRIES):
         factor, info = torch.linalg.cholesky_ex(shifted)
         if info.is_meta or is_fake(info):  # shapes only (flop counting, meta builds)
-            return factor
+            return factor, lam
         failed = (info > 0)[..., None]
         if not failed.any():  # one host sync per call; the retries are the rare case
-            return factor
+            _log_raised_ridge(raises, first_failed, info.numel(), jitter, lam, base)
+            return factor, lam
+        first_failed = first_failed or int(failed.sum())
         diagonal.add_(torch.where(failed, lam * 99, 0))                   # lam -> 100 lam
         lam = torch.where(failed, lam * 100, lam)
     factor, info = torch.linalg.cholesky_ex(shifted)
@@ -321,7 +334,31 @@ def _ridged_cholesky(a: torch.Tensor, ridge: float, jitter: float) -> torch.Tens
                          f'not positive definite even with a ridge of '
                          f'{jitter * 100 ** CHOLESKY_RETRIES:g} tr(A) / m: they are not '
                          f'symmetric positive semi-definite or hold inf / NaN')
-    return factor
+    _log_raised_ridge(CHOLESKY_RETRIES, first_failed, info.numel(), jitter, lam, base)
+    return factor, lam
+
+
+#: the most ridge raises a warning has named in this process (:func:`_log_raised_ridge`)
+_RIDGE_RAISES_LOGGED = 0
+
+
+def _log_raised_ridge(raises: int, failed: int, matrices: int, jitter: float,
+                      lam: torch.Tensor, base: torch.Tensor) -> None:
+    """Warn that ``failed`` of ``matrices`` factorisations failed at the ``base`` ridge and were
+    solved with ``lam``, raised up to ``100^raises``-fold: once per process, and again only for
+    more raises than already logged, not on every forward.  Nothing inside a traced graph (a
+    log call is no graph op)."""
+    global _RIDGE_RAISES_LOGGED
+    if raises <= _RIDGE_RAISES_LOGGED or traced():
+        return
+    _RIDGE_RAISES_LOGGED = raises
+    current_logger(__name__).warning(
+        f'cholesky_pinv_solve: the Cholesky factorisation of {failed} of {matrices} matrices '
+        f'failed at the base ridge lambda = ridge + {jitter:g} tr(A) / m, so their lambda was '
+        f'raised 100-fold up to {raises} time(s), to at most '
+        f'{float(lam[lam > base].max()):.3g} ({100 ** raises:g}x the base): they are solved '
+        f'with (A + lambda I)^-1 at that lambda, further from A^+. Logged once per process, '
+        f'again only if a later call needs a larger ridge.')
 
 
 def symmetric_normalize(a_pinv: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
@@ -372,10 +409,11 @@ def nystrom_middle(landmarks: torch.Tensor, keep: Optional[torch.Tensor], pv: to
                    num_iters: int, init: str, sym_norm: bool, ridge: float, pinv: str,
                    kernel=None, custom_backward: bool = True) -> torch.Tensor:
     """``N(A^+) (P^T V)`` (B, h, m, d_v) for ``A = exp(Q~ - K~)`` (Eq. 9; ``N`` Eq. 17 when
-    ``sym_norm``): Eq. 10 (``pinv='newton'``) or a ridged Cholesky solve.  Unused landmarks
-    (``keep`` 0) get an identity block in A, so ``A^+`` on the used ones is that of the
-    smaller problem.  ``kernel``: the Gaussian kernel's form (default :func:`gaussian_kernel`);
-    ``custom_backward``: that of :func:`newton_schulz_pinv`."""
+    ``sym_norm``): Eq. 10 (``pinv='newton'``) or, for ``pinv='cholesky'``, a ridge-regularised
+    solve with ``(A + lambda I)^{-1}`` in place of ``A^+`` (:func:`cholesky_pinv_solve`).
+    Unused landmarks (``keep`` 0) get an identity block in A, so ``A^+`` on the used ones is
+    that of the smaller problem.  ``kernel``: the Gaussian kernel's form (default
+    :func:`gaussian_kernel`); ``custom_backward``: that of :func:`newton_schulz_pinv`."""
     a = (kernel or gaussian_kernel)(landmarks, landmarks, denom=2.0)    # (B, h, m, m)
     if keep is not None:
         # diag(1 - keep) as a product with I: ONNX opset 11 has no diag_embed
@@ -416,9 +454,10 @@ def soft_attention(q: torch.Tensor, landmarks: torch.Tensor, v: torch.Tensor,
         landmark_valid: optional (B, m) bool mask of the landmarks to use: the others get
             zero columns in P and an identity block in A, so ``A^+`` (and Eq. 17's row sums)
             on the used landmarks are exactly those of the smaller problem.
-        pinv: ``'newton'`` (default, Eq. 10 as above) or ``'cholesky'``: ``N(A^+) (P^T V)``
-            as ``D^{-1/2} (A + lambda I)^{-1} D^{-1/2} P^T V`` by :func:`cholesky_pinv_solve`
-            (``num_iters`` and ``init`` unused), O(m^3 / 3) instead of O(40 m^3).
+        pinv: ``'newton'`` (default, Eq. 10 as above) or ``'cholesky'``: a ridge-regularised
+            solve in place of ``A^+``, ``D^{-1/2} (A + lambda I)^{-1} D^{-1/2} P^T V`` by
+            :func:`cholesky_pinv_solve` (``num_iters`` and ``init`` unused), O(m^3 / 3)
+            instead of O(40 m^3).
 
     Batch padding is not in the paper; with both masks the output on the valid tokens equals
     that of the un-padded image.

@@ -1,12 +1,15 @@
 """SOFT / SOFT++ ops (mmlinattn.ops.soft, and the fast forms the backbones run,
 mmlinattn.kernels.soft) against the dense float64 references next to them
 ("Softmax-free Linear Transformers", arXiv 2207.03341: Eq. 5, 9, 10, 12, 17)."""
+import warnings
+
 import pytest
 import torch
 from torch.autograd import gradcheck
 from torch.overrides import TorchFunctionMode
 
 import mmlinattn.kernels.soft as soft_kernels
+import mmlinattn.ops.soft as soft_ops
 from mmlinattn.kernels import policy
 from mmlinattn.kernels.soft import fast_gaussian_kernel, fast_soft_attention
 from mmlinattn.ops.soft import (NEWTON_INITS, cholesky_pinv_solve, gaussian_kernel_reference,
@@ -444,6 +447,42 @@ def test_cholesky_retries_with_a_larger_ridge():
                                atol=0)
     torch.testing.assert_close(out[0], cholesky_pinv_solve(good, b[0], jitter=1e-9), rtol=0,
                                atol=0)
+
+
+def shifted_below_zero(seed, deficit):
+    """A 6 x 6 SPD matrix shifted down to lambda_min = -deficit (a failed base factorisation)."""
+    a = spd(6, seed=seed)
+    return a - (torch.linalg.eigvalsh(a)[0] + deficit) * torch.eye(6, dtype=torch.float64)
+
+
+def test_raised_ridge_is_logged_once_with_its_final_value(monkeypatch):
+    """A raised ridge is said once per process with its final lambda, not on every call; a
+    call that needs a larger ridge than already said says it again; a base-ridge
+    factorisation and a traced call (a log call is no graph op) say nothing."""
+    messages = []
+    monkeypatch.setattr(soft_ops, '_RIDGE_RAISES_LOGGED', 0)
+    from mmengine.logging import MMLogger
+    monkeypatch.setattr(MMLogger.get_current_instance(), 'warning', messages.append)
+    good = spd(6, seed=12)
+    bad = shifted_below_zero(13, 1e-6)       # base 1e-9 tr(A)/m ~ 5e-9: two raises
+    worse = shifted_below_zero(14, 1e-3)     # three raises
+    b = torch.randn(6, 2, dtype=torch.float64)
+    cholesky_pinv_solve(good, b, jitter=1e-9)
+    with warnings.catch_warnings():          # the retry's host reads warn under a tracer
+        warnings.simplefilter('ignore')
+        torch.jit.trace(lambda a, r: cholesky_pinv_solve(a, r, jitter=1e-9),
+                        (torch.stack([good, bad]), b), check_trace=False)  # no eager rerun
+    assert messages == []
+    for _ in range(3):
+        cholesky_pinv_solve(torch.stack([good, bad]), b, jitter=1e-9)
+    assert len(messages) == 1
+    assert '1 of 2 matrices' in messages[0] and '10000x' in messages[0]
+    assert f'{float(1e-9 * 100 ** 2 * bad.diagonal().mean()):.3g} ' in messages[0]
+    cholesky_pinv_solve(torch.stack([bad, worse, good]), b, jitter=1e-9)
+    cholesky_pinv_solve(bad, b, jitter=1e-9)
+    assert len(messages) == 2
+    assert '2 of 3 matrices' in messages[1] and '1e+06x' in messages[1]
+    assert f'{float(1e-9 * 100 ** 3 * worse.diagonal().mean()):.3g} ' in messages[1]
 
 
 @pytest.mark.parametrize('bad', ['indefinite', 'nan'])
