@@ -1,13 +1,20 @@
-"""Which pseudo-inverse the shipped SOFT++ configs run: equality and cost.
+"""Which pseudo-inverse the shipped SOFT++ configs run: equality, cost, float32, the authors'.
 
     flock /tmp/mmlinattn-cpu.lock .venv/bin/python dev/soft_pinv_decision.py \
         --out records/soft_pinv_decision_zen4.json [--rounds 3] [--skip-equality] [--skip-cost]
+    flock /tmp/mmlinattn-cpu.lock .venv/bin/python dev/soft_pinv_decision.py \
+        --out records/soft_pinv_float32_zen3.json --skip-equality --skip-cost --float32 \
+        [--photos PHOTO ...] [--official [--official-size 224 224]]
+
+Parts 3 and 4 add to the record they find: photographs and sizes of earlier runs with the same
+settings stay (each row keeps its command), so a long run can be split into short ones.
 
 SOFT++ (Lu et al., "Softmax-free Linear Transformers", arXiv 2207.03341) applies the
 Moore-Penrose inverse A^+ of the m x m landmark matrix (Sec. 3.2, Eq. 9) normalised as in
 Eq. 17, and computes it with 20 Newton-Schulz steps (Eq. 10, Alg. 2).  Under the paper's
 landmark rule m grows with the image (about 1 050 per stage at 1344x800), and the backbone
-also offers ``pinv='cholesky'`` (a Cholesky solve of A + 1e-6 tr(A)/m I) and
+also offers ``pinv='cholesky'`` (a ridge-regularised solve with (A + lambda I)^-1, lambda =
+1e-6 tr(A)/m raised 100-fold up to 3 times where the factorisation fails) and
 ``max_landmarks`` (pooled landmarks, not the paper's rule).
 
 Part 1, equality (float64): a SOFT++ backbone in float64 on real photographs
@@ -27,10 +34,29 @@ of ``--rounds`` after one warm-up each; plus MACs by the repo's flop counting
 (:func:`mmlinattn.benchmark.model_flops.measure_model`, fake tensors).  The flop counter does
 not count ``cholesky`` / ``cholesky_solve``: their MACs (m^3/6 per factorisation, m^2 k per
 two triangular solves) are added from the shapes seen.
+
+Part 3, float32 (``--float32``): what the configs run.  A SOFT++ backbone (``--float32-arch``,
+seeded random init) in float32 on one photograph of each shipped set resized to 800x1344,
+through the shipped path (``pinv='cholesky'``, the fast forms).  At every SOFT layer, on the
+float32 A of that forward: how many matrices the factorisation fails at the base ridge and how
+often their lambda is raised; and, against the same layer computed in float64 (q, landmarks
+and v promoted) with A^+, max|delta|/max|ref| of the normalised products ``N(.) P^T V`` and of
+the attention outputs, for the Cholesky form and for 20 Newton-Schulz steps (the backbone's
+``newton_iters`` and ``newton_init``), both in float32.
+
+Part 4, the authors' model (``--official``): the ``tiny-norm`` arch with
+``OFFICIAL_PRESETS['norm']`` (the attention of their SOFT-Norm code, 20 Newton steps with their
+halving rule), random weights in their checkpoint layout (``tests/official_layouts.py``,
+landmark LayerNorm gain 0.3 so that A is not close to I) through ``convert_soft_checkpoint``:
+no trained weights are on this machine.  On one photograph, the backbone run with an exact
+A^+ (eigendecomposition) everywhere against (a) ``pinv='cholesky'`` and (b) their 20 Newton
+steps, each in float64 and float32: the max |delta| of the four stage outputs, against the
+exact run in float64 and in the same dtype.
 """
 import argparse
-import glob
+import datetime
 import json
+import math
 import os
 import platform
 import statistics
@@ -45,12 +71,15 @@ from PIL import Image
 import mmlinattn.kernels.soft as ksoft
 import mmlinattn.models.layers.soft_attention as lsoft
 from mmlinattn.ops.soft import (cholesky_pinv_solve, gaussian_kernel, newton_schulz_pinv,
-                                symmetric_normalize)
+                                ridged_cholesky, symmetric_normalize)
+from mmlinattn.utils.machine import cpu_name
 
 MEAN = torch.tensor([123.675, 116.28, 103.53]).view(3, 1, 1)
 STD = torch.tensor([58.395, 57.12, 57.375]).view(3, 1, 1)
 PHOTOS = ('data/photos/bccd/images/test/BloodImage_00007.jpg',
           'data/photos/nuts/images/train/0.jpg')
+#: one photograph of each shipped set (part 3)
+SET_PHOTOS = PHOTOS + ('data/photos/cards/images/test/IMG_2383.jpg', )
 SIZE = (800, 1344)          # (H, W): 1333x800 padded to a multiple of 32
 
 
@@ -62,6 +91,25 @@ def load_photo(path, size=SIZE, normalize=True):
 
 def rel(a, ref):
     return float((a - ref).abs().max() / ref.abs().max())
+
+
+def exact_pinv(a):
+    """A^+ of symmetric A from one eigendecomposition (torch.linalg.pinv(hermitian=True)'s
+    cutoff), with the eigenvalues (ascending)."""
+    ev, vec = torch.linalg.eigh(a)
+    cut = ev[..., -1:] * a.shape[-1] * torch.finfo(a.dtype).eps
+    inv = torch.where(ev > cut, 1 / ev, torch.zeros_like(ev))
+    return (vec * inv[..., None, :]) @ vec.transpose(-1, -2), ev
+
+
+def patched_attention(probe):
+    """The layers' attention replaced by ``probe`` (restore with :func:`restore_attention`)."""
+    lsoft.fast_soft_attention = probe
+    return probe
+
+
+def restore_attention(probe):
+    lsoft.fast_soft_attention = probe.original
 
 
 # ------------------------------------------------------------------ part 1: equality
@@ -83,11 +131,7 @@ class Probe:
         pv = p.transpose(-1, -2) @ v
         forms = {}
         if self.compare or self.mode == 'pinv':
-            # A^+ from one eigendecomposition (torch.linalg.pinv(hermitian=True)'s cutoff)
-            ev, vec = torch.linalg.eigh(a)                              # ascending
-            cut = ev[..., -1:] * a.shape[-1] * torch.finfo(a.dtype).eps
-            inv = torch.where(ev > cut, 1 / ev, torch.zeros_like(ev))
-            a_pinv = (vec * inv[..., None, :]) @ vec.transpose(-1, -2)
+            a_pinv, ev = exact_pinv(a)
             forms['pinv'] = symmetric_normalize(a_pinv, a) @ pv
         if self.compare or self.mode == 'newton':
             y = newton_schulz_pinv(a, num_iters, init)
@@ -98,7 +142,7 @@ class Probe:
         if self.compare:
             ref = forms['pinv']
             out_ref = p @ ref
-            cond = (ev[..., -1] / ev[..., 0].clamp_min(1e-300))
+            cond = (ev[..., -1] / ev[..., 0].clamp_min(torch.finfo(ev.dtype).tiny))
             # Fig. 5's ||A A_T A - A||_2 / ||A||_2 (symmetric: the 2-norm is max |eigenvalue|)
             resid = torch.linalg.eigvalsh(a @ y @ a - a).abs().amax(-1)
             conv = (resid / ev[..., -1]).flatten().tolist()
@@ -122,8 +166,7 @@ def equality(arch, photos, size, seed=0):
     from mmlinattn.models.backbones.soft import SOFT
     torch.manual_seed(seed)
     model = SOFT(arch=arch, out_indices=(0, 1, 2, 3)).double().eval()
-    probe = Probe(lsoft.soft_attention)
-    lsoft.soft_attention = probe
+    probe = patched_attention(Probe(lsoft.fast_soft_attention))
     results = []
     try:
         for path in photos:
@@ -151,7 +194,7 @@ def equality(arch, photos, size, seed=0):
             print(json.dumps({k: v for k, v in row.items() if k != 'layers'}), flush=True)
             results.append(row)
     finally:
-        lsoft.soft_attention = probe.original
+        restore_attention(probe)
     return dict(arch=arch, dtype='float64', weights=f'random init, torch.manual_seed({seed})',
                 newton=dict(iters=20, init='safe'), cholesky_jitter=ksoft.CHOLESKY_JITTER,
                 photos=results)
@@ -246,6 +289,151 @@ def cost(rounds, photo, only=None):
         macs=flops)
 
 
+# ------------------------------------------------------------------ part 3: float32
+class Float32Probe:
+    """Around the layers' attention (the shipped path runs unchanged): on each call's float32
+    A and ``P^T V``, the Cholesky form's retries and both forms' errors against A^+ in
+    float64."""
+
+    def __init__(self, original, newton_iters):
+        self.original = original
+        self.newton_iters = newton_iters
+        self.layers = []
+
+    def __call__(self, q, landmarks, v, num_iters=20, init='safe', sym_norm=True, ridge=0.0,
+                 valid=None, landmark_valid=None, pinv='newton'):
+        assert valid is None and landmark_valid is None and sym_norm and ridge == 0.0
+        assert pinv == 'cholesky' and q.dtype == torch.float32
+        p = ksoft.fast_gaussian_kernel(q, landmarks, denom=2.0)          # (B, h, n, m)
+        a = ksoft.fast_gaussian_kernel(landmarks, landmarks, denom=2.0)  # (B, h, m, m)
+        pv = p.transpose(-1, -2) @ v
+        _, lam = ridged_cholesky(a)
+        base = ksoft.CHOLESKY_JITTER * a.diagonal(dim1=-2, dim2=-1).mean(-1, keepdim=True)
+        raises = torch.round(torch.log(lam / base) / math.log(100)).flatten()
+        # the reference: the same layer inputs in float64 with A^+
+        q64, lm64 = q.double(), landmarks.double()
+        p64 = gaussian_kernel(q64, lm64, denom=2.0)
+        a64 = gaussian_kernel(lm64, lm64, denom=2.0)
+        a_pinv, ev = exact_pinv(a64)
+        ref = symmetric_normalize(a_pinv, a64) @ (p64.transpose(-1, -2) @ v.double())
+        dinv = a.sum(-1, keepdim=True).rsqrt()
+        forms = dict(cholesky=dinv * cholesky_pinv_solve(a, dinv * pv),
+                     newton=symmetric_normalize(newton_schulz_pinv(a, num_iters, init), a) @ pv)
+        cond = ev[..., -1] / ev[..., 0].clamp_min(torch.finfo(ev.dtype).tiny)
+        self.layers.append(dict(
+            landmarks=a.shape[-1], heads=a.shape[1], cond_A64_max=float(cond.max()),
+            newton=dict(iters=num_iters, init=init),
+            base_failed=int((raises > 0).sum()), ridge_raises_max=int(raises.max()),
+            product_rel_err={k: rel(f.double(), ref) for k, f in forms.items()},
+            output_rel_err={k: rel(p.double() @ f.double(), p64 @ ref)
+                            for k, f in forms.items()}))
+        row = self.layers[-1]
+        print(f"  m={row['landmarks']} h={row['heads']} cond<={row['cond_A64_max']:.3g} failed "
+              f"{row['base_failed']} raises {row['ridge_raises_max']} | output cholesky "
+              f"{row['output_rel_err']['cholesky']:.2e} newton "
+              f"{row['output_rel_err']['newton']:.2e}", flush=True)
+        return self.original(q, landmarks, v, num_iters, init, sym_norm, ridge, valid,
+                             landmark_valid, pinv)
+
+
+def float32_photos(arch, photos, size, seed=0):
+    from mmlinattn.models.backbones.soft import SOFT
+    torch.manual_seed(seed)
+    model = SOFT(arch=arch, out_indices=(0, 1, 2, 3), pinv='cholesky').eval()
+    probe = patched_attention(Float32Probe(lsoft.fast_soft_attention, 20))
+    results = []
+    try:
+        for path in photos:
+            probe.layers = []
+            t = time.perf_counter()
+            with torch.no_grad():
+                model(load_photo(path, size))
+            assert probe.layers, 'the probe saw no SOFT layer'
+            layers = probe.layers
+            row = dict(photo=path, input_hw=list(size), layers=layers,
+                       soft_layers=len(layers),
+                       matrices=sum(layer['heads'] for layer in layers),
+                       base_failed=sum(layer['base_failed'] for layer in layers),
+                       ridge_raises_max=max(layer['ridge_raises_max'] for layer in layers),
+                       cond_A64_max=max(layer['cond_A64_max'] for layer in layers))
+            for key in ('product_rel_err', 'output_rel_err'):
+                row[key + '_max'] = {k: max(layer[key][k] for layer in layers)
+                                     for k in ('cholesky', 'newton')}
+            print(f'{path}: {time.perf_counter() - t:.1f} s', json.dumps(
+                {k: v for k, v in row.items() if k != 'layers'}), flush=True)
+            results.append(row)
+    finally:
+        restore_attention(probe)
+    return dict(arch=arch, dtype='float32', weights=f'random init, torch.manual_seed({seed})',
+                path="the shipped configs' pinv='cholesky', fast forms",
+                reference='the layer in float64 on the same float32 inputs (q, landmarks, v), '
+                          'A^+ from an eigendecomposition',
+                cholesky_jitter=ksoft.CHOLESKY_JITTER, photos=results)
+
+
+def float32_summary(rows):
+    """Over the photographs: matrices, failed base factorisations, most raises, worst errors."""
+    return dict(photos=len(rows), matrices=sum(r['matrices'] for r in rows),
+                base_failed=sum(r['base_failed'] for r in rows),
+                ridge_raises_max=max(r['ridge_raises_max'] for r in rows),
+                **{key: {k: max(r[key][k] for r in rows) for k in ('cholesky', 'newton')}
+                   for key in ('product_rel_err_max', 'output_rel_err_max')})
+
+
+# ------------------------------------------------------------------ part 4: the authors' model
+def official_model(dtype, seed=0):
+    """``tiny-norm`` with OFFICIAL_PRESETS['norm'] on random weights in the authors' layout."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'tests'))
+    from official_layouts import soft_official_state_dict
+    from mmlinattn.models.backbones.soft import OFFICIAL_PRESETS, SOFT
+    from mmlinattn.models.converters.soft import convert_soft_checkpoint
+    model = SOFT(arch='tiny-norm', out_indices=(0, 1, 2, 3), **OFFICIAL_PRESETS['norm'])
+    a = model.arch
+    sd = soft_official_state_dict(a['embed_dims'], a['depths'], a['num_heads'], seed=seed)
+    model.load_state_dict(convert_soft_checkpoint(sd)[0], strict=True)
+    return model.to(dtype).eval()
+
+
+def official(photo, size, seed=0):
+    """The authors' model with an exact A^+ against pinv='cholesky' and their Newton steps."""
+    x = load_photo(photo, size)
+    probe = patched_attention(Probe(lsoft.fast_soft_attention))
+    outs, layers = {}, {}
+    try:
+        for dtype in (torch.float64, torch.float32):
+            model = official_model(dtype, seed)
+            name = str(dtype).split('.')[1]
+            for mode in ('pinv', 'cholesky', 'newton'):
+                # the exact run also measures the three forms layer by layer
+                probe.mode, probe.compare, probe.layers = mode, mode == 'pinv', []
+                with torch.no_grad():
+                    outs[name, mode] = [o.double() for o in model(x.to(dtype))]
+                if mode == 'pinv':
+                    layers[name] = [{k: layer[k] for k in (
+                        'landmarks', 'heads', 'cond_A_max', 'newton_convergence_max',
+                        'output_rel_err')} for layer in probe.layers]
+    finally:
+        restore_attention(probe)
+
+    def diff(a, b):
+        return [float((o - r).abs().max()) for o, r in zip(outs[a], outs[b])]
+    rows = {}
+    for dt in ('float64', 'float32'):
+        for mode in ('cholesky', 'newton', 'pinv'):
+            rows[f'{dt}_{mode}'] = dict(vs_exact_float64=diff((dt, mode), ('float64', 'pinv')),
+                                        vs_exact_same_dtype=diff((dt, mode), (dt, 'pinv')))
+    rows['output_abs_max'] = [float(o.abs().max()) for o in outs['float64', 'pinv']]
+    print(json.dumps(rows), flush=True)
+    return dict(arch='tiny-norm', preset="OFFICIAL_PRESETS['norm']",
+                newton=dict(iters=20, init='paper'),
+                weights=f'random, in the authors\' checkpoint layout (tests/official_layouts.py '
+                        f'soft_official_state_dict, seed {seed}, landmark LayerNorm gain 0.3), '
+                        f'through convert_soft_checkpoint',
+                photo=photo, input_hw=list(size),
+                measure='max |delta| per stage output (stages 1-4)', results=rows,
+                layers=layers)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--out', required=True)
@@ -255,6 +443,11 @@ def main(argv=None):
     parser.add_argument('--skip-equality', action='store_true')
     parser.add_argument('--skip-cost', action='store_true')
     parser.add_argument('--variants', nargs='+', help='a subset of the cost variants (a check)')
+    parser.add_argument('--float32', action='store_true', help='part 3')
+    parser.add_argument('--float32-arch', default='tiny')
+    parser.add_argument('--photos', nargs='+', default=list(SET_PHOTOS), help='part 3')
+    parser.add_argument('--official', action='store_true', help="part 4, the authors' model")
+    parser.add_argument('--official-size', type=int, nargs=2, default=[224, 224])
     args = parser.parse_args(argv)
     try:
         with open(args.out) as f:
@@ -264,7 +457,8 @@ def main(argv=None):
     record.update(
         command='flock /tmp/mmlinattn-cpu.lock .venv/bin/python dev/soft_pinv_decision.py '
                 + ' '.join(sys.argv[1:]),
-        machine='AMD EPYC, AVX-512, family 25 model 17 (Zen 4), 2 cores',
+        machine=f'{cpu_name()}, {os.cpu_count()} cores',
+        date=datetime.date.today().isoformat(),
         torch=torch.__version__, python=platform.python_version())
     if not args.skip_equality:
         record['equality'] = equality(args.arch, PHOTOS, tuple(args.size))
@@ -272,6 +466,24 @@ def main(argv=None):
             json.dump(record, f, indent=1)
     if not args.skip_cost:
         record['cost'] = cost(args.rounds, PHOTOS[1], args.variants)
+    command = record['command']
+    if args.float32:   # photos of an earlier run with the same settings are kept
+        new = float32_photos(args.float32_arch, args.photos, tuple(args.size))
+        old = record.get('float32', {})
+        if {k: v for k, v in old.items() if k not in ('photos', 'summary')} == {
+                k: v for k, v in new.items() if k != 'photos'}:
+            new['photos'] = [r for r in old['photos'] if r['photo'] not in args.photos] + \
+                new['photos']
+        for row in new['photos']:
+            row.setdefault('command', command)
+        new['summary'] = float32_summary(new['photos'])
+        record['float32'] = new
+        with open(args.out, 'w') as f:
+            json.dump(record, f, indent=1)
+    if args.official:  # one entry per input size
+        h, w = args.official_size
+        record.setdefault('official', {})[f'{h}x{w}'] = dict(official(PHOTOS[1], (h, w)),
+                                                              command=command)
     with open(args.out, 'w') as f:
         json.dump(record, f, indent=1)
 

@@ -1,8 +1,10 @@
 # Mask R-CNN on a SOFT++ backbone; a config sets its arch (docs/advanced/soft_landmarks.md).
 # Landmarks: the paper's rule, m = tokens / r^2 per stage (about 1 050 per stage at 1333x800).
-# A^+ (Eq. 9, 17) by a Cholesky solve of A + 1e-6 tr(A)/m I (pinv='cholesky'): in float64 on
-# photographs it is closer to A^+ than the paper's 20 Newton-Schulz steps (Eq. 10), which do
-# not converge at these m, and far cheaper (records/soft_pinv_decision_zen4.json).
+# In place of A^+ (Eq. 9, 17) a ridge-regularised solve, (A + 1e-6 tr(A)/m I)^-1 by Cholesky
+# (pinv='cholesky'; the ridge raised, and logged, where a factorisation fails): in float64 on
+# photographs closer to A^+ than the paper's 20 Newton-Schulz steps (Eq. 10), which do not
+# converge at these m, and far cheaper (records/soft_pinv_decision_zen4.json; float32:
+# records/soft_pinv_float32_zen3.json).
 # SOFT++-small's backbone at 1333x800: 213 GMACs (pinv='newton': 6 023); max_landmarks=49
 # pools the landmarks (93 GMACs; linear cost, not the paper's rule).
 # Weights: the configs fine-tune ImageNet-1k weights from the checkpoints/soft_<arch>_in1k.pth

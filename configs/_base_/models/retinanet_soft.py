@@ -1,8 +1,10 @@
 # RetinaNet on a SOFT++ backbone; a config sets its arch (docs/advanced/soft_landmarks.md).
 # Landmarks: the paper's rule, m = tokens / r^2 per stage (about 1 050 per stage at 1333x800).
-# A^+ (Eq. 9, 17) by a Cholesky solve of A + 1e-6 tr(A)/m I (pinv='cholesky'): in float64 on
-# photographs it is closer to A^+ than the paper's 20 Newton-Schulz steps (Eq. 10), which do
-# not converge at these m, and far cheaper (records/soft_pinv_decision_zen4.json).
+# In place of A^+ (Eq. 9, 17) a ridge-regularised solve, (A + 1e-6 tr(A)/m I)^-1 by Cholesky
+# (pinv='cholesky'; the ridge raised, and logged, where a factorisation fails): in float64 on
+# photographs closer to A^+ than the paper's 20 Newton-Schulz steps (Eq. 10), which do not
+# converge at these m, and far cheaper (records/soft_pinv_decision_zen4.json; float32:
+# records/soft_pinv_float32_zen3.json).
 # tools/train.py configs/retinanet_soft_small_1x.py: 372 GMACs per 1333x800 image and 2.0x
 # the CPU time of mmdet's Swin-T RetinaNet (pinv='newton': 6 182 GMACs, 19x);
 # max_landmarks=49 pools the landmarks (252 GMACs, 0.93x; not the paper's rule).
