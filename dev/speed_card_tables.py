@@ -1,7 +1,8 @@
 """Print the per-machine-type tables of docs/benchmarks.md from the records they name:
 latency in ms with the ratio to Swin-T (and to ResNet-50 where it ran) timed the same way (in
-the same rounds, or both alone), and peak memory.  Usage: python dev/speed_card_tables.py (every table), or
-markdown(NAME) from the docs test, which compares each table of the page with its own."""
+the same rounds, or both alone), and peak memory.  Usage: python dev/speed_card_tables.py
+(every table), or markdown(NAME) from the docs test, which compares the page's tables with
+these."""
 import json
 import os.path as osp
 

@@ -129,8 +129,9 @@ def derived(name: str) -> str:
                 for family, run in _runs(record, mode, 8192).items():
                     latest.setdefault(mode, {})[family] = run
         mmdet, ours = latest['retinanet'], latest['retinanet_whole']
-        return '\n'.join(f'{family}: {(mmdet[family]["peak_mb"] - ours[family]["peak_mb"]) / 1024:.1f}'
-                         for family in FAMILIES if family in mmdet and family in ours)
+        return '\n'.join(
+            f'{f}: {(mmdet[f]["peak_mb"] - ours[f]["peak_mb"]) / 1024:.1f}'
+            for f in FAMILIES if f in mmdet and f in ours)
     if name == 'slide_gain':
         fams = load(W + 'whole_vs_slide_nuts_zen4.json')['families']
         return '\n'.join(f"{f}: {v['slide']['mIoU'] - v['whole']['mIoU']:.2f}"

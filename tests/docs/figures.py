@@ -13,12 +13,13 @@ against the records that block is bound to, and against nothing else:
   also takes those of the paragraphs just before and after it, where its caption is);
 - else the records cited in its section (heading to next heading).
 
-A figure is a number outside code: in prose, a decimal or a number with a unit (GiB, s, 0.85x,
-330 tests, ...); in a bound table's cells (not the first column), every number.  Accuracy figures (mAP,
-mIoU) and decimals with a unit must be bound even where no record is cited; other numbers are
-checked only in bound blocks.  Cells, rows, columns and sentences that say "paper" (or name a paper's
-"Table N") hold the paper's figures and are skipped.  A tolerance (``1e-12``) in a block that names test files must be one those
-files assert.
+A figure is a number outside code: in prose, a decimal or a number with a unit (GiB, s,
+0.85x, 330 tests, ...); in a bound table's cells (not the first column), every number.
+Accuracy figures (mAP, mIoU) and decimals with a unit must be bound even where no record is
+cited; other numbers are checked only in bound blocks.  Cells, rows, columns and sentences
+that say "paper" (or name a paper's "Table N") hold the paper's figures and are skipped.  A
+tolerance (``to 1e-12``) must be one the test files its block (or else the last block before
+it in its section that names some) names assert.
 """
 import csv
 import io
@@ -33,7 +34,9 @@ BIND = re.compile(r'^\s*<!--\s*figures:\s*(.*?)\s*-->\s*$')
 LINK_TARGET = re.compile(r'\]\(([^)\s]+)\)')
 RECORD_TOKEN = re.compile(r'(?<![\w./-])(records/[\w./-]+\.(?:json|csv|md|txt))')
 TEST_TOKEN = re.compile(r'(?<![\w./-])(tests/[\w./-]+\.py)')
-TOLERANCE = re.compile(r'(?<![\w.])(1e-\d+)(?![\w.])')
+#: a tolerance: ``1e-N`` after "to", "within", "below", "<", "assert" ... (not ``lr 1e-3``)
+TOLERANCE = re.compile(r'(?:\bto|within|below|under|<|≤|assert\w*|at most|\band|\bor)\s+'
+                       r'(1e-\d+)(?![\w.])')
 UNIT = r'(?:\s?(GiB|MiB|GB|MB|ms|min_s|s|min|%|tests)|(x))'
 #: a figure: a number, with its unit when one follows (``6.3 GiB``, ``0.85x``, ``114 s``)
 FIGURE = re.compile(r'(?<![\w.\-/^])(\d+(?:\.\d+)?)(?!\.\d)(?:' + UNIT + r')?(?![\w²/-]|\.\w)')
@@ -45,7 +48,8 @@ VERSION_BEFORE = re.compile(r'(?:[Pp]ython|torch\w*|numpy|timm|mm\w+|CUDA|glibc|
 DURATION = re.compile(r'(?<![\w.])(\d+) min (\d+) s\b')
 SCALES = {None: (1, 100), '%': (100,), 'GiB': (1, 1 / 1024, 1 / 1024 ** 3),
           'MiB': (1, 1 / 1024 ** 2), 'GB': (1, 1 / 1000, 1 / 1024), 'MB': (1,),
-          's': (1, 1 / 1000), 'min_s': (1,), 'tests': (1,), 'ms': (1, 1000), 'min': (1, 1 / 60), 'x': (1,)}
+          's': (1, 1 / 1000), 'min_s': (1,), 'tests': (1,), 'ms': (1, 1000), 'min': (1, 1 / 60),
+          'x': (1,)}
 
 
 @dataclass
@@ -125,8 +129,9 @@ def _figures_in(text: str, line: int, all_numbers: bool) -> List[Figure]:
         metric = bool(METRIC_WORD.search(sentence))
         for m in FIGURE.finditer(sentence):
             value, unit = m.group(1), m.group(2) or m.group(3)
-            if VERSION_BEFORE.search(sentence[:m.start()]) or re.fullmatch(r'\d{4}\.\d{4,5}', value):
-                continue  # a version, an arXiv id
+            if VERSION_BEFORE.search(sentence[:m.start()]) \
+                    or re.fullmatch(r'\d{4}\.\d{4,5}', value):  # a version, an arXiv id
+                continue
             if not (all_numbers or unit or '.' in value):
                 continue
             near_metric = metric and any(abs(w.start() - m.start()) < 30
@@ -219,7 +224,8 @@ def _walk(node, key_path: str):
         for n in nodes:
             if part.startswith('['):
                 conds = [c.split('=', 1) for c in part[1:-1].split(',')]
-                items = n if isinstance(n, list) else list(n.values()) if isinstance(n, dict) else []
+                items = n if isinstance(n, list) else \
+                    list(n.values()) if isinstance(n, dict) else []
                 nxt += [it for it in items if isinstance(it, dict)
                         and all(str(it.get(k)) == v for k, v in conds)]
             elif part == '*':
@@ -305,10 +311,15 @@ def resolves(fig: Figure, numbers) -> bool:
     return False
 
 
-def check_tolerances(block: Block, root: str) -> List[str]:
-    """Each ``1e-N`` of a block that names test files is a tolerance one of them asserts."""
+def _tests_named(text: str, root: str) -> List[str]:
+    return [t for t in TEST_TOKEN.findall(text) if osp.isfile(osp.join(root, t))]
+
+
+def check_tolerances(block: Block, root: str, lead_in=()) -> List[str]:
+    """Each ``1e-N`` of a block is a tolerance one of the test files it names asserts (where it
+    names none, as a list item under its lead-in, those the last block before it named)."""
     text = block.text
-    tests = [t for t in TEST_TOKEN.findall(text) if osp.isfile(osp.join(root, t))]
+    tests = _tests_named(text, root) or list(lead_in)
     if not tests:
         return []
     sources = ''.join(open(osp.join(root, t)).read() for t in tests)
@@ -362,8 +373,13 @@ def check_figures(text: str, page_dir: str, root: str) -> List[str]:
     """Every figure of a page against the records its block is bound to."""
     problems = []
     page_blocks = blocks(text)
+    lead_in: List[str] = []  # the test files of the last block that named some, this section
     for i, scope in scopes(page_blocks, page_dir, root).items():
-        problems += check_tolerances(page_blocks[i], root)
+        block = page_blocks[i]
+        if i and block.section != page_blocks[i - 1].section:
+            lead_in = []
+        problems += check_tolerances(block, root, lead_in)
+        lead_in = _tests_named(block.text, root) or lead_in
         if scope.table is not None:
             problems += _table_problems(page_blocks[i], *scope.table, root)
     for block, scope, fig, refs in bound_figures(text, page_dir, root):

@@ -35,8 +35,8 @@ def test_every_figure_is_in_the_records_it_cites(page):
 def test_the_lane_record_ran_the_listed_tests():
     """get_started.md quotes the onedl lane's test count from its record: that record must
     have run exactly the entries of tests/lane_tests.txt, so that the count is of this list."""
-    listed = [line.split('#', 1)[0].strip() for line in open(osp.join(ROOT, 'tests', 'lane_tests.txt'))]
-    listed = [entry for entry in listed if entry]
+    lines = open(osp.join(ROOT, 'tests', 'lane_tests.txt')).read().splitlines()
+    listed = [e for e in (line.split('#', 1)[0].strip() for line in lines) if e]
     record = json.load(open(osp.join(ROOT, 'records', 'lanes', 'test_durations_onedl_zen4.json')))
     ran = [a for a in record['args'] if a.startswith('tests/')]
     assert ran == listed, ('tests/lane_tests.txt changed since its recorded run: run the lane '
