@@ -65,9 +65,10 @@ _MLP_ACTS = {'gelu': dict(type='GELU'), 'gelu_tanh': dict(type='GELU', approxima
 # Solver: both run their 20 Newton steps (``pinv='newton'``), as their model does; the shipped
 # ``*-norm`` configs add ``pinv='cholesky'``, a ridge-regularised solve in place of A^+, and
 # then differ from their model.  Against their SOFT-Norm model run with an exact A^+, the
-# Cholesky solve moved the stage outputs (max |x| 4.7) by up to 2.3e-3 and their 20 Newton steps
-# by up to 3.0 (records/soft_pinv_float32_zen3.json, "official": tiny-norm with random weights
-# in their layout, one photograph at 224x224, float64 and float32).
+# Cholesky solve moved the stage outputs by up to 2.3e-3 (max |x| 4.7) at 224x224 and their 20
+# Newton steps by up to 3.0; at 1344x800, with far worse conditioned A, by up to 2.5 and 5.1
+# (max |x| 5.5): there neither is close (records/soft_pinv_float32_zen3.json, "official":
+# tiny-norm with random weights in their layout, one photograph, float64 and float32).
 OFFICIAL_PRESETS: Dict[str, dict] = {
     'norm': dict(newton_init='paper', landmark_grid='crop'),
     'plain': dict(sym_norm=False, newton_init='scaled', newton_ridge=0.01,
