@@ -236,6 +236,32 @@ def _build_reference(cls: type, kwargs: dict, path: str) -> torch.nn.Module:
             f', or add {OVERRIDE}=True to init_cfg to load it unchecked') from err
 
 
+#: meta['made_by'] of the record an authors' file implies (:func:`check_authors_file`)
+_AUTHORS = 'the authors'
+
+
+def _made_how(checkpoint: dict) -> str:
+    if checkpoint['meta'].get('made_by') == _AUTHORS:
+        return "is an authors' file (loaded with convert_weights=True) of"
+    return 'was converted for'
+
+
+def check_authors_file(model: torch.nn.Module, state_dict: dict, path: str,
+                       init_cfg: dict) -> None:
+    """:func:`check_checkpoint_identity` for a file in the NaLaFormer authors' layout loaded
+    with ``convert_weights=True``: their layout holds one model, theirs
+    (``OFFICIAL_PRESET``), so it goes only into that.  (The SOFT authors' files share one
+    layout between two models, SOFT-Norm and plain SOFT: nothing to tell from the file.)"""
+    if (type(model).__name__ != 'NaLaFormer' or not getattr(model, 'convert_weights', False)
+            or 'patch_embed.proj.0.weight' not in state_dict):
+        return
+    from ..models.backbones.nalaformer import OFFICIAL_PRESET
+    arch = (model.build_args or {}).get('arch', dict(model.arch))
+    record = dict(type='NaLaFormer', arch=arch, **OFFICIAL_PRESET)
+    check_checkpoint_identity(model, {'meta': {'backbone_cfg': record, 'made_by': _AUTHORS}},
+                              path, init_cfg)
+
+
 def check_checkpoint_identity(model: torch.nn.Module, checkpoint: Any, path: str,
                               init_cfg: dict) -> None:
     """Raise :class:`CheckpointIdentityError` when ``checkpoint`` records (``meta``
@@ -256,9 +282,9 @@ def check_checkpoint_identity(model: torch.nn.Module, checkpoint: Any, path: str
         print_log(f'{name}: {path} was made for {made_for}; loaded into this model unchecked '
                   f'({OVERRIDE}=True)', logger=MMLogger.get_current_instance())
         return
-    head = (f'{name}: checkpoint {path!r} was converted for another model than this config '
-            f'builds, and its weights would compute other features in it. It was made for '
-            f'{made_for}')
+    head = (f'{name}: checkpoint {path!r} {_made_how(checkpoint)} another model than this '
+            f'config builds, and its weights would compute other features in it. It was made '
+            f'for {made_for}')
     tail = (f' To load it into this model anyway (e.g. to fine-tune it under other options on '
             f'purpose), add {OVERRIDE}=True to init_cfg.')
     other = (f'a checkpoint made for the model this config builds ({WEIGHTS_DOC} says where '

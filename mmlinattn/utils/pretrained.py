@@ -11,7 +11,7 @@ import torch
 
 from .checkpoint import (EMA_KEYS, MissingCheckpointError, extract_weights,
                          report_match)
-from .checkpoint_identity import check_checkpoint_identity
+from .checkpoint_identity import check_authors_file, check_checkpoint_identity
 from .weights_hint import arch_name, weights_hint
 from .checkpoint_schemes import load_checkpoint_safely
 
@@ -66,8 +66,8 @@ def _likely_cause(report: dict, model: torch.nn.Module, state_dict: dict) -> str
 def load_pretrained_backbone(model: torch.nn.Module, init_cfg: dict) -> dict:
     """Load ``init_cfg['checkpoint']`` into a :class:`PyramidBackbone`, loudly.
 
-    First checks that a converted file was made for this model
-    (:func:`~.checkpoint_identity.check_checkpoint_identity`;
+    First checks that a converted file (or an authors' NaLaFormer file, with
+    ``convert_weights``) was made for this model (:mod:`~.checkpoint_identity`;
     ``init_cfg['allow_other_model']`` skips that).  Takes the EMA weights where the file has
     them (``init_cfg['ema']``: True requires them, False takes the raw ones;
     :func:`select_weights`) and says which it took.
@@ -91,6 +91,7 @@ def load_pretrained_backbone(model: torch.nn.Module, init_cfg: dict) -> dict:
     ckpt = load_checkpoint_safely(path, map_location=init_cfg.get('map_location', 'cpu'))
     check_checkpoint_identity(model, ckpt, path, init_cfg)
     sd, key = extract_weights(ckpt, init_cfg.get('prefix'), init_cfg.get('ema'))
+    check_authors_file(model, sd, path, init_cfg)
     name = type(model).__name__
     if key is not None:
         kind = 'EMA' if key in EMA_KEYS else 'raw'

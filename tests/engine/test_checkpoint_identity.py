@@ -168,6 +168,18 @@ def test_the_record_is_what_stops_a_full_fill(tmp_path):
     assert any('missing 8, unexpected 0, shape mismatch 0' in m for m in lines), lines
 
 
+def test_authors_nalaformer_file_with_convert_weights_goes_only_into_their_model(tmp_path):
+    """Loaded unconverted (convert_weights=True), the authors' layout is the record: it holds
+    their model only."""
+    path = str(tmp_path / 'NALAFORMER_T.pth')
+    torch.save({'model': nalaformer_official_state_dict(
+        NALA_ARCH['embed_dims'], NALA_ARCH['depths'], NALA_ARCH['num_heads'])}, path)
+    msg = _refused(path, type='NaLaFormer', arch=NALA_ARCH, convert_weights=True)
+    assert "is an authors' file (loaded with convert_weights=True) of another model" in msg
+    assert "attn_types='official', kernel='relu_split_rope' in model.backbone" in msg
+    _load(path, type='NaLaFormer', arch=NALA_ARCH, convert_weights=True, **OFFICIAL_PRESET)
+
+
 def test_unreadable_record_is_refused(tmp_path):
     path = str(tmp_path / 'odd.pth')
     torch.save({'state_dict': {}, 'meta': {'backbone_cfg': 'dict(type=NaLaFormer'}}, path)
