@@ -2,9 +2,10 @@
 a process that has imported nothing of mmlinattn (the configs' ``custom_imports`` bring the
 backbones in) calls ``init_model`` / ``inference_model`` / ``MMSegInferencer`` and
 ``init_detector`` / ``inference_detector`` / ``DetInferencer``, then each package's own
-``tools/test.py`` evaluates a photo config with a checkpoint that process saved.  On every lane
-(tests/lane_tests*.txt): the ``mmdet::`` / ``mmseg::`` bases must resolve with the lane's own
-mmengine, with no call of ours first."""
+``tools/test.py`` evaluates a photo config with a checkpoint that process saved.  The
+``mmdet::`` / ``mmseg::`` bases must resolve with the lane's own mmengine, with no call of ours
+first: both cases pass on the default and torch21 lanes; on the onedl forks ``[seg]`` stops at
+onedl-mmengine's ``mmseg::`` lookup (docs/get_started.md, "Supported stacks")."""
 import os.path as osp
 import sys
 
