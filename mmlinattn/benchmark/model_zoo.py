@@ -5,8 +5,8 @@ metafiles (the layout of mmdet's ``configs/<method>/README.md`` + ``metafile.yml
 Every number comes from a record: params and FLOPs per config from ``records/model_zoo.json``
 (:mod:`.model_flops` at the dataset's standard input, cached by :func:`model_key` so configs
 with equal models share one measurement), the backbone's CPU latency against mmdet's Swin-T
-from a ``benchmark.py`` record (:data:`LATENCY_RECORD`), and the accuracy from the papers
-(:data:`PAPER`, marked as the paper's: nothing here is trained)."""
+from a ``benchmark.py`` record (:data:`LATENCY_RECORD`), and the accuracy from what the authors
+published (:data:`PUBLISHED`, each with its source: nothing here is trained)."""
 import hashlib
 import json
 import os.path as osp
@@ -15,10 +15,10 @@ from typing import Dict, List, Optional, Tuple
 
 import yaml
 
-__all__ = ['PAPER', 'FAMILIES', 'SECTIONS', 'LATENCY_RECORD', 'ZOO_RECORD', 'model_key',
-           'family_of', 'bench_label', 'load_latency', 'render_family', 'render_metafile',
-           'render_overview', 'render_model_index', 'render_all', 'param_gaps', 'config_row',
-           'train_meta']
+__all__ = ['PUBLISHED', 'FAMILIES', 'SECTIONS', 'LATENCY_RECORD', 'ZOO_RECORD', 'model_key',
+           'family_of', 'variant_of', 'bench_label', 'load_latency', 'render_family',
+           'render_metafile', 'render_overview', 'render_model_index', 'render_all',
+           'param_gaps', 'config_row', 'train_meta']
 
 ZOO_RECORD = 'records/model_zoo.json'
 LATENCY_RECORD = 'records/benchmark_zoo_1024_zen4.json'
@@ -26,14 +26,18 @@ LATENCY_MACHINE = 'AMD EPYC, AVX-512, family 25 model 17 (Zen 4), 2 cores'
 LATENCY_SIZES = ('512x512', '1024x1024')
 PEERS = ('Swin-T', 'ResNet-50')
 
-# The papers' reported numbers for the exact setting of a config: (metrics, params in M,
-# FLOPs in G, source).  Only what the papers print; a config that is not here has none.
+# What the authors published for the exact setting of a config: (metrics, params in M, FLOPs
+# in G, source).  Each number is the authors' result for their own model, ImageNet weights and
+# recipe, not reproduced here; a config that is not here has none.
 _S4 = 'SOFT++ paper, Table 4'
 _S5 = 'SOFT++ paper, Table 5'
 _S7 = 'SOFT++ paper, Table 7'
+# github.com/fudan-zvg/SOFT README (master d3febc3): their released SOFT-Norm models
+_SR = "SOFT authors' README (SOFT-Norm), not the paper"
 _N2 = 'NaLaFormer paper, Table 2'
 _N3 = 'NaLaFormer paper, Table 3'
-PAPER: Dict[str, tuple] = {
+PUBLISHED_KEY = 'Published results (not reproduced)'
+PUBLISHED: Dict[str, tuple] = {
     'retinanet_soft_tiny_1x': ({'box AP': 41.9}, 23, None, _S4),
     'retinanet_soft_small_1x': ({'box AP': 43.7}, 38, None, _S4),
     'retinanet_soft_medium_1x': ({'box AP': 44.3}, 59, None, _S4),
@@ -48,21 +52,37 @@ PAPER: Dict[str, tuple] = {
     'upernet_soft_small_cityscapes_40k': ({'mIoU': 81.2}, 60, 545, _S7),
     'upernet_soft_medium_cityscapes_40k': ({'mIoU': 82.0}, 81, 607, _S7),
     'upernet_soft_large_cityscapes_40k': ({'mIoU': 82.6}, 121, 899, _S7),
-    'retinanet_nalaformer_tiny_1x': ({'box AP': 46.2}, None, None, _N2),
-    'retinanet_nalaformer_small_1x': ({'box AP': 47.2}, None, None, _N2),
-    'maskrcnn_nalaformer_tiny_1x': ({'box AP': 47.6, 'mask AP': 43.0}, None, None, _N2),
-    'maskrcnn_nalaformer_small_1x': ({'box AP': 49.5, 'mask AP': 44.2}, None, None, _N2),
-    'maskrcnn_nalaformer_tiny_3x': ({'box AP': 46.7, 'mask AP': 42.0}, None, None, _N3),
-    'maskrcnn_nalaformer_small_3x': ({'box AP': 49.7, 'mask AP': 44.3}, None, None, _N3),
-    'semfpn_nalaformer_tiny_ade20k_40k': ({'mIoU': 45.4}, None, None, _N3),
-    'semfpn_nalaformer_small_ade20k_40k': ({'mIoU': 48.0}, None, None, _N3),
-    'upernet_nalaformer_tiny_ade20k_160k': ({'mIoU': 46.9}, None, None, _N3),
-    'upernet_nalaformer_small_ade20k_160k': ({'mIoU': 48.5}, None, None, _N3),
+    'retinanet_soft_tiny-norm_1x': ({'box AP': 40.0}, 23, None, _SR),
+    'retinanet_soft_small-norm_1x': ({'box AP': 42.8}, 34, None, _SR),
+    'retinanet_soft_medium-norm_1x': ({'box AP': 44.3}, 55, None, _SR),
+    'retinanet_soft_large-norm_1x': ({'box AP': 45.3}, 74, None, _SR),
+    'maskrcnn_soft_tiny-norm_1x': ({'box AP': 41.2, 'mask AP': 38.2}, 33, None, _SR),
+    'maskrcnn_soft_small-norm_1x': ({'box AP': 43.8, 'mask AP': 40.1}, 44, None, _SR),
+    'maskrcnn_soft_medium-norm_1x': ({'box AP': 46.6, 'mask AP': 42.0}, 65, None, _SR),
+    'maskrcnn_soft_large-norm_1x': ({'box AP': 47.0, 'mask AP': 42.2}, 84, None, _SR),
+    'upernet_soft_small-norm_ade20k_160k': ({'mIoU': 46.2}, 54, None, _SR),
+    'upernet_soft_medium-norm_ade20k_160k': ({'mIoU': 48.0}, 76, None, _SR),
+    # computed with the authors' model (their code's attention, OFFICIAL_PRESET), not with
+    # the paper's kernel: shown for the `*-official` configs only
+    'retinanet_nalaformer_tiny-official_1x': ({'box AP': 46.2}, None, None, _N2),
+    'retinanet_nalaformer_small-official_1x': ({'box AP': 47.2}, None, None, _N2),
+    'maskrcnn_nalaformer_tiny-official_1x': ({'box AP': 47.6, 'mask AP': 43.0}, None, None, _N2),
+    'maskrcnn_nalaformer_small-official_1x': ({'box AP': 49.5, 'mask AP': 44.2}, None, None,
+                                              _N2),
+    'maskrcnn_nalaformer_tiny-official_3x': ({'box AP': 46.7, 'mask AP': 42.0}, None, None, _N3),
+    'maskrcnn_nalaformer_small-official_3x': ({'box AP': 49.7, 'mask AP': 44.3}, None, None,
+                                              _N3),
+    'semfpn_nalaformer_tiny-official_ade20k_40k': ({'mIoU': 45.4}, None, None, _N3),
+    'semfpn_nalaformer_small-official_ade20k_40k': ({'mIoU': 48.0}, None, None, _N3),
+    'upernet_nalaformer_tiny-official_ade20k_160k': ({'mIoU': 46.9}, None, None, _N3),
+    'upernet_nalaformer_small-official_ade20k_160k': ({'mIoU': 48.5}, None, None, _N3),
 }
 
 # One collection per backbone family.  ``weights``: what ImageNet weights exist (the configs
-# fine-tune checkpoints/<family>_<arch>_in1k.pth; no detection or segmentation checkpoint
-# exists).
+# fine-tune the checkpoints/*_in1k.pth they name; no detection or segmentation checkpoint
+# exists); ``accuracy``: which model the published numbers are for; ``released`` / ``ready``:
+# the config variant (:func:`variant_of`) that loads ImageNet weights that exist today / that
+# is ready for the authors' files once they release them.
 FAMILIES: Dict[str, dict] = {
     'soft': dict(
         collection='SOFT++', title='SOFT++: Softmax-free Linear Transformers',
@@ -75,11 +95,24 @@ FAMILIES: Dict[str, dict] = {
             'A Gaussian-kernel self-attention approximated through m landmarks '
             '(Nystrom, Eq. 9), its pseudo-inverse by Newton-Schulz iterations (Eq. 10) and '
             'the symmetric normalisation of SOFT++ (Eq. 17), in a four-stage pyramid '
-            '(Table 1: archs `tiny`, `small`, `medium`, `large`).'),
+            '(Table 1: archs `tiny`, `small`, `medium`, `large`); the authors\' released '
+            'SOFT-Norm models are the archs `tiny-norm` ... `large-norm`.'),
         weights=(
-            "the authors' ImageNet files are for their SOFT-Norm and plain SOFT models "
-            '(archs `tiny-norm` ... `huge-norm`), not for the SOFT++ archs of these configs; '
-            'the converter reads them (see [weights](../../user_guides/weights.md)).'),
+            "the authors released ImageNet files for their SOFT-Norm models (archs "
+            '`tiny-norm`, `small-norm`, `medium-norm`, `large-norm`) and plain SOFT-Tiny; the '
+            '`*-norm` configs fine-tune the converted SOFT-Norm files '
+            '(`checkpoints/soft_<arch>_in1k.pth`, see [weights](../../user_guides/weights.md)). '
+            'No weights exist for the SOFT++ archs (`tiny` ... `large`): pretrain them '
+            'yourself.'),
+        accuracy=(
+            "The `*-norm` configs build the authors' released SOFT-Norm models with their "
+            "attention (`OFFICIAL_PRESETS['norm']`); their accuracy is the authors' own, from "
+            "their repository's README (SOFT-Norm), not from the paper. These configs replace "
+            "A⁺ by a ridge-regularised Cholesky solve where the authors' model ran 20 "
+            "Newton-Schulz steps (`pinv='newton'` runs theirs). The other configs build the SOFT++ paper's "
+            'Table 1 archs: their accuracy is what the IJCV paper reports for those archs, '
+            'for which no weights exist.'),
+        released='norm',
         bibtex="""@article{lu2024soft,
   title   = {Softmax-free Linear Transformers},
   author  = {Lu, Jiachen and Zhang, Junge and Zhu, Xiatian and Feng, Jianfeng and
@@ -103,10 +136,19 @@ FAMILIES: Dict[str, dict] = {
             'feature map keeps the sign of the inner products (Eq. 16), in a four-stage '
             'pyramid (archs `tiny`, `small`, `base`).'),
         weights=(
-            "the authors' ImageNet files `NALAFORMER_{T,S,B,L}` load with the converter "
-            "under their code's attention (`attn_types='official'`, "
-            "`kernel='relu_split_rope'`), not the paper's kernel these configs use "
-            '(see [weights](../../user_guides/weights.md)).'),
+            'the authors have released none yet (their README lists them as coming soon). '
+            "The `*-official` configs build the authors' model (their code's attention, "
+            '`OFFICIAL_PRESET`) and are ready for their `NALAFORMER_{T,S}` files once released '
+            '(`checkpoints/nalaformer_<arch>_official_in1k.pth`, see '
+            '[weights](../../user_guides/weights.md)); the other configs run the paper\'s '
+            'kernel, which those files do not fit.'),
+        accuracy=(
+            "The paper's dense numbers (Tables 2 and 3) were computed with the authors' model, "
+            "their code's attention (`attn_types='official'`, `kernel='relu_split_rope'`, "
+            "`out_norm=False`): they are shown for the `*-official` configs, which build that "
+            "model. The other configs run the paper's kernel (Eq. 16), a different "
+            'computation for which nothing is published ("–").'),
+        ready='official',
         bibtex="""@article{meng2025nalaformer,
   title   = {{NaLaFormer}: Norm-Aware Linear Attention for Transformer Models},
   author  = {Meng, Weikang and Luo, Yadan and Huo, Liangyu and Wang, Yaowei and
@@ -128,6 +170,7 @@ FAMILIES: Dict[str, dict] = {
             'archs `tiny`, `small`) and the paper\'s isotropic 4-layer ViT (`InfViTPlain`, '
             'arch `l4`).'),
         weights='none are released.',
+        accuracy='The paper reports no detection or segmentation results.',
         bibtex="""@article{roffo2026infinite,
   title   = {Infinite Self-Attention},
   author  = {Roffo, Giorgio},
@@ -149,6 +192,7 @@ FAMILIES: Dict[str, dict] = {
             'sequences; the four-stage pyramid (archs `tiny`, `small`) is this '
             'project\'s.'),
         weights='none are released.',
+        accuracy='The paper reports no detection or segmentation results.',
         bibtex="""@article{feinashley2025ldn,
   title   = {Linear Diffusion Networks: Harnessing Diffusion Processes for Global
              Interactions},
@@ -193,12 +237,25 @@ def family_of(name: str) -> str:
     return _FAMILY_OF[part]
 
 
+def variant_of(name: str) -> str:
+    """The model variant a config's size part names after the arch: ``'norm'`` (the
+    authors' released SOFT-Norm archs), ``'official'`` (NaLaFormer's authors' model) or ``''``."""
+    return name.split('_')[2].partition('-')[2]
+
+
+# backbone keys that do not change what a benchmark.py spec times (or that it states itself)
+_UNTIMED = ('type', 'arch', 'init_cfg', 'out_indices', 'drop_path_rate', 'max_landmarks', 'pinv')
+
+
 def bench_label(backbone: dict) -> Tuple[str, Optional[str]]:
-    """The ``benchmark.py`` model spec of a config's backbone, and a fallback spec to show
-    (with a note) where the exact one is too slow to time: SOFT++ with the paper's
-    Newton-Schulz pseudo-inverse is shown by its Cholesky twin (the same A^+)."""
+    """The ``benchmark.py`` model spec of a config's backbone (its arch and every option that
+    changes the computation, e.g. an authors' preset), and a fallback spec to show (with a
+    note) where the exact one is too slow to time: SOFT++ with the paper's Newton-Schulz
+    pseudo-inverse is timed by its Cholesky twin (a ridge-regularised solve in place of A^+:
+    other values, timed in its place)."""
     name = backbone['type'].split('.')[-1]
-    label = f"{name}:{backbone['arch']}"
+    label = f"{name}:{backbone['arch']}" + ''.join(
+        f':{k}={backbone[k]!r}' for k in sorted(backbone) if k not in _UNTIMED)
     if name != 'SOFT':
         return label, None
     if backbone.get('max_landmarks') is not None:
@@ -211,7 +268,8 @@ def bench_label(backbone: dict) -> Tuple[str, Optional[str]]:
 def _sort_key(name: str) -> tuple:
     algo, family, size, *rest = name.split('_')
     rank = (lambda seq, x: seq.index(x) if x in seq else len(seq))
-    return (rank(ALGO_ORDER, algo), rank(FAMILY_ORDER, family), rank(SIZE_ORDER, size), rest)
+    return (rank(ALGO_ORDER, algo), rank(FAMILY_ORDER, family), variant_of(name),
+            rank(SIZE_ORDER, size.partition('-')[0]), rest)
 
 
 def load_latency(path: str) -> Dict[Tuple[str, str], dict]:
@@ -245,13 +303,13 @@ def _g(flops: float) -> str:
 
 
 def _params_cell(name: str, m: dict) -> str:
-    paper = PAPER.get(name, (None, None))[1]
+    paper = PUBLISHED.get(name, (None, None))[1]
     cell = f"{m['params'] / 1e6:.1f}"
     return cell + (f' ({paper})' if paper else '')
 
 
 def _flops_cell(name: str, m: dict) -> str:
-    paper = PAPER.get(name, (None, None, None))[2]
+    paper = PUBLISHED.get(name, (None, None, None))[2]
     newton = m.get('flops_newton', 0)
     cell = _g(m['flops'] - newton) + (f' + {_g(newton)} NS' if newton else '')
     return cell + (f' ({paper})' if paper else '')
@@ -266,7 +324,7 @@ def _latency_cell(row: dict, lat: dict, size: str = '1024x1024') -> str:
 
 
 def _metric_cells(name: str, metrics: List[str]) -> List[str]:
-    paper = PAPER.get(name)
+    paper = PUBLISHED.get(name)
     return [f'{paper[0][k]:.1f}' if paper and k in paper[0] else '–' for k in metrics]
 
 
@@ -279,11 +337,11 @@ def _schedule(row: dict) -> str:
 
 def _results_table(rows: List[dict], cache: dict, lat: dict, kind: str) -> List[str]:
     metrics = ['box AP', 'mask AP'] if kind == 'CocoDataset' else ['mIoU']
-    if not any(r['name'] in PAPER for r in rows):  # the paper reports none of these
+    if not any(r['name'] in PUBLISHED for r in rows):  # nothing published for these
         metrics = []
     head = ('| config | model | backbone | schedule | params M | FLOPs G | '
-            + ''.join(f'{k} (paper) | ' for k in metrics)
-            + ('paper source | ' if metrics else '') + 'backbone latency / Swin-T |')
+            + ''.join(f"{k} (authors' paper / README) | " for k in metrics)
+            + ('source | ' if metrics else '') + 'backbone latency / Swin-T |')
     out = [head, '|' + '---|' * (7 + len(metrics) + bool(metrics))]
     for r in sorted(rows, key=lambda r: _sort_key(r['name'])):
         m = cache.get(r['key'], {})
@@ -291,7 +349,7 @@ def _results_table(rows: List[dict], cache: dict, lat: dict, kind: str) -> List[
             params, flops = _params_cell(r['name'], m), _flops_cell(r['name'], m)
         else:
             params, flops = m.get('error', 'not measured'), ''
-        src = PAPER[r['name']][3] if r['name'] in PAPER else '–'
+        src = PUBLISHED[r['name']][3] if r['name'] in PUBLISHED else '–'
         paper = ''.join(c + ' | ' for c in _metric_cells(r['name'], metrics) + [src]
                         ) if metrics else ''
         out.append(f"| [{r['name']}](../../../configs/{r['name']}.py) | "
@@ -336,13 +394,13 @@ def render_family(family: str, rows: List[dict], cache: dict, lat: dict) -> str:
            f"> [{f['paper']}]({f['url']}) ({f['venue']})", '',
            f"{f['summary']}  Backbone: `{f['backbone']}` ([code](../../../{f['code']})); "
            f'metafile: [metafile.yml](metafile.yml).', '',
-           '**No trained checkpoints.** Accuracy columns (where the paper reports any) are '
-           'what the paper reports for the '
-           'same detector, backbone and schedule, with an ImageNet-pretrained backbone (not '
-           'reproduced here; "–": the paper reports none). Each config fine-tunes the ImageNet '
-           'weights in `checkpoints/<family>_<arch>_in1k.pth`, which you make once. '
-           "ImageNet weights: "
-           f"{f['weights']}", '',
+           '**No trained detection or segmentation checkpoints.** Accuracy columns (where '
+           "the authors published any) are the authors' numbers for their model with "
+           'ImageNet-pretrained weights under their recipe, for the same detector and '
+           'schedule; they are not reproduced here ("–": nothing published). '
+           + f.get('accuracy', '') + ' Each config fine-tunes the ImageNet weights in the '
+           '`checkpoints/*_in1k.pth` it names. ' + _weights_count(family, rows)
+           + f" ImageNet weights: {f['weights']}", '',
            '## Results and models']
     for title, kind, shape in SECTIONS:
         sec = [r for r in rows if r['dataset'] == kind]
@@ -354,13 +412,15 @@ def render_family(family: str, rows: List[dict], cache: dict, lat: dict) -> str:
             "(and mmdet's ResNet-50) interleaved with mmdet's Swin-T, 3 rounds, medians; the "
             'ratio to ResNet-50 divides the two ratios to Swin-T. Compare ratios: the '
             'milliseconds move with the machine ([speed card](../../benchmarks.md)). Record: '
-            f'[`{LATENCY_RECORD}`](../../../{LATENCY_RECORD}).', '']
+            f'[`{LATENCY_RECORD}`](../../../{LATENCY_RECORD}).', '',
+            f'<!-- figures: {LATENCY_RECORD} dev/speed_card_tables.py:zoo_ratios -->']
     out += _latency_table(rows, lat)
     out += ['', '## Notes', '',
             '- params: the whole detector / segmentor (auxiliary head included), in the '
-            "parentheses the paper's count. FLOPs: multiply-accumulates (GMACs, what the "
-            'papers call FLOPs) of the inference forward at the size in the heading, '
-            "counted by `tools/analysis_tools/get_flops.py`; in the parentheses the paper's. "
+            "parentheses the published count (source column). FLOPs: multiply-accumulates "
+            '(GMACs, what the papers call FLOPs) of the inference forward at the size in the '
+            "heading, counted by `tools/analysis_tools/get_flops.py`; in the parentheses the "
+            "paper's. "
             f'Record: [`{ZOO_RECORD}`](../../../{ZOO_RECORD}); '
             '`python tools/analysis_tools/model_zoo.py` regenerates these pages.',
             '- backbone latency / Swin-T: the config\'s backbone at 1024², from the table '
@@ -371,7 +431,8 @@ def render_family(family: str, rows: List[dict], cache: dict, lat: dict) -> str:
                 "paper's landmark rule m = (H/32)(W/32) per stage: negligible at 224² "
                 '(m = 49), dominant at detection and Cityscapes sizes (m = 1000 at 800x1280). '
                 "The paper's ADE20K FLOPs match the count without them. `pinv='cholesky'` "
-                'applies the same A⁺ by a Cholesky solve; `max_landmarks=49` pools the '
+                'replaces A⁺ by a ridge-regularised solve, (A + λI)⁻¹ through a Cholesky '
+                'factorisation; `max_landmarks=49` pools the '
                 "landmarks (linear cost, not the paper's rule).",
                 '- The paper does not say at which input size its Cityscapes FLOPs were '
                 'counted.']
@@ -388,13 +449,21 @@ def render_family(family: str, rows: List[dict], cache: dict, lat: dict) -> str:
                 'the standard recipes named in each config.']
     if family == 'nalaformer':
         out += ['- The paper reports no dense-prediction params or FLOPs.']
+    variants = sorted({variant_of(r['name']) for r in rows} - {''})
+    untimed = [v for v in variants if not any(
+        variant_of(r['name']) == v and _latency_cell(r, lat) != 'not measured' for r in rows)]
+    if untimed:
+        out += ['- Backbone latency of the authors\' models ('
+                + ', '.join(f'`*-{v}`' for v in untimed) + '): not measured (the latency '
+                'record does not time them).']
     out += ['', '## Citation', '', '```bibtex', f['bibtex'], '```', '']
     return '\n'.join(out)
 
 
 def render_metafile(family: str, rows: List[dict], cache: dict, lat: dict) -> str:
-    """``docs/model_zoo/<family>/metafile.yml`` in mmdet's schema (no ``Weights``: there
-    are no checkpoints)."""
+    """``docs/model_zoo/<family>/metafile.yml`` in mmdet's schema.  No ``Weights`` and no
+    ``Results`` (mim shows those as the config's own): there are no trained checkpoints, and
+    the published numbers go under ``Metadata[PUBLISHED_KEY]`` with their source."""
     f = FAMILIES[family]
     coll = dict(Name=f['collection'],
                 Metadata=dict(Architecture=f['architecture']),
@@ -425,23 +494,44 @@ def render_metafile(family: str, rows: List[dict], cache: dict, lat: dict) -> st
                 'record': LATENCY_RECORD}]
         entry = {'Name': r['name'], 'In Collection': f['collection'],
                  'Config': f"configs/{r['name']}.py", 'Metadata': meta}
-        if r['name'] in PAPER:
-            metrics, _, _, src = PAPER[r['name']]
-            entry['Results'] = [
+        if r['name'] in PUBLISHED:
+            metrics, _, _, src = PUBLISHED[r['name']]
+            meta[PUBLISHED_KEY] = [
                 {'Task': task, 'Dataset': r['dataset_name'], 'Metrics': {k: metrics[k]},
-                 'Source': f'paper ({src}), not reproduced here'}
+                 'Source': src}
                 for task, k in _TASKS[r['name'].split('_')[0]] if k in metrics]
         models.append(entry)
     head = (f'# {f["collection"]}: generated by tools/analysis_tools/model_zoo.py from '
             f'{ZOO_RECORD} and {LATENCY_RECORD}.\n'
-            '# No trained checkpoints exist, so no model has Weights; every Results entry is '
-            "the paper's number (Source).\n")
+            '# No trained detection or segmentation checkpoints exist, so no model has Weights '
+            'or Results;\n# the authors\' published numbers for their model are under '
+            f'Metadata "{PUBLISHED_KEY}", with their Source.\n')
     return head + yaml.safe_dump(dict(Collections=[coll], Models=models), sort_keys=False,
                                  allow_unicode=True, width=100)
 
 
 def render_model_index() -> str:
     return 'Import:\n' + ''.join(f'  - docs/model_zoo/{k}/metafile.yml\n' for k in FAMILIES)
+
+
+def _count(family: str, rows: List[dict], variant: Optional[str]) -> Tuple[int, int]:
+    """(configs of ``variant`` in ``family``, all configs of ``family``)."""
+    names = [r['name'] for r in rows if r['family'] == family]
+    return sum(bool(variant) and variant_of(n) == variant for n in names), len(names)
+
+
+def _weights_count(family: str, rows: List[dict]) -> str:
+    """How many of a family's configs load ImageNet weights that exist today."""
+    f = FAMILIES[family]
+    if f.get('released'):
+        n, total = _count(family, rows, f['released'])
+        return (f'{n} of the {total} configs (the `*-{f["released"]}` ones) load ImageNet '
+                'weights that exist today.')
+    if f.get('ready'):
+        n, total = _count(family, rows, f['ready'])
+        return (f'None of the {total} configs loads ImageNet weights that exist today; {n} '
+                f'(the `*-{f["ready"]}` ones) are ready for the authors\' files once released.')
+    return 'None of the configs loads ImageNet weights that exist today.'
 
 
 def render_overview(rows: List[dict], lat: dict) -> str:
@@ -451,22 +541,31 @@ def render_overview(rows: List[dict], lat: dict) -> str:
            'dataset and a `metafile.yml` (mmdet\'s schema; the root `model-index.yml` '
            'imports the four). Configs live flat in `configs/`: '
            '`python tools/train.py configs/retinanet_soft_small_1x.py`.', '',
-           '| family | paper | configs | paper\'s dense results | ImageNet weights | page |',
-           '|---|---|---|---|---|---|']
+           '| family | paper | configs | with ImageNet weights that exist | published dense '
+           'results | ImageNet weights | page |',
+           '|---|---|---|---|---|---|---|']
     for k, f in FAMILIES.items():
         names = [r['name'] for r in rows if r['family'] == k]
-        reported = sum(n in PAPER for n in names)
-        w = {'soft': "authors' SOFT-Norm / plain SOFT (other archs)",
-             'nalaformer': "authors' `NALAFORMER_{T,S,B,L}` (their code's attention)"
-             }.get(k, 'none')
+        reported = sum(n in PUBLISHED for n in names)
+        existing = _count(k, rows, f.get('released'))[0]
+        w = {'soft': "authors' SOFT-Norm (`*-norm` configs) and plain SOFT-Tiny",
+             'nalaformer': "none released yet; `*-official` configs ready for the authors' "
+                           'files'}.get(k, 'none')
         out.append(f"| {f['collection']} | [{f['paper']}]({f['url']}) | {len(names)} | "
-                   f'{reported} | {w} | [{k}]({k}/README.md) |')
+                   f'{existing} | {reported} | {w} | [{k}]({k}/README.md) |')
+    n_soft, n_nala = _count('soft', rows, 'norm')[0], _count('nalaformer', rows, 'official')[0]
     out += ['', '## What the columns mean', '',
             '- **No trained detection or segmentation checkpoints exist yet.** Accuracy '
-            "figures (box AP, mask AP on COCO val2017, single-scale mIoU) are the papers' "
-            'own, for the same detector, backbone and schedule with an ImageNet-pretrained '
-            'backbone, and marked so; InfViT and LDN report none. No metafile entry has '
-            '`Weights`.',
+            '(box AP, mask AP on COCO val2017, single-scale mIoU) is what the authors published '
+            'for their own model with ImageNet-pretrained weights under their recipe, not '
+            'reproduced here, each with its source: the SOFT++ paper for its Table 1 archs '
+            '(no weights exist for them); the SOFT authors\' README (not the paper) for their '
+            'SOFT-Norm models, which the `*-norm` configs build (with a ridge-regularised '
+            'solve in place of their Newton-Schulz A⁺); the NaLaFormer paper for the '
+            'authors\' model, which the `*-official` configs build (the configs with the '
+            'paper\'s kernel show "–"). InfViT and LDN publish none. No metafile entry has '
+            f'`Weights` or `Results`: the published numbers are under `Metadata` '
+            f'"{PUBLISHED_KEY}", with their `Source`.',
             '- params and FLOPs are measured on this code for each config at the dataset\'s '
             'standard input (COCO 800x1280, ADE20K 512x512, Cityscapes 1024x2048, batch 1): '
             'record [`records/model_zoo.json`](../../records/model_zoo.json).',
@@ -476,15 +575,18 @@ def render_overview(rows: List[dict], lat: dict) -> str:
             'Other machine types and sizes: [benchmarks](../benchmarks.md).',
             '',
             '## ImageNet weights', '',
-            'Each config fine-tunes the ImageNet weights in '
-            '`checkpoints/<family>_<arch>_in1k.pth`, as the papers do; without the file '
-            '`tools/train.py` stops at the start and says how to make it (the comment in each '
-            "`configs/_base_/models/` file says so too). The authors' released "
-            'ImageNet checkpoints of SOFT-Norm / plain SOFT and of NaLaFormer load through '
-            '`tools/model_converters/convert_checkpoint.py` into the matching official '
-            'settings, which differ from the shipped configs (SOFT-Norm archs `*-norm`; '
-            "NaLaFormer's `OFFICIAL_PRESET`). InfViT and LDN have no released weights. "
-            'To pretrain your own: [weights](../user_guides/weights.md).', '',
+            'Each config fine-tunes the ImageNet weights in the `checkpoints/*_in1k.pth` it '
+            'names, as the papers do; without the file `tools/train.py` stops at the start and '
+            'says how to make it (the comment in each `configs/_base_/models/` file says so '
+            f"too). Weights that exist today: the authors' SOFT-Norm files, which the {n_soft} "
+            '`*-norm` configs load once converted with '
+            '`tools/model_converters/convert_checkpoint.py` '
+            '(`checkpoints/soft_<size>-norm_in1k.pth`). The NaLaFormer authors have released '
+            f'no weights yet; the {n_nala} `*-official` configs build their model and are '
+            'ready for their files once released '
+            '(`checkpoints/nalaformer_<arch>_official_in1k.pth`). Every other config needs '
+            'weights you pretrain yourself: none exist for the SOFT++ archs, NaLaFormer with '
+            "the paper's kernel, InfViT or LDN. How: [weights](../user_guides/weights.md).", '',
             '## Regenerate', '',
             '```bash',
             'python tools/analysis_tools/model_zoo.py            # params / FLOPs of new configs, '
@@ -524,16 +626,17 @@ def train_meta(cfg, text: str) -> dict:
 
 
 def param_gaps(rows: List[dict], cache: dict, tol: float = 0.05) -> List[str]:
-    """Configs whose measured params differ from the paper's by more than ``tol``."""
+    """Configs whose measured params differ from the published count by more than
+    ``tol``."""
     gaps = []
     for r in rows:
-        paper = PAPER.get(r['name'], (None, None))[1]
+        paper = PUBLISHED.get(r['name'], (None, None))[1]
         m = cache.get(r['key'], {})
         if paper and 'params' in m:
             rel = m['params'] / 1e6 / paper - 1
             if abs(rel) > tol:
-                gaps.append(f"{r['name']}: ours {m['params'] / 1e6:.1f} M vs paper {paper} M "
-                            f'({rel:+.1%})')
+                gaps.append(f"{r['name']}: ours {m['params'] / 1e6:.1f} M vs published "
+                            f"{paper} M ({rel:+.1%}, {PUBLISHED[r['name']][3]})")
     return gaps
 
 
@@ -548,6 +651,8 @@ def config_row(path: str, cfg, shape) -> dict:
         text = f.read()
     return dict(name=name, family=family_of(name), dataset=kind,
                 dataset_name={k: t for t, k, _ in SECTIONS}.get(kind, kind),
-                backbone=f"{bb.type.split('.')[-1]}-{bb.arch}", key=model_key(cfg, shape),
+                backbone=f"{bb.type.split('.')[-1]}-{bb.arch}"
+                + (f' ({variant_of(name)})' if variant_of(name) not in ('', 'norm') else ''),
+                key=model_key(cfg, shape),
                 shape=f'{shape[0]}x{shape[1]}', bench=label, bench_fallback=fallback,
                 train_meta=train_meta(cfg, text))

@@ -4,6 +4,10 @@ Each config fine-tunes ImageNet-1k weights: its backbone's ``init_cfg`` loads
 ``checkpoints/<family>_<arch>_in1k.pth``, and its model base
 (``configs/_base_/models/<detector>_<family>.py``) says in a ``# Weights:`` comment how to make
 that file (the timm model to pretrain, which must build the config's backbone type and arch).
+The configs of the authors' models say how to convert the authors' file: SOFT-Norm
+(``<size>-norm``, released; ``checkpoints/soft_<size>-norm_in1k.pth``, base
+``<detector>_soft_norm.py``) and NaLaFormer's code (``<size>-official``, not released yet;
+``checkpoints/nalaformer_<size>_official_in1k.pth``, base ``<detector>_nalaformer_official.py``).
 Without the file, tools/train.py stops before anything is built and says how to make it; a
 resumed or ``load_from`` run does not need it, and the drawn demo data trains from scratch.
 """
@@ -37,8 +41,10 @@ def weights_statement(path: str) -> str:
 
 
 def model_base(name: str) -> str:
-    detector, family = name.split('_')[:2]
-    return osp.join(CONFIG_DIR, '_base_', 'models', f'{detector}_{family}.py')
+    detector, family, size = name.split('_')[:3]
+    variant = size.partition('-')[2]
+    return osp.join(CONFIG_DIR, '_base_', 'models',
+                    f"{detector}_{family}{'_' + variant if variant else ''}.py")
 
 
 @pytest.mark.parametrize('name', CONFIGS)
@@ -46,20 +52,38 @@ def test_config_fine_tunes_the_imagenet_file_its_base_says_how_to_make(name):
     cfg = Config.fromfile(osp.join(CONFIG_DIR, name))
     backbone = cfg.model.backbone
     family, arch = name.split('_')[1:3]
-    path = f'checkpoints/{family}_{arch}_in1k.pth'
+    size, _, variant = arch.partition('-')
+    if variant == 'official':   # the authors' NaLaFormer: arch 'tiny', its own file
+        arch = size
+        path = f'checkpoints/{family}_{arch}_official_in1k.pth'
+    else:
+        path = f'checkpoints/{family}_{arch}_in1k.pth'
     assert backbone.init_cfg == dict(type='Pretrained', checkpoint=path)
     base = weights_statement(model_base(name)).replace('<arch>', arch)
     assert path in base and 'convert_checkpoint.py' in base
     assert 'model.backbone.init_cfg=None' in base   # how to train from scratch instead
+    if variant:   # the authors' file converts into this config's model
+        authors = {'norm': f'SOFT_{size.capitalize()}_norm.pth',
+                   'official': f'NALAFORMER_{size[0].upper()}.pth'}[variant]
+        assert f'{authors} {path} --official --arch-check {backbone.type[10:]}:{arch}' \
+            in base.replace('<Size>', size.capitalize()).replace('<S>', size[0].upper())
+    if variant == 'norm':   # their files exist: nothing to pretrain
+        assert "pretrain timm's" not in base
+        return
     # the timm model named for pretraining builds this config's backbone
     spec = MODEL_SPECS[re.search(r"pretrain timm's (\w+)", base).group(1)][0]
     assert (f"mmlinattn.{spec['type']}", spec['arch']) == (backbone.type, backbone.arch)
+    if variant:   # and the authors' attention
+        assert {k: backbone.get(k) for k in spec if k != 'type'} == \
+            {k: v for k, v in spec.items() if k != 'type'}
     if family in ('infvit', 'ldn'):   # their patchify stems barely learn from scratch
         assert "stem='conv'" in base
 
 
 @pytest.mark.parametrize('name', ['retinanet_ldn_tiny_1x.py', 'upernet_soft_small_ade20k_160k.py',
-                                  'maskrcnn_nalaformer_tiny_3x.py'])
+                                  'maskrcnn_nalaformer_tiny_3x.py',
+                                  'retinanet_soft_tiny-norm_1x.py',
+                                  'semfpn_nalaformer_tiny-official_ade20k_40k.py'])
 def test_without_the_file_training_stops_at_the_start_and_says_how_to_make_it(
         name, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)   # no checkpoints/ here
@@ -70,8 +94,11 @@ def test_without_the_file_training_stops_at_the_start_and_says_how_to_make_it(
     message = str(err.value)
     assert path in message and 'convert_checkpoint.py' in message
     assert 'model.backbone.init_cfg=None' in message and 'docs/user_guides/weights.md' in message
-    if '_nalaformer_' in name:   # the authors' file, and the preset it needs
-        assert 'NALAFORMER_T.pth' in message and "kernel='relu_split_rope'" in message
+    if '_nalaformer_' in name:   # the authors' file (and, for the paper's kernel, the preset
+        assert 'NALAFORMER_T.pth' in message   # it needs)
+        assert '-official' in name or "kernel='relu_split_rope'" in message
+    if '-' in name.split('_')[2]:   # the authors' model: convert their file
+        assert f'{path} --official --arch-check {cfg.model.backbone.type[10:]}:' in message
     # the backbone itself refuses the missing file too (mmdet's and mmseg's own tools)
     backbone = dict(cfg.model.backbone, type=cfg.model.backbone.type.split('.')[-1])
     with pytest.raises(MissingCheckpointError, match=re.escape(path)):

@@ -25,6 +25,8 @@ import yaml
 from mmengine.config import Config
 from mmengine.registry import DefaultScope
 
+from mmlinattn.models.backbones.nalaformer import OFFICIAL_PRESET
+from mmlinattn.models.backbones.soft import OFFICIAL_PRESETS
 from dense_helpers import (build_model, det_batch, num_classes_of, predict, seg_batch,
                            shrink_seg_model_cfg, small_input_env, train_step)
 from repo_paths import ROOT
@@ -33,6 +35,14 @@ CONFIG_DIR = osp.join(ROOT, 'configs')
 CONFIGS = sorted(f for f in os.listdir(CONFIG_DIR)
                  if f.endswith('.py') and osp.isfile(osp.join(CONFIG_DIR, f)))
 SIZE = 64
+#: the backbone options of the authors' models a config variant builds (``<size>-<variant>``)
+AUTHORS_PRESETS = {'norm': OFFICIAL_PRESETS['norm'], 'official': OFFICIAL_PRESET}
+
+
+def variant(name: str) -> str:
+    """``'norm'`` / ``'official'`` for ``retinanet_soft_tiny-norm_1x.py`` /
+    ``..._tiny-official_...``, else ``''``."""
+    return name.split('_')[2].partition('-')[2]
 
 
 @pytest.fixture(scope='module', autouse=True)
@@ -65,6 +75,17 @@ def test_config_listing_covers_the_matrix():
                          f'upernet_{family}_{size}_cityscapes_80k.py',
                          f'semfpn_{family}_{size}_cityscapes_80k.py'}
     expected |= {'retinanet_infvitplain_l4_1x.py', 'upernet_infvitplain_l4_ade20k_160k.py'}
+    # the authors' models, in the settings they published numbers for: SOFT-Norm (released
+    # ImageNet weights; their README) and NaLaFormer's code (the paper's Tables 2-3)
+    for size in ('tiny', 'small', 'medium', 'large'):
+        expected |= {f'{a}_soft_{size}-norm_1x.py' for a in ('retinanet', 'maskrcnn')}
+    expected |= {f'upernet_soft_{size}-norm_ade20k_160k.py' for size in ('small', 'medium')}
+    for size in ('tiny', 'small'):
+        expected |= {f'retinanet_nalaformer_{size}-official_1x.py',
+                     f'maskrcnn_nalaformer_{size}-official_1x.py',
+                     f'maskrcnn_nalaformer_{size}-official_3x.py',
+                     f'semfpn_nalaformer_{size}-official_ade20k_40k.py',
+                     f'upernet_nalaformer_{size}-official_ade20k_160k.py'}
     assert expected == set(CONFIGS), (f'missing: {sorted(expected - set(CONFIGS))}, '
                                       f'not in the matrix: {sorted(set(CONFIGS) - expected)}')
 
@@ -279,9 +300,11 @@ def test_config_loads_with_explicit_recipe(name):
     else:
         assert cfg.train_cfg.max_epochs == {'1x': 12, '3x': 36}[name.rsplit('_', 1)[1][:-3]]
     # the backbone replaces the base's ResNet / Swin entirely (`_delete_` took effect)
-    # (SOFT++: the pseudo-inverse, test_config_weights.py)
-    assert set(bb) <= {'type', 'arch', 'out_indices', 'drop_path_rate', 'init_cfg', 'pinv'}, \
-        set(bb)
+    # (SOFT++: the pseudo-inverse, test_config_weights.py); an authors' model adds exactly
+    # the options of their preset
+    extra = {k: bb[k] for k in bb
+             if k not in ('type', 'arch', 'out_indices', 'drop_path_rate', 'init_cfg', 'pinv')}
+    assert extra == AUTHORS_PRESETS.get(variant(name), {}), extra
     assert '_delete_' not in json.dumps(cfg.to_dict(), default=str)
 
 
@@ -387,16 +410,16 @@ SIZE_ORDER = ('tiny', 'small', 'medium', 'base', 'large', 'l4')
 
 
 def representatives():
-    """One config per (detector, family, dataset): the smallest model's shortest schedule.
-    Its model trains a step and predicts; every config's model is built and its channels
-    checked on the meta device (test_config_in_channels_match_real_outputs)."""
+    """One config per (detector, family and variant, dataset): the smallest model's shortest
+    schedule.  Its model trains a step and predicts; every config's model is built and its
+    channels checked on the meta device (test_config_in_channels_match_real_outputs)."""
     picked = {}
     for name in CONFIGS:
         parts = name[:-len('.py')].split('_')
         detector, family, size = parts[:3]
         dataset = parts[3] if detector in ('upernet', 'semfpn') else 'coco'
-        key = (detector, family, dataset)
-        rank = (SIZE_ORDER.index(size), name)
+        key = (detector, family, variant(name), dataset)
+        rank = (SIZE_ORDER.index(size.partition('-')[0]), name)
         if key not in picked or rank < picked[key][0]:
             picked[key] = (rank, name)
     return sorted(name for _, name in picked.values())
@@ -406,8 +429,8 @@ REPRESENTATIVES = representatives()
 
 
 def test_representatives_cover_every_detector_family_and_dataset():
-    keys = {tuple(n[:-3].split('_')[:2]) for n in CONFIGS}
-    assert keys == {tuple(n[:-3].split('_')[:2]) for n in REPRESENTATIVES}
+    keys = {(*n[:-3].split('_')[:2], variant(n)) for n in CONFIGS}
+    assert keys == {(*n[:-3].split('_')[:2], variant(n)) for n in REPRESENTATIVES}
     assert len(REPRESENTATIVES) < len(CONFIGS) / 2
 
 

@@ -13,6 +13,7 @@ import yaml
 from repo_paths import ROOT
 
 FAMILIES = ('soft', 'nalaformer', 'infvit', 'ldn')
+PUBLISHED = 'Published results (not reproduced)'
 ZOO = osp.join(ROOT, 'docs', 'model_zoo')
 
 
@@ -41,16 +42,24 @@ def test_metafile_schema(family):
         assert m['In Collection'] == coll['Name']
         assert m['Config'] == f"configs/{m['Name']}.py"
         assert osp.isfile(osp.join(ROOT, m['Config']))
-        assert 'Weights' not in m  # no checkpoints exist: an entry must not pretend one
+        # no checkpoints exist: an entry must not pretend one, nor show the authors' numbers
+        # as its own (mim lists Results as the config's results)
+        assert 'Weights' not in m and 'Results' not in m
         md = m['Metadata']
         assert md['Training Data'] in ('COCO', 'ADE20K', 'Cityscapes')
         assert isinstance(md['Parameters'], int) and isinstance(md['FLOPs'], int)
         for t in md.get('inference time (ms/im)', []):
             assert osp.isfile(osp.join(ROOT, t['record'])) and t['value'] > 0
-        for r in m.get('Results', []):  # only the papers' numbers, marked as such
+        for r in md.get(PUBLISHED, []):   # the authors' numbers, each with its source
+            assert set(r) == {'Task', 'Dataset', 'Metrics', 'Source'}
             assert r['Dataset'] == md['Training Data']
-            assert r['Source'].startswith('paper (')
+            assert re.match(r"(SOFT\+\+|NaLaFormer) paper, Table \d$|SOFT authors' README",
+                            r['Source']), r['Source']
             assert all(isinstance(v, float) for v in r['Metrics'].values())
+    published = [m for m in meta['Models'] if PUBLISHED in m['Metadata']]
+    # the NaLaFormer paper's numbers are for the authors' model: only its configs show them
+    if family == 'nalaformer':
+        assert published and all('-official_' in m['Name'] for m in published)
 
 
 @pytest.mark.parametrize('page', ['README.md'] + [f'{k}/README.md' for k in FAMILIES])

@@ -99,10 +99,11 @@ def test_render_metafile(lat):
     (t, ) = md['inference time (ms/im)']
     assert (t['value'], t['ratio to Swin-T'], t['measured as']) == (
         2500.0, 2.5, "SOFT:small:pinv='cholesky'")
-    assert upernet['Results'] == [{'Task': 'Semantic Segmentation', 'Dataset': 'ADE20K',
-                                   'Metrics': {'mIoU': 46.5},
-                                   'Source': 'paper (SOFT++ paper, Table 7), not reproduced '
-                                             'here'}]
+    # the published number is metadata with its source, not the config's Results
+    assert 'Results' not in upernet
+    assert md['Published results (not reproduced)'] == [
+        {'Task': 'Semantic Segmentation', 'Dataset': 'ADE20K', 'Metrics': {'mIoU': 46.5},
+         'Source': 'SOFT++ paper, Table 7'}]
     retina = meta['Models'][0]
     assert 'Parameters' not in retina['Metadata'] and 'Weights' not in retina
 
@@ -116,6 +117,34 @@ def test_bench_label():
                                       pinv='newton'))[0] == 'SOFT:tiny:max_landmarks=49'
     assert model_zoo.bench_label(dict(type='mmlinattn.InfViTPlain', arch='l4')) == (
         'InfViTPlain:l4', None)
+    # an authors' preset is part of the spec: their model is not timed as the paper's
+    assert model_zoo.bench_label(dict(
+        type='mmlinattn.NaLaFormer', arch='tiny', attn_types='official', out_norm=False,
+        init_cfg=dict(type='Pretrained'), drop_path_rate=0.2)) == (
+        "NaLaFormer:tiny:attn_types='official':out_norm=False", None)
+
+
+def test_published_numbers_go_to_the_authors_model():
+    """NaLaFormer's paper numbers come from the authors' model: its `-official` configs show
+    them, the paper-kernel configs show none; the SOFT-Norm configs the authors' README's."""
+    rows = [_row(f'retinanet_nalaformer_{s}_1x', 'CocoDataset', 'NaLaFormer-tiny', 'x',
+                 'NaLaFormer:tiny') for s in ('tiny', 'tiny-official')]
+    rows += [_row('retinanet_soft_tiny-norm_1x', 'CocoDataset', 'SOFT-tiny-norm', 'x',
+                  "SOFT:tiny-norm:pinv='cholesky'")]
+    cache = {'x': CACHE['a']}
+    text = model_zoo.render_family('nalaformer', rows, cache, {})
+    cells = {line.split(']')[0][3:]: [c.strip() for c in line.split('|')]
+             for line in text.splitlines() if line.startswith('| [retinanet')}
+    # box AP, mask AP, source
+    assert cells['retinanet_nalaformer_tiny_1x'][7:10] == ['–', '–', '–']
+    assert cells['retinanet_nalaformer_tiny-official_1x'][7:10] == [
+        '46.2', '–', 'NaLaFormer paper, Table 2']
+    assert 'None of the 2 configs loads ImageNet weights that exist today; 1 ' in text
+    text = model_zoo.render_family('soft', rows, cache, {})
+    soft = next(line for line in text.splitlines() if 'tiny-norm_1x' in line)
+    assert "| 40.0 | – | SOFT authors' README (SOFT-Norm), not the paper |" in soft
+    assert '63.0 (23)' in soft   # the README's params count in the parentheses
+    assert '1 of the 1 configs (the `*-norm` ones) load ImageNet weights that exist' in text
 
 
 def test_family_of():
@@ -142,10 +171,10 @@ def test_param_gaps_over_five_percent():
 def test_sections_without_paper_results_have_no_accuracy_columns(lat):
     text = model_zoo.render_family('ldn', _rows(), CACHE, lat)
     head = next(line for line in text.splitlines() if line.startswith('| config'))
-    assert '(paper)' not in head and 'paper source' not in head
+    assert "(authors'" not in head and '| source |' not in head
     text = model_zoo.render_family('soft', _rows(), CACHE, lat)
     ade = text[text.index('### ADE20K'):]
-    assert '| mIoU (paper) | paper source |' in ade.splitlines()[2]
+    assert "| mIoU (authors' paper / README) | source |" in ade.splitlines()[2]
 
 
 def test_soft_notes_follow_the_configs_pinv(lat):

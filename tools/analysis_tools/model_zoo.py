@@ -1,7 +1,8 @@
 """Write the model zoo: ``docs/model_zoo/README.md``, one ``README.md`` and ``metafile.yml``
 per family under ``docs/model_zoo/<family>/`` and the root ``model-index.yml``, with the
-paper's numbers, our params / FLOPs per config at the standard input (COCO 800x1280, ADE20K
-512x512, Cityscapes 1024x2048) and each backbone's CPU latency against Swin-T.
+authors' published numbers (paper or README, each with its source), our params / FLOPs per
+config at the standard input (COCO 800x1280, ADE20K 512x512, Cityscapes 1024x2048) and each
+backbone's CPU latency against Swin-T.
 
     python tools/analysis_tools/model_zoo.py               # measure what is missing, write it
     python tools/analysis_tools/model_zoo.py --check       # exit 1 if a written file is stale
@@ -16,8 +17,8 @@ cell, not a failed run). Configs whose ``model`` dicts and input sizes are ident
 keyed by the model dict, so a rerun only measures new or changed models (``--retry-failed``
 also retries earlier failures). The cache does not know the code version: after changing a
 backbone, remeasure (``--remeasure`` or ``--remeasure 'GLOB'``). The latency comes from the
-``benchmark.py`` record ``--latency`` (made by ``dev/benchmark_zoo.sh``). The paper numbers
-and the page layout are :mod:`mmlinattn.benchmark.model_zoo`.
+``benchmark.py`` record ``--latency`` (made by ``dev/benchmark_zoo.sh``). The published
+numbers and the page layout are :mod:`mmlinattn.benchmark.model_zoo`.
 """
 import argparse
 import fnmatch
@@ -137,7 +138,7 @@ def main(argv=None) -> int:
     if not lat:
         print(f'no latency record at {args.latency}: latency columns say "not measured"')
     for line in param_gaps(rows, cache):
-        print('params differ from the paper by > 5 %:', line)
+        print('params differ from the published count by > 5 %:', line)
     return 0
 
 

@@ -1,0 +1,21 @@
+_base_ = [
+    './_base_/models/retinanet_nalaformer_official.py',
+    './_base_/datasets/coco_detection.py',
+    './_base_/schedules/adamw_1x.py',
+    'mmdet::_base_/default_runtime.py',
+    './_base_/runtime.py',
+]
+
+# Recipe: NaLaFormer paper App. A.2 (AdamW, lr 1e-4, weight decay 1e-4, step policy, 12 epochs);
+# batch 16, single scale 1333x800 and warm-up: mmdet standard (the paper gives none).
+model = dict(
+    backbone=dict(arch='small', drop_path_rate=0.3,
+                  init_cfg=dict(checkpoint='checkpoints/nalaformer_small_official_in1k.pth')),
+    neck=dict(in_channels=[128, 320, 512]))
+train_dataloader = dict(batch_size=2)  # 8 GPUs x 2
+optim_wrapper = dict(optimizer=dict(type='AdamW', lr=1e-4, weight_decay=1e-4))
+param_scheduler = [
+    dict(type='LinearLR', start_factor=0.001, by_epoch=False, begin=0, end=500),
+    dict(type='MultiStepLR', begin=0, end=12, by_epoch=True, milestones=[8, 11], gamma=0.1),
+]
+train_cfg = dict(max_epochs=12)
