@@ -7,8 +7,10 @@ arch and the options: the authors' presets, NaLaFormer's kernel and attention ty
 the NaLaFormer authors' model (``attn_types='official', kernel='relu_split_rope'``) fills
 every parameter of the paper's NaLaFormer and computes other features there.
 :func:`check_checkpoint_identity` compares that record with the model being loaded and stops
-with the difference and the fix.  Files without the record (a training run's checkpoint, a
-user's own file) load as before.
+with the difference and the fix; :func:`check_authors_file` does the same for a file in the
+NaLaFormer authors' layout loaded with ``convert_weights=True`` (that layout holds their model
+only).  Files without the record (a training run's checkpoint, a user's own file) load as
+before.
 """
 import ast
 import inspect
@@ -17,6 +19,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import torch
 
 from .checkpoint import CheckpointMismatchError
+from .weights_hint import CONVERTER, WEIGHTS_DOC
 
 #: Build arguments that do not change what the stored weights compute, so they may differ
 #: between the converted model and the one loading its file: how the same values are
@@ -39,8 +42,6 @@ _FREE_ARCH_KEYS = frozenset({'drop_path_rate'})
 #: the BatchNorm variants (one model, another way to share the batch statistics)
 _BN_TYPES = frozenset({'BN', 'BN2d', 'SyncBN', 'MMSyncBN', 'NaiveSyncBN', 'naiveSyncBN'})
 OVERRIDE = 'allow_other_model'
-WEIGHTS_DOC = 'docs/user_guides/weights.md'
-CONVERTER = 'python tools/model_converters/convert_checkpoint.py'
 
 
 class CheckpointIdentityError(CheckpointMismatchError):
