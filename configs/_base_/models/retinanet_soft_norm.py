@@ -2,7 +2,8 @@
 # their attention, OFFICIAL_PRESETS['norm'] (mmlinattn/models/backbones/soft.py); a config
 # sets its arch. In place of A^+, the family's ridge-regularised Cholesky solve
 # (pinv='cholesky', retinanet_soft.py); the authors' model ran 20 Newton-Schulz steps (Eq. 10),
-# which pinv='newton' runs.
+# which pinv='newton' runs (records/soft_pinv_float32_zen3.json, "official": tiny-norm in
+# their layout, random weights, each against an exact A^+ on a photograph).
 # Weights: the configs fine-tune the authors' ImageNet-1k file SOFT_<Size>_norm.pth, converted
 # to the checkpoints/soft_<arch>_in1k.pth each names: python
 # tools/model_converters/convert_checkpoint.py SOFT_<Size>_norm.pth
