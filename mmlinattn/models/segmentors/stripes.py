@@ -325,15 +325,19 @@ def head_runs_whole(model: nn.Module, modules: Iterable[nn.Module], widest_bytes
         'cannot run in row stripes'
     if widest_bytes > WHOLE_HEAD_BYTES:
         raise ValueError(
-            f'{what}, and whole its widest map would take {widest_bytes / 2**30:.2f} GiB '
-            f'(above WHOLE_HEAD_BYTES, {WHOLE_HEAD_BYTES / 2**30:.2f} GiB). Use a norm that '
+            f'{what}, and whole its widest map would take {_size(widest_bytes)} (above '
+            f'WHOLE_HEAD_BYTES, {_size(WHOLE_HEAD_BYTES)}). Use a norm that '
             "reads each pixel alone in the head (norm_cfg=dict(type='BN'), in eval mode, or "
             'none), or set test_cfg.stripe_rows=None to run the head whole (the memory of '
             "mmseg's / mmdet's own inference)")
-    message = f'{what}; it runs whole, as mmseg / mmdet run it ({widest_bytes / 2**20:.1f} ' \
-        "MiB of its widest map). norm_cfg=dict(type='BN') in the head keeps it in stripes"
+    message = f'{what}; it runs whole, as mmseg / mmdet run it ({_size(widest_bytes)} of its ' \
+        "widest map). norm_cfg=dict(type='BN') in the head keeps it in stripes"
     if message not in _LOGGED:
         _LOGGED.add(message)
         from mmengine.logging import print_log
         print_log(message, logger='current', level=logging.WARNING)
     return True
+
+
+def _size(nbytes: int) -> str:
+    return f'{nbytes / 2**30:.2f} GiB' if nbytes >= 2**30 else f'{nbytes / 2**20:.2f} MiB'
