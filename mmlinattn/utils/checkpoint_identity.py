@@ -178,14 +178,12 @@ def _arch_text(model: torch.nn.Module) -> Any:
 
 
 def _official_presets(family: str) -> Dict[Optional[str], dict]:
-    """The converter's ``--preset`` choices per family (None: the family's one preset)."""
-    if family == 'NaLaFormer':
-        from ..models.backbones.nalaformer import OFFICIAL_PRESET
-        return {None: dict(OFFICIAL_PRESET)}
-    if family == 'SOFT':
-        from ..models.backbones.soft import OFFICIAL_PRESETS
-        return dict(OFFICIAL_PRESETS)
-    return {}
+    """The converter's ``--preset`` choices per family (None: the family's one preset); the
+    families' ``OFFICIAL_PRESETS`` / ``OFFICIAL_PRESET`` as :data:`weights_hint.PRESETS` holds
+    them (utils imports no model code)."""
+    from .weights_hint import PRESETS
+    presets = {k: dict(v) for k, v in PRESETS.get(family, {}).items()}
+    return {None: presets['official']} if family == 'NaLaFormer' else presets
 
 
 def _reconvert(model: torch.nn.Module, meta: dict, path: str) -> Optional[str]:
@@ -213,8 +211,7 @@ def _reconvert(model: torch.nn.Module, meta: dict, path: str) -> Optional[str]:
 def _built_value(model: torch.nn.Module, name: str, value: Any) -> Any:
     """``value`` of option ``name`` as ``model``'s family resolves it."""
     if name == 'attn_types' and value == 'official':
-        from ..models.backbones.nalaformer import OFFICIAL_ATTN_TYPES
-        return OFFICIAL_ATTN_TYPES
+        return getattr(type(model), 'official_attn_types', value)
     return value
 
 
@@ -256,9 +253,9 @@ def check_authors_file(model: torch.nn.Module, state_dict: dict, path: str,
     if (type(model).__name__ != 'NaLaFormer' or not getattr(model, 'convert_weights', False)
             or 'patch_embed.proj.0.weight' not in state_dict):
         return
-    from ..models.backbones.nalaformer import OFFICIAL_PRESET
+    from .weights_hint import PRESETS
     arch = (model.build_args or {}).get('arch', dict(model.arch))
-    record = dict(type='NaLaFormer', arch=arch, **OFFICIAL_PRESET)
+    record = dict(type='NaLaFormer', arch=arch, **PRESETS['NaLaFormer']['official'])
     check_checkpoint_identity(model, {'meta': {'backbone_cfg': record, 'made_by': _AUTHORS}},
                               path, init_cfg)
 

@@ -73,6 +73,10 @@ class NaLaFormer(PyramidBackbone):
             ``with_cp``, ``convert_weights``, ``pretrained``, ``init_cfg``: see
             :class:`~mmlinattn.models.backbones.base.BackboneBase`.
     """
+    #: the stage types attn_types='official' stands for (the checkpoint identity check
+    #: compares a file's record with a model through them)
+    official_attn_types = OFFICIAL_ATTN_TYPES
+
 
     arch_settings = {
         'tiny': dict(embed_dims=(64, 128, 256, 512), depths=(2, 2, 6, 2),
