@@ -4,6 +4,7 @@
     python tools/analysis_tools/timm_model_stats.py soft_small ldn_tiny --size 224
     python tools/analysis_tools/timm_model_stats.py nalaformer_tiny \\
         --model-kwargs attn_types=official
+    python tools/analysis_tools/timm_model_stats.py --json records/timm_model_stats_224.json
 
 GMACs are ``torch.utils.flop_counter.FlopCounterMode`` totals / 2 (it counts a multiply-add
 as 2 FLOPs; matmuls, convolutions and attention only, no element-wise ops), batch 1, eval
@@ -14,6 +15,8 @@ count T, so ``2 f(1) - f(2)`` is the cost without the loop, which is how the pap
 """
 import argparse
 import ast
+import json
+import platform
 import sys
 import time
 
@@ -61,6 +64,8 @@ def main() -> int:
     parser.add_argument('--size', type=int, default=224, help='input side (default 224)')
     parser.add_argument('--model-kwargs', nargs='*', default=[], metavar='KEY=VALUE',
                         help='extra model arguments (Python literals), as timm train.py')
+    parser.add_argument('--json', metavar='PATH',
+                        help='also write the rows, the papers\' figures and the command to PATH')
     args = parser.parse_args()
     kwargs = {}
     for item in args.model_kwargs:
@@ -77,10 +82,12 @@ def main() -> int:
     print(f'| model | params M (backbone M) | paper params M | GMACs @{args.size} | paper '
           f'GFLOPs |')
     print('|---|---|---|---|---|')
+    rows = []
     for name in names:
         t = time.time()
         r = stats(name, args.size, **kwargs)
         paper = PAPER.get(name, (None, None))
+        rows.append(dict(r, paper_params=paper[0], paper_gflops=paper[1]))
         g = f'{r["gmacs"]:.2f}'
         if 'gmacs_no_newton' in r:
             g += f' ({r["gmacs_no_newton"]:.2f} w/o Newton)'
@@ -88,6 +95,14 @@ def main() -> int:
         print(f'| {name} | {r["params"]:.2f} ({r["backbone"]:.2f}) | {fmt(paper[0])} | {g} | '
               f'{fmt(paper[1])} |', flush=True)
         print(f'  ({time.time() - t:.0f} s)', file=sys.stderr)
+    if args.json:
+        record = dict(what=__doc__.split('\n')[0], size=args.size, model_kwargs=kwargs,
+                      command='python ' + ' '.join(sys.argv), date=time.strftime('%Y-%m-%d'),
+                      torch=torch.__version__, timm=timm.__version__,
+                      python=platform.python_version(), rows=rows)
+        with open(args.json, 'w') as f:
+            json.dump(record, f, indent=1)
+            f.write('\n')
     return 0
 
 
