@@ -4,8 +4,9 @@ backbones in) calls ``init_model`` / ``inference_model`` / ``MMSegInferencer`` a
 ``init_detector`` / ``inference_detector`` / ``DetInferencer``, then each package's own
 ``tools/test.py`` evaluates a photo config with a checkpoint that process saved.  The
 ``mmdet::`` / ``mmseg::`` bases must resolve with the lane's own mmengine, with no call of ours
-first: both cases pass on the default and torch21 lanes; on the onedl forks ``[seg]`` stops at
-onedl-mmengine's ``mmseg::`` lookup (docs/get_started.md, "Supported stacks")."""
+first.  On the onedl forks onedl-mmengine's ``mmseg::`` lookup stops ``[seg]`` unless the
+configs' ``_base_/forked_stacks.py`` runs before their first ``mmseg::`` base (docs/get_started.md,
+"Supported stacks")."""
 import os.path as osp
 import sys
 

@@ -1,7 +1,7 @@
 # mmseg's Semantic FPN (FPN, 256 channels, + FPNHead on strides 4-32) with its ResNet-50
 # replaced by an mmlinattn backbone: semfpn_<family>.py sets the backbone type, a config the
 # arch, drop-path rate, the FPN's in_channels and classes.  Nothing downloads (pretrained=None).
-_base_ = 'mmseg::_base_/models/fpn_r50.py'
+_base_ = ['../forked_stacks.py', 'mmseg::_base_/models/fpn_r50.py']
 model = dict(
     pretrained=None,
     backbone=dict(

@@ -1,7 +1,7 @@
 # mmseg's UperNet (UPerHead on strides 4-32 + an FCN auxiliary head on stride 16, as in its Swin
 # configs) with the Swin backbone replaced by an mmlinattn backbone: upernet_<family>.py sets the
 # backbone type, a config the arch, drop-path rate, head in_channels and classes.
-_base_ = 'mmseg::_base_/models/upernet_swin.py'
+_base_ = ['../forked_stacks.py', 'mmseg::_base_/models/upernet_swin.py']
 model = dict(
     pretrained=None,
     backbone=dict(
