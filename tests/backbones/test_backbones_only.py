@@ -53,8 +53,9 @@ def test_pyproject_core_dependencies_leave_out_the_openmmlab_stack():
     project = _core_dependencies()
     core = {Requirement(r).name for r in project['dependencies']}
     # mmengine is no core dependency: the onedl forks provide it as onedl-mmengine, and pip
-    # would install the official one over it
-    assert core == {'torch', 'timm'}, core
+    # would install the official one over it; numpy is (the package imports it), with the
+    # oldest lane's version as its floor
+    assert core == {'torch', 'numpy', 'timm'}, core
     extras = {k: {Requirement(r).name for r in v}
               for k, v in project['optional-dependencies'].items()}
     assert extras['engine'] == {'mmengine'}
