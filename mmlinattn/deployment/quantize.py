@@ -16,6 +16,7 @@ from typing import Dict, Iterator, Optional, Sequence
 
 import numpy as np
 
+from ..utils.machine import has_int8_dot_product
 from .runtimes import DEPLOY_HINT
 
 #: The operator types that are quantized.
@@ -56,14 +57,19 @@ def calibration_inputs(cfg, model, num_images: int, split: str = 'train') -> Ite
 
 def quantize_static(fp32_path: str, out_path: str, inputs, input_name: str = 'input',
                     keep_float: Sequence[str] = (), per_channel: bool = True,
-                    float_depthwise: bool = False) -> dict:
+                    float_depthwise: bool = False, reduce_range: Optional[bool] = None) -> dict:
     """Write the int8 (QDQ) form of ``fp32_path`` to ``out_path``, calibrated (min-max) on
     ``inputs`` (arrays for ``input_name``); nodes whose name matches a pattern of
     ``keep_float`` stay float32, and with ``float_depthwise`` the grouped (depthwise)
     convolutions too.  Returns counts of the quantized and float nodes.
 
     ``float_depthwise`` is a choice per runtime: OpenVINO ran NaLaFormer's depthwise
-    convolutions slower in int8 than in float32, ONNX Runtime faster (docs/user_guides/deployment.md)."""
+    convolutions slower in int8 than in float32, ONNX Runtime faster (docs/user_guides/deployment.md).
+
+    ``reduce_range`` quantizes the weights to 7 bits.  ONNX Runtime advises it on x86 CPUs
+    without an int8 dot-product instruction (VNNI): their u8 x s8 kernels add pairs of
+    products in saturating int16, which 8-bit weights can overflow.  ``None`` (the default)
+    decides by the CPU that quantizes, which should be the one that runs the graph."""
     try:
         import onnx
         from onnxruntime import quantization as q
@@ -88,8 +94,11 @@ def quantize_static(fp32_path: str, out_path: str, inputs, input_name: str = 'in
             item = next(self.items, None)
             return None if item is None else {input_name: np.ascontiguousarray(item)}
 
+    if reduce_range is None:
+        reduce_range = not has_int8_dot_product()
     q.quantize_static(fp32_path, out_path, Reader(), quant_format=q.QuantFormat.QDQ,
                       op_types_to_quantize=list(QUANTIZED_OPS), per_channel=per_channel,
+                      reduce_range=reduce_range,
                       activation_type=q.QuantType.QUInt8, weight_type=q.QuantType.QInt8,
                       nodes_to_exclude=kept,
                       extra_options={'ActivationSymmetric': False, 'WeightSymmetric': True})
