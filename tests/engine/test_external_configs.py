@@ -75,22 +75,29 @@ def test_errors_are_mmengines(tmp_path, monkeypatch):
     assert cached[1][0] is ModuleNotFoundError and 'mmpose' in cached[1][1]
 
 
-def test_mmseg_bases_resolve_where_a_fork_renamed_the_distribution(monkeypatch):
+def test_mmseg_bases_resolve_where_a_fork_renamed_the_distribution(monkeypatch, tmp_path):
     """On the onedl lane, mmengine's table names the distribution ``mmsegmentation`` while
     ``mmseg`` comes from ``onedl-mmsegmentation``.  Simulated here on either lane with a
-    table entry naming a distribution that is not installed: parsing an ``mmseg::`` config
-    fails as on the forks, and works once the entry is pointed at the installed module."""
+    table entry naming a distribution that is not installed: a config of one's own with an
+    ``mmseg::`` base fails as on the forks, and works once the entry is pointed at the
+    installed module; the shipped configs do that themselves (``_base_/forked_stacks.py``
+    runs before their first ``mmseg::`` base)."""
     from mmengine.config.utils import MODULE2PACKAGE
 
     from mmlinattn.utils.external_configs import find_forked_config_packages
     monkeypatch.setitem(MODULE2PACKAGE, 'mmseg', 'renamed-mmsegmentation')
     monkeypatch.setitem(MODULE2PACKAGE, 'mmnothere', 'mmnothere-dist')  # neither installed
-    upernet = f'{ROOT}/configs/upernet_ldn_tiny_ade20k_160k.py'
+    own = tmp_path / 'own_upernet.py'
+    own.write_text("_base_ = 'mmseg::_base_/models/upernet_swin.py'\n")
     with pytest.raises(ModuleNotFoundError, match='renamed-mmsegmentation is not installed'):
-        Config.fromfile(upernet)
+        Config.fromfile(str(own))
+    upernet = f'{ROOT}/configs/upernet_ldn_tiny_ade20k_160k.py'
+    assert Config.fromfile(upernet).model.decode_head.type == 'UPerHead'  # forked_stacks.py
+    assert MODULE2PACKAGE['mmseg'] == 'mmseg'   # ... pointed the entry at the module
+    monkeypatch.setitem(MODULE2PACKAGE, 'mmseg', 'renamed-mmsegmentation')
     changed = find_forked_config_packages()
     assert changed == {'mmseg': 'renamed-mmsegmentation'}
     assert MODULE2PACKAGE['mmseg'] == 'mmseg' and MODULE2PACKAGE['mmnothere'] == 'mmnothere-dist'
     assert MODULE2PACKAGE['mmdet'] == 'mmdet'  # found under its own name: left as it was
-    assert Config.fromfile(upernet).model.decode_head.type == 'UPerHead'
+    assert Config.fromfile(str(own)).model.decode_head.type == 'UPerHead'
     assert find_forked_config_packages() == {}  # idempotent
