@@ -28,3 +28,12 @@ class Allocations(TorchDispatchMode):
     def largest(self) -> int:
         """The most elements of one tensor created."""
         return max((torch.Size(s).numel() for s in self.shapes), default=0)
+
+
+def group_norm_named(model, message):
+    """The module a whole-image "cannot run in row stripes" message names, checked to be a
+    group norm of ``model``."""
+    import torch
+    name = message.split(': ', 1)[1].split(' (GroupNorm)', 1)[0]
+    assert isinstance(model.get_submodule(name), torch.nn.GroupNorm), message
+    return name

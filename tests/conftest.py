@@ -124,3 +124,20 @@ def gemm_spy(monkeypatch):
         return plain(out, y, w)
     monkeypatch.setattr(fused, '_accumulate_product', spy)
     return calls
+
+
+@pytest.fixture
+def stripe_warnings(monkeypatch):
+    """The messages the whole-image segmentor and detector log about a head that cannot run
+    in row stripes (each once per process: the record of what was logged starts empty)."""
+    import mmengine.logging
+
+    from mmlinattn.models.segmentors import stripes
+    logged = []
+    monkeypatch.setattr(stripes, '_LOGGED', set())
+
+    def print_log(msg, **kwargs):
+        if 'cannot run in row stripes' in msg:
+            logged.append(msg)
+    monkeypatch.setattr(mmengine.logging, 'print_log', print_log)
+    return logged

@@ -7,10 +7,9 @@ import copy
 import os
 import os.path as osp
 
-import mmengine.logging
 import pytest
 import torch
-from allocations import Allocations
+from allocations import Allocations, group_norm_named
 from archs import TINY
 from dense_helpers import build_model, small_input_env
 from mmengine.config import Config
@@ -122,28 +121,7 @@ def test_detections_equal_mmdet_predict():
     torch.testing.assert_close(got[1], ref[1], rtol=0, atol=1e-5)
 
 
-@pytest.fixture
-def warnings_logged(monkeypatch):
-    """The messages the detector logs about a head that cannot run in stripes (each once per
-    process: the record of what was logged starts empty)."""
-    logged = []
-    monkeypatch.setattr(stripes, '_LOGGED', set())
-
-    def print_log(msg, **kwargs):
-        if 'cannot run in row stripes' in msg:
-            logged.append(msg)
-    monkeypatch.setattr(mmengine.logging, 'print_log', print_log)
-    return logged
-
-
-def _group_norm_named(model, message):
-    """The module the message names, checked to be a group norm of ``model``."""
-    name = message.split(': ', 1)[1].split(' (GroupNorm)', 1)[0]
-    assert isinstance(model.get_submodule(name), torch.nn.GroupNorm), message
-    return name
-
-
-def test_a_group_norm_head_runs_as_mmdet(warnings_logged):
+def test_a_group_norm_head_runs_as_mmdet(stripe_warnings):
     """mmdet's RetinaHead with ``norm_cfg=dict(type='GN')`` (its group norms read the whole
     level): in stripes of 3 rows its scores would be other ones.  The head runs as mmdet runs
     it: the detections are mmdet's, bit for bit, and it is logged once with the module's
@@ -155,11 +133,11 @@ def test_a_group_norm_head_runs_as_mmdet(warnings_logged):
     for r, g in zip(ref, got):
         assert torch.equal(r, g)
     _predict(whole, x)
-    assert len(warnings_logged) == 1
-    assert _group_norm_named(whole, warnings_logged[0]).startswith('bbox_head.')
+    assert len(stripe_warnings) == 1
+    assert group_norm_named(whole, stripe_warnings[0]).startswith('bbox_head.')
 
 
-def test_a_group_norm_head_runs_whole_up_to_whole_head_bytes(monkeypatch, warnings_logged):
+def test_a_group_norm_head_runs_whole_up_to_whole_head_bytes(monkeypatch, stripe_warnings):
     """The thresholds of a head whose norm reads the whole map, at their boundaries: stripes
     of 12 rows cover the finest level (12x20 at stride 8 of a 96x160 image), so nothing is
     cut or logged; 11 would cut it, logged.  Whole, its widest map (the classifier's 9
@@ -174,11 +152,11 @@ def test_a_group_norm_head_runs_whole_up_to_whole_head_bytes(monkeypatch, warnin
         whole.bbox_head.test_cfg['stripe_rows'] = rows
         got = _predict(whole, x)
         assert all(torch.equal(r, g) for r, g in zip(want, got))
-        assert len(warnings_logged) == logged
+        assert len(stripe_warnings) == logged
     monkeypatch.setattr(stripes, 'WHOLE_HEAD_BYTES', widest - 1)
     with pytest.raises(ValueError) as error:
         _predict(whole, x)
-    assert _group_norm_named(whole, str(error.value)) == 'bbox_head.cls_convs.0.gn'
+    assert group_norm_named(whole, str(error.value)) == 'bbox_head.cls_convs.0.gn'
     assert 'stripe_rows=None' in str(error.value) and "type='BN'" in str(error.value)
 
 

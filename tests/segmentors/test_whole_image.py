@@ -6,11 +6,10 @@ import copy
 import os.path as osp
 from functools import lru_cache
 
-import mmengine.logging
 import pytest
 import torch
 import torch.nn.functional as F
-from allocations import Allocations
+from allocations import Allocations, group_norm_named
 from archs import TINY
 from dense_helpers import build_model, small_input_env
 from mmengine.config import Config
@@ -138,29 +137,8 @@ def test_equals_mmseg_whole_mode_with_stripes(name):
     assert torch.equal(_predict(whole, x, [sample])[0], _predict(plain, x, [sample])[0])
 
 
-@pytest.fixture
-def warnings_logged(monkeypatch):
-    """The messages the segmentor logs about a head that cannot run in stripes (each once per
-    process: the record of what was logged starts empty)."""
-    logged = []
-    monkeypatch.setattr(stripes, '_LOGGED', set())
-
-    def print_log(msg, **kwargs):
-        if 'cannot run in row stripes' in msg:
-            logged.append(msg)
-    monkeypatch.setattr(mmengine.logging, 'print_log', print_log)
-    return logged
-
-
-def _group_norm_named(model, message):
-    """The module the message names, checked to be a group norm of ``model``."""
-    name = message.split(': ', 1)[1].split(' (GroupNorm)', 1)[0]
-    assert isinstance(model.get_submodule(name), torch.nn.GroupNorm), message
-    return name
-
-
 @pytest.mark.parametrize('name, part', [(UPERNET, 'head'), (SEMFPN, 'head'), (SEMFPN, 'neck')])
-def test_a_group_norm_in_the_stride_4_part_runs_whole_as_mmseg(name, part, warnings_logged):
+def test_a_group_norm_in_the_stride_4_part_runs_whole_as_mmseg(name, part, stripe_warnings):
     """A group norm reads the whole map: in stripes of 3 rows its statistics would be each
     stripe's, and the class map another.  The head runs whole (bit-equal to mmseg, the class
     map equal), logged once with the module's name."""
@@ -170,13 +148,13 @@ def test_a_group_norm_in_the_stride_4_part_runs_whole_as_mmseg(name, part, warni
         assert torch.equal(whole.head_logits(x),
                            plain.decode_head.forward(plain.extract_feat(x)))
     assert torch.equal(_predict(whole, x)[0], _predict(plain, x)[0])
-    assert len(warnings_logged) == 1
-    module = _group_norm_named(whole, warnings_logged[0])
+    assert len(stripe_warnings) == 1
+    module = group_norm_named(whole, stripe_warnings[0])
     assert module.startswith('decode_head' if part == 'head' else 'neck')
-    assert 'runs whole' in warnings_logged[0]
+    assert 'runs whole' in stripe_warnings[0]
 
 
-def test_a_group_norm_head_runs_whole_up_to_whole_head_bytes(monkeypatch, warnings_logged):
+def test_a_group_norm_head_runs_whole_up_to_whole_head_bytes(monkeypatch, stripe_warnings):
     """The thresholds of a head whose norm reads the whole map, at their boundaries: stripes
     that cover the stride-4 map (16 rows) mean no stripes, nothing logged; 15 rows would cut
     it, logged.  Whole, the widest stride-4 map (fpn_bottleneck's input: 4 levels of 16
@@ -188,14 +166,14 @@ def test_a_group_norm_head_runs_whole_up_to_whole_head_bytes(monkeypatch, warnin
     widest = 4 * 16 * 16 * 24 * 8
     monkeypatch.setattr(stripes, 'WHOLE_HEAD_BYTES', widest)
     assert torch.equal(_predict(whole, x)[0], want)
-    assert warnings_logged == []
+    assert stripe_warnings == []
     whole.test_cfg['stripe_rows'] = 15
     assert torch.equal(_predict(whole, x)[0], want)
-    assert len(warnings_logged) == 1
+    assert len(stripe_warnings) == 1
     monkeypatch.setattr(stripes, 'WHOLE_HEAD_BYTES', widest - 1)
     with pytest.raises(ValueError) as error:
         _predict(whole, x)
-    assert _group_norm_named(whole, str(error.value)) == 'decode_head.fpn_bottleneck.gn'
+    assert group_norm_named(whole, str(error.value)) == 'decode_head.fpn_bottleneck.gn'
     assert 'stripe_rows=None' in str(error.value) and "type='BN'" in str(error.value)
     whole.test_cfg['stripe_rows'] = None  # the fix the message names: whole, asked for
     assert torch.equal(_predict(whole, x)[0], want)
