@@ -25,6 +25,9 @@ from .diffusion import fast_grid_diffusion
 from .infsa import fast_pure_infsa
 from .nala import fast_nala_attention
 from .soft import fast_soft_attention
+from .row_stripes import per_pixel
+from .stripe import Stripe, Stripes
 
 __all__ = ['dispatch', 'policy', 'decide_once', 'fast_soft_attention', 'fast_nala_attention',
-           'fast_linear_attention', 'fast_grid_diffusion', 'fast_pure_infsa']
+           'fast_linear_attention', 'fast_grid_diffusion', 'fast_pure_infsa', 'per_pixel',
+           'Stripe', 'Stripes']
