@@ -132,9 +132,9 @@ def stripe_warnings(monkeypatch):
     in row stripes (each once per process: the record of what was logged starts empty)."""
     import mmengine.logging
 
-    from mmlinattn.models.segmentors import stripes
+    from mmlinattn.models import striped
     logged = []
-    monkeypatch.setattr(stripes, '_LOGGED', set())
+    monkeypatch.setattr(striped, '_LOGGED', set())
 
     def print_log(msg, **kwargs):
         if 'cannot run in row stripes' in msg:

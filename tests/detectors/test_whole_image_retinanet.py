@@ -16,7 +16,7 @@ from mmengine.config import Config
 from mmengine.registry import DefaultScope
 from repo_paths import ROOT
 
-from mmlinattn.models.segmentors import stripes
+from mmlinattn.models import striped
 
 CONFIG = 'retinanet_ldn_small_1x.py'
 GN = dict(type='GN', num_groups=4, requires_grad=True)
@@ -147,13 +147,13 @@ def test_a_group_norm_head_runs_whole_up_to_whole_head_bytes(monkeypatch, stripe
     x = torch.randn(1, 3, 96, 160)
     want = _predict(plain, x)
     widest = 9 * 5 * 12 * 20 * 4
-    monkeypatch.setattr(stripes, 'WHOLE_HEAD_BYTES', widest)
+    monkeypatch.setattr(striped, 'WHOLE_HEAD_BYTES', widest)
     for rows, logged in ((12, 0), (11, 1)):
         whole.bbox_head.test_cfg['stripe_rows'] = rows
         got = _predict(whole, x)
         assert all(torch.equal(r, g) for r, g in zip(want, got))
         assert len(stripe_warnings) == logged
-    monkeypatch.setattr(stripes, 'WHOLE_HEAD_BYTES', widest - 1)
+    monkeypatch.setattr(striped, 'WHOLE_HEAD_BYTES', widest - 1)
     with pytest.raises(ValueError) as error:
         _predict(whole, x)
     assert group_norm_named(whole, str(error.value)) == 'bbox_head.cls_convs.0.gn'

@@ -16,9 +16,9 @@ from mmengine.config import Config
 from mmengine.registry import DefaultScope
 from repo_paths import ROOT
 
-from mmlinattn.models.segmentors import stripes
-from mmlinattn.models.segmentors.stripes import (Conv, Full, Resize, conv_halo, materialize,
-                                                 running_argmax)
+from mmlinattn.models import striped
+from mmlinattn.models.segmentors.stripes import Conv, Full, Resize, materialize, running_argmax
+from mmlinattn.models.striped import conv_halo
 
 UPERNET = 'upernet_ldn_small_ade20k_160k.py'
 SEMFPN = 'semfpn_ldn_small_ade20k_40k.py'
@@ -164,13 +164,13 @@ def test_a_group_norm_head_runs_whole_up_to_whole_head_bytes(monkeypatch, stripe
     x = torch.randn(1, 3, 64, 96, dtype=torch.float64)
     want = _predict(plain, x)[0]
     widest = 4 * 16 * 16 * 24 * 8
-    monkeypatch.setattr(stripes, 'WHOLE_HEAD_BYTES', widest)
+    monkeypatch.setattr(striped, 'WHOLE_HEAD_BYTES', widest)
     assert torch.equal(_predict(whole, x)[0], want)
     assert stripe_warnings == []
     whole.test_cfg['stripe_rows'] = 15
     assert torch.equal(_predict(whole, x)[0], want)
     assert len(stripe_warnings) == 1
-    monkeypatch.setattr(stripes, 'WHOLE_HEAD_BYTES', widest - 1)
+    monkeypatch.setattr(striped, 'WHOLE_HEAD_BYTES', widest - 1)
     with pytest.raises(ValueError) as error:
         _predict(whole, x)
     assert group_norm_named(whole, str(error.value)) == 'decode_head.fpn_bottleneck.gn'

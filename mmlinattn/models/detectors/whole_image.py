@@ -15,8 +15,9 @@ import torch
 import torch.nn as nn
 from torch import Tensor
 
+from ...kernels import Stripes
 from ..mixins import lazy_attributes, mixed_class
-from ..segmentors.stripes import conv_halo, head_runs_whole, stripe_rows_of, widest_channels
+from ..striped import conv_halo, head_runs_whole, stripe_rows_of, widest_channels
 
 
 def whole_image_retinanet() -> type:
@@ -46,11 +47,11 @@ class WholeImageDetection:
 
     A head whose convolution stacks hold a norm that reads more than a row of the level (mmdet's
     ``norm_cfg=dict(type='GN', ...)``, a batch norm in training mode, any other norm:
-    :func:`~mmlinattn.kernels.row_stripes.per_pixel`) would score other anchors on a stripe
+    :func:`~mmlinattn.kernels.per_pixel`) would score other anchors on a stripe
     than on the whole level: it runs as mmdet runs it (all levels whole, the batch together),
     with a warning logged once naming the module and its norm where stripes would have
     applied; where its widest map (the finest level at the head's widest convolution) whole
-    would pass :data:`~mmlinattn.models.segmentors.stripes.WHOLE_HEAD_BYTES` (1 GiB),
+    would pass :data:`~mmlinattn.models.striped.WHOLE_HEAD_BYTES` (1 GiB),
     ``predict`` raises instead, naming the module and the fixes.  The detections are mmdet's,
     or there are none.
 
@@ -116,24 +117,22 @@ class WholeImageDetection:
         best: ``(scores, labels, bbox_preds, priors)``, the stripes' filtered sets joined."""
         head = self.bbox_head
         height, width = feat.shape[-2:]
-        rows = height if stripe_rows is None else stripe_rows
-        halo = _head_halo(head)
+        stripes = Stripes(height if stripe_rows is None else stripe_rows, _head_halo(head))
         anchors, dim = head.num_base_priors, head.bbox_coder.encode_size
         nms_pre, score_thr = cfg.get('nms_pre', -1), cfg.get('score_thr', 0)
         parts = []
-        for a in range(0, height, rows):
-            b = min(height, a + rows)
-            s, e = max(0, a - halo), min(height, b + halo)
-            cls_score, bbox_pred = head.forward_single(feat[:, :, s:e])
-            cls_score = cls_score[0, :, a - s:b - s].permute(1, 2, 0)
+        for stripe in stripes.over(height):
+            cls_score, bbox_pred = head.forward_single(
+                feat[:, :, stripe.read_start:stripe.read_stop])
+            cls_score = cls_score[0, :, stripe.keep].permute(1, 2, 0)
             cls_score = cls_score.reshape(-1, head.cls_out_channels)
-            bbox_pred = bbox_pred[0, :, a - s:b - s].permute(1, 2, 0).reshape(-1, dim)
+            bbox_pred = bbox_pred[0, :, stripe.keep].permute(1, 2, 0).reshape(-1, dim)
             stripe_scores = cls_score.sigmoid() if head.use_sigmoid_cls else \
                 cls_score.softmax(-1)[:, :-1]
             del cls_score
             keep = nms_pre if nms_pre > 0 else stripe_scores.numel()
             got, got_labels, idx = _best_scores(stripe_scores, score_thr, keep)
-            first = a * width * anchors  # the stripe's first anchor in the level's order
+            first = stripe.start * width * anchors  # the stripe's first anchor in the level's order
             parts.append((got, got_labels, bbox_pred[idx], priors[first + idx]))
         return [torch.cat(t) for t in zip(*parts)]
 

@@ -13,7 +13,8 @@ from typing import List, Optional
 import torch.nn.functional as F
 from torch import Tensor
 
-from .stripes import Cat, Conv, Full, Resize, RowMap, Sum, conv_halo
+from ..striped import conv_halo
+from .stripes import Cat, Conv, Full, Resize, RowMap, Sum
 
 
 def _resize(x: Tensor, size, mode='bilinear', align_corners=None) -> Tensor:

@@ -14,9 +14,9 @@ from mmengine.structures import PixelData
 from torch import Tensor
 
 from ..mixins import lazy_attributes, mixed_class
+from ..striped import head_runs_whole, stripe_rows_of, widest_channels
 from .heads import fpn_head_graph, fpn_neck_graphs, uper_head_graph
-from .stripes import (head_runs_whole, materialize, running_argmax, stripe_rows_of,
-                      striped_modules, widest_channels)
+from .stripes import materialize, running_argmax, striped_modules
 
 
 def whole_image_encoder_decoder() -> type:
@@ -43,13 +43,13 @@ class WholeImageInference:
 
     A module of that stride-4 part whose norm reads more than a row of the map (a group or
     instance norm, a batch norm in training mode or without running statistics, a layer norm
-    over more than one dimension, any other norm: :func:`~mmlinattn.kernels.row_stripes.
-    per_pixel`) would give other logits on a stripe than on the whole map.  Such a head runs
-    whole, as mmseg runs it, with a warning logged once naming the module and its norm; where
-    its widest stride-4 map whole would pass :data:`.stripes.WHOLE_HEAD_BYTES` (1 GiB),
-    ``predict`` raises instead, naming the module and the fixes (a batch norm in eval mode or
-    no norm in the head, or ``stripe_rows=None``).  The class map is mmseg's, or there is
-    none.
+    over more than one dimension, any other norm: :func:`~mmlinattn.kernels.per_pixel`)
+    would give other logits on a stripe than on the whole map.  Such a head runs whole, as
+    mmseg runs it, with a warning logged once naming the module and its norm; where its
+    widest stride-4 map whole would pass :data:`~mmlinattn.models.striped.WHOLE_HEAD_BYTES`
+    (1 GiB), ``predict`` raises instead, naming the module and the fixes (a batch norm in
+    eval mode or no norm in the head, or ``stripe_rows=None``).  The class map is mmseg's,
+    or there is none.
 
     ``predict`` returns ``pred_sem_seg`` exactly as ``EncoderDecoder.predict`` does (padding
     removed, flip undone, resized to ``ori_shape``); ``seg_logits``, which would be the full-size
