@@ -21,6 +21,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from ..models.layers.branch import Branch
 from ..models.layers.infsa_attention import LinearInfSA, PureInfSA
 from ..ops.infsa import infsa_attention_matrix, linear_infsa_weights
 
@@ -136,8 +137,8 @@ def capture_mixer_inputs(model: nn.Module, x: torch.Tensor,
                          types: Tuple[type, ...] = (LinearInfSA, PureInfSA),
                          method: str = 'forward') -> List[dict]:
     """Run ``model(x)`` (no grad) and return, in call order, one record per call of
-    ``method`` of a mixer of ``types`` (default: InfSA; for ``'forward'`` of a mixer behind
-    the residual seam, its ``residual_parts``, which both its forward and the seam call):
+    ``method`` of a mixer of ``types`` (default: InfSA; for ``'forward'`` of a branch whose
+    residual the seam fuses, its ``hidden``, which the seam calls instead):
     ``name``, ``module``, its input ``x`` (tokens (B, N, C) or a map; after the ``norm`` it
     was handed, if any), its ``grid``
     (a :class:`~mmlinattn.models.layers.token_grid.TokenGrid`), the grid's ``hw`` and, for
@@ -162,8 +163,8 @@ def capture_mixer_inputs(model: nn.Module, x: torch.Tensor,
     # an instance attribute shadows the method for this run only
     for m in model.modules():
         if isinstance(m, types):
-            name = ('residual_parts' if method == 'forward' and hasattr(m, 'residual_parts')
-                    else method)
+            name = ('hidden' if method == 'forward' and isinstance(m, Branch)
+                    and m.fused_residual else method)
             setattr(m, name, recorder(m, getattr(m, name)))
             patched.append((m, name))
     try:

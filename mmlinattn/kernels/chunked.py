@@ -30,9 +30,14 @@ __all__ = ['fast_linear_attention', 'chunked_linear_attention', 'triton_allowed'
            'query_side_given_sums', 'linear_attention_features']
 
 
-#: a newer torch tells a legacy-vmap batched gradient apart; torch 2.1 cannot (a vectorised
-#: Jacobian through this backward then stops with torch's missing-batching-rule error)
-_legacy_batched = getattr(torch._C._functorch, 'is_legacy_batchedtensor', lambda t: False)
+# a newer torch tells a legacy-vmap batched gradient apart (torch has no public name for it);
+# torch 2.1 cannot (a vectorised Jacobian through this backward then stops with torch's
+# missing-batching-rule error)
+try:
+    from torch._C._functorch import is_legacy_batchedtensor as _legacy_batched
+except ImportError:  # torch 2.1
+    def _legacy_batched(t: torch.Tensor) -> bool:
+        return False
 
 
 def _elu_plus_one_no_grad(x: torch.Tensor) -> torch.Tensor:

@@ -26,6 +26,7 @@ forms just below it.  Every question asked during a backbone's forward answers f
 context; a call outside such a forward (an op called directly) reads a context at call time.  The sizes are
 module attributes read at call time (a test or a user may change them).
 """
+import contextvars
 import enum
 import functools
 import importlib.util
@@ -151,15 +152,24 @@ def read_context(device: Optional[str] = None) -> CallContext:
                        not graph and torch.backends.mkldnn.enabled, device, {})
 
 
-#: the context of the backbone forward that runs (:func:`decide_once`); None outside one
-_CONTEXT: Optional[CallContext] = None
+#: the context of the backbone forward that runs (:func:`decide_once`); None outside one.  A
+#: context variable, not a module global: each thread (a backward's, a data loader's) and
+#: each asyncio task sees its own
+_CONTEXT: contextvars.ContextVar = contextvars.ContextVar('mmlinattn_call_context',
+                                                          default=None)
+
+
+def _running() -> Optional[CallContext]:
+    """The running forward's context (None outside one, and inside a traced graph, whose
+    tracer reads no context variable)."""
+    return None if traced() else _CONTEXT.get()
 
 
 def decide_once(forward: Callable, *args, **kwargs):
     """``forward(*args, **kwargs)`` in one :class:`CallContext`, built at its start, for every
     question asked during it (a nested call keeps the outer context).  Traced, nothing is
     stored: the graph is built from what the questions answered while tracing."""
-    if _CONTEXT is not None or traced():
+    if traced() or _CONTEXT.get() is not None:
         return forward(*args, **kwargs)
     device = next((a.device.type for a in args if isinstance(a, torch.Tensor)), None)
     return run_in(read_context(device), forward, *args, **kwargs)
@@ -170,22 +180,20 @@ def run_in(ctx: CallContext, fn: Callable, *args, **kwargs):
     the backward, the context of the forward whose ops it recomputes (activation
     checkpointing, :mod:`.recompute`), so the recomputation takes the forward's paths.
     Nothing is stored where a context is running already, or for a traced one."""
-    global _CONTEXT
-    if _CONTEXT is not None or ctx.traced:
+    if ctx.traced or _CONTEXT.get() is not None:
         return fn(*args, **kwargs)
-    _CONTEXT = ctx
+    token = _CONTEXT.set(ctx)
     try:
         return fn(*args, **kwargs)
     finally:
-        _CONTEXT = None
+        _CONTEXT.reset(token)
 
 
 def context() -> CallContext:
     """The running forward's :class:`CallContext`; outside one, or inside a graph traced
     within it (a compiled sub-module), one read now."""
-    if _CONTEXT is None or traced():
-        return read_context()
-    return _CONTEXT
+    ctx = _running()
+    return read_context() if ctx is None else ctx
 
 
 def plain_unavailable(ctx: CallContext) -> Optional[str]:
@@ -213,15 +221,17 @@ def _says_off(var: str) -> bool:
 
 def switched_off(var: str) -> bool:
     """Whether the switch ``var`` says off (``0``, ``false``, ``no``, ``off``)."""
-    if _CONTEXT is not None and var in SWITCHES and var != KERNELS_ENV:
-        return var in _CONTEXT.off
+    ctx = _running()
+    if ctx is not None and var in SWITCHES and var != KERNELS_ENV:
+        return var in ctx.off
     return _says_off(var)
 
 
 def plain() -> bool:
     """``MMLINATTN_KERNELS=plain``: no fast form runs."""
-    if _CONTEXT is not None:
-        return _CONTEXT.plain
+    ctx = _running()
+    if ctx is not None:
+        return ctx.plain
     return _env_plain()
 
 

@@ -3,8 +3,10 @@
 A block writes each residual step as ``x = residual_step(x, branch, grid, norm, gamma,
 drop_path)``, which is ``x + drop_path(gamma * branch(norm(x), grid))``, and a block of
 parallel branches (LDN) writes ``parallel_residual(x, steps, grid, extra, drop_path)``.
-A branch that ends in a linear (a mixer's output projection, an FFN's fc2) tells the seam
-what the fused forms need through :class:`ResidualBranch`; behind the seam
+A branch is a :class:`~mmlinattn.models.layers.branch.Branch`: the interface the seam reads
+(``hidden``, ``out_proj``, ``out_drop``, ``fused_residual``; for row stripes ``row_halo``,
+``summary_passes``, ``summary_rows``, ``finish_summary``, ``row_align``, ``stripe_width``) is
+declared there, once; this wing only runs it.  Behind the seam
 
 * in inference the LayerScale and the residual sum go into that linear's GEMM, which
   accumulates into a copy of ``x`` (:func:`residual_linear`, :func:`accumulate_linears`);
@@ -14,10 +16,11 @@ what the fused forms need through :class:`ResidualBranch`; behind the seam
   linear (activation checkpointing: only the tail's input is kept).
 
 Each fused form equals its two-step form up to rounding, and is that form wherever
-:mod:`.policy` rules it out.  A branch without the protocol, or with a forward hook (which
-expects the module to be called), is called as ``branch(norm(x), grid)``.
+:mod:`.policy` rules it out.  A branch whose output is not its output linear's token by token
+(``fused_residual`` False), or with a forward hook (which expects the module to be called),
+is called as ``branch(norm(x), grid)``.
 """
-from typing import Callable, Optional, Sequence, Tuple
+from typing import Callable, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 import torch.nn as nn
@@ -31,101 +34,58 @@ from .recompute import recompute_in_backward, recomputes
 from .row_stripes import accumulate_striped, mixer_stripes, row_striped, summarize
 
 
-class ResidualBranch(nn.Module):
-    """A branch that ends in a linear (a mixer's output projection, an FFN's fc2), as the seam
-    sees it; the protocol is written here once.
-
-    A subclass names the linear and the dropout after it (``out_proj_name``;
-    ``out_drop_name``, None for none) and writes ``residual_parts(x, grid, norm)`` ->
-    ``(h, tail)``: with ``tail`` None, ``h`` is the linear's input computed from ``norm(x)``
-    (``x`` for no norm; the branch may keep ``x`` instead of ``norm(x)`` for its backward,
-    :func:`normed_linears`); otherwise the linear's input is ``tail(h)``, recomputed in the
-    backward.  Its plain ``forward(x, grid)`` is :func:`branch_output`.
-    """
-    out_proj_name: str = 'proj'
-    out_drop_name: Optional[str] = None
-    #: rows of the token grid either side of a token that the branch reads: None for a global
-    #: mixer; a number for a local branch, which inference may then run in row stripes
-    #: (:mod:`.row_stripes`), or for a ``two_pass`` mixer's second pass
-    row_halo: Optional[int] = None
-    #: a global mixer that reads the other tokens only through a summary of fixed size, and
-    #: so runs in two passes over row stripes (:mod:`.row_stripes`): it writes
-    #: ``summary_rows(x_rows, grid_rows, norm, state)`` (a tensor, that stripe's additive
-    #: part, or a list of pieces that are concatenated; ``state`` None in the first of its
-    #: ``summary_passes``, then what ``finish_summary`` made of the pass before) and takes
-    #: ``residual_parts(x_rows, grid_rows, norm, summary=finish_summary(...))``; stripes
-    #: start at multiples of its ``row_align``, if it has one
-    two_pass: bool = False
-
-    @property
-    def out_proj(self) -> nn.Linear:
-        return getattr(self, self.out_proj_name)
-
-    @property
-    def out_drop(self) -> Optional[nn.Module]:
-        return None if self.out_drop_name is None else getattr(self, self.out_drop_name)
-
-    def forward(self, x: torch.Tensor, grid=None) -> torch.Tensor:
-        """The branch alone (no residual): ``out_drop(out_proj(...))`` of ``x`` on ``grid``."""
-        return branch_output(self, x, grid)
-
-    def residual_parts(self, x: torch.Tensor, grid, norm: Optional[nn.Module]
-                       ) -> Tuple[torch.Tensor, Optional[Callable]]:
-        raise NotImplementedError
-
-    def finish_summary(self, total: torch.Tensor, x: torch.Tensor, grid, state=None):
-        """A ``two_pass`` mixer's summary from the sum of its parts over all rows of ``x``:
-        ``(total, count)``, ``count`` the token count or each image's valid-token count (a
-        mean over the keys is the sum over the count)."""
-        valid = grid.valid_tokens(x)
-        return total, x.shape[1] if valid is None else valid.sum(-1)
+class Step(NamedTuple):
+    """A step of :func:`hidden_chain`: ``fn(h)``; with ``conv`` (the conv ``fn`` runs) also
+    ``fn(h, act=act)``, the activation after it in the conv's epilogue."""
+    fn: Callable
+    conv: Optional[nn.Module] = None
 
 
 def hidden_chain(x: torch.Tensor, norm: Optional[nn.Module], first: nn.Linear,
-                 steps: Sequence[Callable], drop: nn.Module, recompute: str = 'none'
+                 steps: Sequence[Step], drop: nn.Module, recompute: str = 'none'
                  ) -> Tuple[torch.Tensor, Optional[Callable]]:
     """A branch's plain forward ``drop(steps(first(norm(x))))`` up to its output linear,
-    composed with the fast forms, as :meth:`ResidualBranch.residual_parts` answers:
+    composed with the fast forms, as a branch's ``hidden`` answers (``(h, tail)``):
 
     * a GELU right after ``first`` in ``first``'s oneDNN epilogue (:func:`.onednn.linear_act`);
     * else ``first(norm(x))`` through :func:`normed_linears`, and in eager training with
       ``recompute`` (``'last'``: the last step; ``'all'``: every step) the steps handed to
       the seam as the tail it recomputes in the backward;
     * a GELU right after a step with an ``epilogue`` (its conv) in that conv's epilogue: the
-      step is called as ``step(h, act=gelu)`` (:func:`.onednn.fused_gelu`).
+      step is called as ``step.fn(h, act=gelu)`` (:func:`.onednn.fused_gelu`).
     """
     steps = list(steps)
-    if steps and fused_gelu(steps[0], x, first) is not None:
-        h = linear_act(x if norm is None else norm(x), first, steps.pop(0))
+    if steps and fused_gelu(steps[0].fn, x, first) is not None:
+        h = linear_act(x if norm is None else norm(x), first, steps.pop(0).fn)
     else:
         h = apply_linear(x, first) if norm is None else normed_linears(norm, x, first)[0]
         if recompute != 'none' and recomputes(h):
             keep = len(steps) - 1 if recompute == 'last' else 0
-            for step in steps[:keep]:
-                h = step(h)
+            h = _run_steps(steps[:keep], h)
             return h, lambda t: drop(_run_steps(steps[keep:], t))
     # each step rebinds h, so a step's input is freed before the next step runs (in
     # inference at most two hidden-size tensors are alive)
     i = 0
     while i < len(steps):
-        conv = getattr(steps[i], 'epilogue', None)
-        act = steps[i + 1] if i + 1 < len(steps) else None
+        conv = steps[i].conv
+        act = steps[i + 1].fn if i + 1 < len(steps) else None
         if conv is not None and act is not None and fused_gelu(act, h, conv) is not None:
-            h, i = steps[i](h, act=act), i + 2
+            h, i = steps[i].fn(h, act=act), i + 2
         else:
-            h, i = steps[i](h), i + 1
+            h, i = steps[i].fn(h), i + 1
     return drop(h), None
 
 
-def _run_steps(steps: Sequence[Callable], t: torch.Tensor) -> torch.Tensor:
+def _run_steps(steps: Sequence[Step], t: torch.Tensor) -> torch.Tensor:
     for step in steps:
-        t = step(t)
+        t = step.fn(t)
     return t
 
 
-def branch_output(branch: ResidualBranch, x: torch.Tensor, grid) -> torch.Tensor:
-    """``branch(x, grid)`` without a residual: ``out_drop(out_proj(...))``."""
-    h, tail = branch.residual_parts(x, grid, None)
+def branch_output(branch: nn.Module, x: torch.Tensor, grid) -> torch.Tensor:
+    """``branch(x, grid)`` without a residual, through the fast forms of its ``hidden``:
+    ``out_drop(out_proj(...))``."""
+    h, tail = branch.hidden(x, grid, None)
     if tail is None:
         y = branch.out_proj(h)
     else:
@@ -137,7 +97,7 @@ def residual_step(x: torch.Tensor, branch: nn.Module, grid, norm: Optional[nn.Mo
                   gamma: Optional[torch.Tensor] = None, drop_path: Optional[nn.Module] = None,
                   shortcut: Optional[torch.Tensor] = None, owned: bool = False) -> torch.Tensor:
     """``x + drop_path(gamma * branch(norm(x), grid))`` (``norm``, the LayerScale ``gamma``
-    and ``drop_path`` optional), through the fused forms for a :class:`ResidualBranch`;
+    and ``drop_path`` optional), through the fused forms of ``branch`` (a ``Branch``);
     ``shortcut``: the stream the branch is added to when it is not ``x`` itself.  ``owned``:
     the caller made ``x`` and reads it no more, so a branch in row stripes
     (:mod:`.row_stripes`) may write the sum into it (one token-sized tensor fewer)."""
@@ -153,20 +113,20 @@ def parallel_residual(x: torch.Tensor, steps: Sequence[Tuple[nn.Module, Optional
     """``x + extra() + sum_i drop_path(gamma_i * branch_i(norm_i(x), grid))`` for ``steps``
     of ``(branch_i, norm_i, gamma_i)`` that all read the same ``x``; ``extra`` optional: a
     term of its own (with the parameters ``extra_params``).  In eager inference, with every
-    branch a :class:`ResidualBranch`, the branches' linears accumulate into one copy of
+    branch's residual fused (``fused_residual``), the branches' linears accumulate into one copy of
     ``x + extra()`` by their GEMMs (:func:`accumulate_linears`); ``extra`` then runs after
     the branches (none of its output is held while they run), in training first."""
     tensors = [t for branch, norm, gamma in steps
                for t in (*branch.parameters(), *(norm.parameters() if norm else ()),
                          *((gamma, ) if gamma is not None else ()))]
-    if (all(hasattr(b, 'residual_parts') and not b.training and not hooked(b)
-            for b, _, _ in steps) and eager_inference(x, *tensors, *extra_params)):
+    if (all(b.fused_residual and not b.training and not hooked(b) for b, _, _ in steps)
+            and eager_inference(x, *tensors, *extra_params)):
         terms, striped = [], []
         for branch, norm, gamma in steps:
             if row_striped(branch, x, grid):  # added stripe by stripe, below
                 striped.append((branch, norm, gamma))
                 continue
-            h, _ = branch.residual_parts(x, grid, norm)
+            h, _ = branch.hidden(x, grid, norm)
             terms.append((branch.out_proj, h, gamma))
         out = extra().add_(x) if extra is not None else x.clone(
             memory_format=torch.contiguous_format)
@@ -186,8 +146,8 @@ def _residual(shortcut: torch.Tensor, branch: nn.Module, x: torch.Tensor, grid,
               drop_path: Optional[nn.Module], owned: bool = False) -> torch.Tensor:
     """``shortcut + drop_path(gamma * branch(norm(x), grid))``; ``owned``: ``shortcut`` is
     ``x`` and the caller's to overwrite."""
-    if not hasattr(branch, 'residual_parts') or hooked(branch):  # a hook expects a call
-        if mixer_stripes(branch, x, grid):  # a pooling mixer: its output from the summary
+    if not branch.fused_residual or hooked(branch):  # a hook expects a call
+        if mixer_stripes(branch, x, grid):  # one vector per image: from the summary
             y = branch.from_summary(summarize(branch, x, grid, norm), x)
         else:
             y = branch(x if norm is None else norm(x), grid)
@@ -196,7 +156,7 @@ def _residual(shortcut: torch.Tensor, branch: nn.Module, x: torch.Tensor, grid,
         out = shortcut if owned and shortcut.is_contiguous() else \
             shortcut.clone(memory_format=torch.contiguous_format)
         return accumulate_striped(out, branch, x, grid, norm, gamma, residual_linear)
-    h, tail = branch.residual_parts(x, grid, norm)
+    h, tail = branch.hidden(x, grid, norm)
     linear, drop = branch.out_proj, branch.out_drop
     if tail is None:
         return residual_branch(shortcut, linear, h, gamma, drop_path, drop, branch.training)

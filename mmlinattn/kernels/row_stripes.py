@@ -19,27 +19,28 @@ stripe at a time (five token-sized tensors on an 8192² image's stage 1 otherwis
 Either way the result equals the whole-map branch up to rounding (the GEMMs on fewer rows
 and the sums over stripes may order their sums differently).
 
-A branch takes part by a ``row_halo`` attribute (:class:`~.residual.ResidualBranch`: None, a
-global mixer, by default) and, for a global mixer, the two-pass protocol
-(:class:`~.residual.ResidualBranch` ``two_pass``).
+A branch takes part through the interface of
+:class:`~mmlinattn.models.layers.branch.Branch`: a local branch by its ``row_halo``, a global
+mixer by its ``summary_passes`` (with ``summary_rows`` / ``finish_summary``); the stripes are
+:class:`.stripe.Stripes`.
 """
 import math
-from typing import Callable, Iterator, Tuple
+from typing import Callable
 
 import torch
 import torch.nn as nn
 
 from . import policy
 from .dispatch import fast_form
+from .stripe import Stripes
 
 
 @fast_form('FFN row stripes', policy.eager_unavailable)
 def ffn_stripes(branch: nn.Module, x: torch.Tensor, grid) -> bool:
-    """``branch`` (with its ``row_halo``) runs in row stripes of ``grid`` on the tokens ``x``:
-    eager inference, one token per grid cell, a hidden tensor above
+    """The local ``branch`` (its ``row_halo`` not None) runs in row stripes of ``grid`` on the
+    tokens ``x``: eager inference, one token per grid cell, a hidden tensor above
     :data:`.policy.STRIPE_HIDDEN_BYTES`, and more than one stripe."""
-    if getattr(branch, 'row_halo', None) is None or getattr(branch, 'two_pass', False) \
-            or x.dim() != 3:
+    if branch.row_halo is None or branch.summary_passes or x.dim() != 3:
         return False
     return (x.shape[0] * x.shape[1] * branch.out_proj.in_features * x.element_size()
             > policy.STRIPE_HIDDEN_BYTES and _stripable(branch, x, grid))
@@ -47,22 +48,21 @@ def ffn_stripes(branch: nn.Module, x: torch.Tensor, grid) -> bool:
 
 @fast_form('global mixer in two passes over row stripes', policy.eager_unavailable)
 def mixer_stripes(branch: nn.Module, x: torch.Tensor, grid) -> bool:
-    """The global mixer ``branch`` (``two_pass``) runs in two passes over row stripes of
+    """The global mixer ``branch`` (``summary_passes``) runs in passes over row stripes of
     ``grid``: eager inference, one token per grid cell, a token map ``x`` above
     :data:`.policy.STRIPE_MAP_BYTES`, and more than one stripe."""
-    return (getattr(branch, 'two_pass', False)
+    return (branch.summary_passes > 0
             and x.numel() * x.element_size() > policy.STRIPE_MAP_BYTES
             and _stripable(branch, x, grid))
 
 
 def _stripable(branch: nn.Module, x: torch.Tensor, grid) -> bool:
-    halo = getattr(branch, 'row_halo', None)
     # a hook on the branch or a layer in it expects that module to be called whole
-    if halo is None or grid is None or branch.training or \
+    if branch.row_halo is None or grid is None or branch.training or \
             policy.hooked(*branch.modules()):
         return False
     return (x.dim() == 3 and x.shape[1] == grid.num_tokens
-            and stripe_rows(branch, x, grid) + 2 * halo < grid.hw[0]
+            and branch_stripes(branch, x, grid).split(grid.hw[0])
             and policy.eager_inference(x, *branch.parameters()))
 
 
@@ -71,35 +71,30 @@ def row_striped(branch: nn.Module, x: torch.Tensor, grid) -> bool:
     return ffn_stripes(branch, x, grid) or mixer_stripes(branch, x, grid)
 
 
-def stripe_rows(branch: nn.Module, x: torch.Tensor, grid) -> int:
-    """Rows per stripe: about :data:`.policy.STRIPE_TARGET_BYTES` of the branch's widest
-    per-token tensor (its ``stripe_width``, else its output linear's input) on the CPU,
-    :data:`.policy.DEVICE_STRIPE_TARGET_BYTES` elsewhere; at least one."""
+def branch_stripes(branch: nn.Module, x: torch.Tensor, grid) -> Stripes:
+    """The branch's stripes: its ``row_halo`` and ``row_align``, and rows of about
+    :data:`.policy.STRIPE_TARGET_BYTES` of its widest per-token tensor (``stripe_width``
+    channels) on the CPU, :data:`.policy.DEVICE_STRIPE_TARGET_BYTES` elsewhere."""
     target = policy.STRIPE_TARGET_BYTES if x.device.type == 'cpu' else \
         policy.DEVICE_STRIPE_TARGET_BYTES
-    width = getattr(branch, 'stripe_width', None) or branch.out_proj.in_features
-    rows = max(1, target // (x.shape[0] * grid.hw[1] * width * x.element_size()))
-    align = getattr(branch, 'row_align', 1)  # stripes start at multiples of it
-    return -(-rows // align) * align
+    rows = target // (x.shape[0] * grid.hw[1] * branch.stripe_width * x.element_size())
+    return Stripes(rows, branch.row_halo, branch.row_align)
 
 
-def stripes(height: int, rows: int, halo: int) -> Iterator[Tuple[int, int, int, int]]:
-    """``(a, b, s, e)`` for the stripes ``[a, b)`` of ``rows`` rows over ``height`` and
-    their rows with the halo, ``[s, e)``."""
-    for a in range(0, height, rows):
-        b = min(height, a + rows)
-        yield a, b, max(0, a - halo), min(height, b + halo)
+def stripe_rows(branch: nn.Module, x: torch.Tensor, grid) -> int:
+    """Rows per stripe of :func:`branch_stripes`."""
+    return branch_stripes(branch, x, grid).step
 
 
-def summarize(branch: nn.Module, x: torch.Tensor, grid, norm, rows: int = 0):
-    """The summary passes of a two-pass mixer (``summary_passes`` of them, one by default):
-    each adds the branch's summary parts over the stripes (no halo: a part is per token) and
-    has the branch finish them into the state the next pass (or the output) reads."""
-    rows = rows or stripe_rows(branch, x, grid)
+def summarize(branch: nn.Module, x: torch.Tensor, grid, norm, cut: Stripes = None):
+    """The summary passes of a global mixer (``summary_passes`` of them): each adds the
+    branch's summary parts over the stripes (no halo: a part is per token) and has the branch
+    finish them into the state the next pass (or the output) reads."""
+    cut = (cut or branch_stripes(branch, x, grid))._replace(halo=0)
     width, state = grid.hw[1], None
-    for _ in range(getattr(branch, 'summary_passes', 1)):
+    for _ in range(branch.summary_passes):
         total = None
-        for a, b, _, _ in stripes(grid.hw[0], rows, 0):
+        for a, b, _, _ in cut.over(grid.hw[0]):
             part = branch.summary_rows(x[:, a * width:b * width], grid.rows(a, b), norm, state)
             # a tensor is added; a list of pieces (rows of a map) concatenated
             total = part if total is None else \
@@ -119,17 +114,15 @@ def accumulate_striped(out: torch.Tensor, branch: nn.Module, x: torch.Tensor, gr
     copy kept before the stripe above was written."""
     height, width = grid.hw
     halo, linear = branch.row_halo, branch.out_proj
-    rows = stripe_rows(branch, x, grid)
-    extra = {}
-    if getattr(branch, 'two_pass', False):
-        extra['summary'] = summarize(branch, x, grid, norm, rows)
+    cut = branch_stripes(branch, x, grid)
+    summary = summarize(branch, x, grid, norm, cut) if branch.summary_passes else None
     in_place, above = out.data_ptr() == x.data_ptr(), None
-    for a, b, s, e in stripes(height, rows, halo):
+    for a, b, s, e in cut.over(height):
         if above is None:
             x_rows = x[:, s * width:e * width].contiguous()
         else:  # rows [s, a) were overwritten: their input from the copy
             x_rows = torch.cat([above, x[:, a * width:e * width]], dim=1)
-        h, _ = branch.residual_parts(x_rows, grid.rows(s, e), norm, **extra)
+        h, _ = branch.hidden(x_rows, grid.rows(s, e), norm, summary)
         h = h[:, (a - s) * width:(b - s) * width]
         if in_place and halo and b < height:  # the next stripe's halo above, still unwritten
             above = x_rows[:, (max(0, b - halo) - s) * width:(b - s) * width].clone()
@@ -204,7 +197,7 @@ def per_pixel_rows(fn: Callable, x: torch.Tensor, grid, modules) -> torch.Tensor
         return fn(x, grid).contiguous()
     rows = max(1, policy.STRIPE_TARGET_BYTES // (x[:, :, :1].numel() * x.element_size()))
     out = None
-    for a, b, _, _ in stripes(x.shape[-2], rows, 0):
+    for a, b, _, _ in Stripes(rows).over(x.shape[-2]):
         part = fn(x[:, :, a:b], grid.rows(a, b))
         if out is None:
             out = part.new_empty(part.shape[:2] + x.shape[-2:])
@@ -246,7 +239,7 @@ def striped_stem(stem: nn.Module, x: torch.Tensor, grid):
     margin = -(-_stem_margin(stem) // total)
     rows = _stem_rows(stem, x)
     out = None
-    for a, b, s, e in stripes(out_h, rows, margin):
+    for a, b, s, e in Stripes(rows, margin).over(out_h):
         part, part_grid = x[:, :, s * total:min(height, e * total)], \
             grid.rows(s * total, min(height, e * total))
         for unit in stem:  # each unit on the whole stripe (its forward could stripe again)

@@ -33,7 +33,7 @@ def test_a_forward_reads_the_switches_once(family, monkeypatch):
     with torch.no_grad():
         model(x)
     assert _CountingEnviron.reads == len(policy.SWITCHES)
-    assert policy._CONTEXT is None                    # nothing left behind
+    assert policy._CONTEXT.get() is None              # nothing left behind
     # an op called outside a forward reads them at call time
     _CountingEnviron.reads = 0
     policy.plain()
@@ -68,3 +68,24 @@ def test_model_files_ask_the_policy_nothing():
             if isinstance(node, ast.ImportFrom) and (node.module or '').endswith('kernels'):
                 assert 'policy' not in {a.name for a in node.names}, path
     assert asking == {}
+
+
+def test_the_context_is_the_running_threads_own():
+    """A forward's context is a context variable: another thread running meanwhile (a data
+    loader's, a backward's) reads its own, not the forward's."""
+    import threading
+    ctx = policy.read_context('cpu')
+    seen = {}
+
+    def other_thread():
+        seen['other'] = policy.context()
+
+    def forward():
+        seen['own'] = policy.context()
+        t = threading.Thread(target=other_thread)
+        t.start()
+        t.join()
+
+    policy.run_in(ctx, forward)
+    assert seen['own'] is ctx and seen['other'] is not ctx
+    assert policy._CONTEXT.get() is None

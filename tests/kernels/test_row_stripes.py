@@ -6,7 +6,7 @@ import pytest
 import torch
 from archs import FAMILIES, build
 
-from mmlinattn.kernels import policy, residual, row_stripes
+from mmlinattn.kernels import Stripes, policy, residual, row_stripes
 from mmlinattn.models.layers import ConvFFN, ConvStem, LayerNorm2d, PatchConv
 from mmlinattn.models.layers.ffn import Mlp
 from mmlinattn.models.layers.infsa_attention import LinearInfSA
@@ -38,7 +38,7 @@ def stripes(monkeypatch):
 
 
 def branch_align(branch) -> int:
-    return getattr(branch, 'row_align', 1)
+    return branch.row_align
 
 
 def _plain(monkeypatch, fn):
@@ -177,8 +177,8 @@ def test_backbone_with_ffn_stripes_equals_its_plain_forward(family, n, stripes, 
     want = _plain(monkeypatch, forward)
     set_rows, calls = stripes
     # n rows of every FFN and mixer (SOFT++'s: rounded up to its sampler's stride)
-    monkeypatch.setattr(row_stripes, 'stripe_rows',
-                        lambda branch, *args: -(-n // branch_align(branch)) * branch_align(branch))
+    monkeypatch.setattr(row_stripes, 'branch_stripes',
+                        lambda branch, *args: Stripes(n, branch.row_halo, branch.row_align))
     monkeypatch.setattr(row_stripes, '_stem_rows', lambda *args: n + 1)  # and of a conv stem
     got = forward()
     assert {hw for hw in calls} >= {(16, 24), (8, 12)}  # stages 1 and 2 at least

@@ -30,8 +30,7 @@ import torch.nn as nn
 from mmengine.model import BaseModule
 from torch.nn.modules.batchnorm import _BatchNorm
 
-from ...kernels import decide_once
-from ...kernels.row_stripes import per_pixel_rows
+from ...kernels import decide_once, per_pixel_rows
 from ...ops.precision import autocast_enabled
 from ...ops.tracing import traced
 from ...utils.checkpoint_identity import build_arguments

@@ -13,7 +13,7 @@ from typing import Optional, Tuple
 import torch
 import torch.nn as nn
 
-from ...kernels.depthwise import depthwise_same, is_depthwise_same
+from ...kernels import depthwise_same, is_depthwise_same
 from .token_grid import TokenGrid
 
 

@@ -12,8 +12,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ...kernels.recompute import recompute_in_backward, recomputes
-from ...kernels.row_stripes import stem_stripes, striped_stem
+from ...kernels import recompute_in_backward, recomputes, stem_stripes, striped_stem
 from ...ops.tracing import traced
 from .norm import build_act, build_norm, norm_cancels_bias
 from .token_grid import TokenGrid

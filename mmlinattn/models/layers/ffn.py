@@ -1,13 +1,12 @@
 """Feed-forward blocks on token sequences (B, N, C) with the token grid passed explicitly."""
-from typing import Callable, Optional, Tuple
+from typing import Optional, Tuple
 
 import torch
 import torch.nn as nn
 from timm.layers import Mlp as TimmMlp
 
-from ...kernels.onednn import fused_gelu, linear_act
-from ...kernels.recompute import recomputes
-from ...kernels.residual import ResidualBranch, hidden_chain
+from ...kernels import Step, fused_gelu, hidden_chain, linear_act, recomputes
+from .branch import Branch, Hidden
 from .channels_last import conv_tokens
 from .norm import build_act
 from .token_grid import TokenGrid
@@ -20,7 +19,7 @@ def _check_recompute(recompute: str) -> None:
         raise ValueError(f'recompute must be one of {RECOMPUTE}, got {recompute!r}')
 
 
-class ConvFFN(ResidualBranch):
+class ConvFFN(Branch):
     """fc1 -> act -> (depthwise 3x3 conv on the H x W grid [+ residual]) -> act? -> fc2.
 
     The Mix-FFN of PVTv2/SegFormer (``dw_residual=False, act_after_dw=True`` ordering
@@ -61,35 +60,44 @@ class ConvFFN(ResidualBranch):
 
     out_proj_name, out_drop_name = 'fc2', 'drop'
 
-    def residual_parts(self, x: torch.Tensor, grid: TokenGrid,
-                       norm: Optional[nn.Module] = None):
-        """The residual seam's protocol (:class:`~mmlinattn.kernels.residual.ResidualBranch`):
-        the plain forward (fc1, then :meth:`hidden_steps`, then dropout) up to fc2, which the
-        seam composes with its fast forms (:func:`~mmlinattn.kernels.residual.hidden_chain`)."""
-        return hidden_chain(x, norm, self.fc1, self.hidden_steps(grid), self.drop,
-                            self.recompute)
+    def forward(self, x: torch.Tensor, grid: TokenGrid) -> torch.Tensor:
+        """``drop(fc2(drop(steps(fc1(x)))))``, the steps the activation and the depthwise
+        conv on ``grid`` in the configured order."""
+        h = self.fc1(x)
+        for step in self.hidden_steps(grid):
+            h = step.fn(h)
+        return self.drop(self.fc2(self.drop(h)))
 
-    def hidden_steps(self, grid: TokenGrid) -> Tuple[Callable, Callable]:
+    def hidden(self, x: torch.Tensor, grid: TokenGrid, norm: Optional[nn.Module] = None,
+               summary=None) -> Hidden:
+        """fc2's input from ``norm(x)``, with the fast forms composed in
+        (``kernels.hidden_chain``: the GELU in a oneDNN epilogue, the steps recomputed in the
+        backward)."""
+        return Hidden(*hidden_chain(x, norm, self.fc1, self.hidden_steps(grid), self.drop,
+                                    self.recompute))
+
+    def hidden_steps(self, grid: TokenGrid) -> Tuple[Step, Step]:
         """The steps between fc1 and fc2: the activation and the depthwise conv (+ residual)
         on ``grid``, in the configured order."""
-        dwconv = _GridConv(self.dwconv, grid, self.dw_residual)
-        return (self.act, dwconv) if self.act_before_dw else (dwconv, self.act)
+        dwconv = Step(_GridConv(self.dwconv, grid, self.dw_residual), self.dwconv)
+        act = Step(self.act)
+        return (act, dwconv) if self.act_before_dw else (dwconv, act)
 
 
 class _GridConv:
-    """``conv_tokens(conv, t, grid, residual, act)``: a step of :meth:`ConvFFN.hidden_steps`
-    whose conv (``epilogue``) may take the activation after it.  Channels-last views: oneDNN
-    keeps that layout, so no copy either way (a transposed view with a batch stride of C
-    instead makes it fall back to NCHW: ~5x slower at 1024²)."""
+    """``conv_tokens(conv, t, grid, residual, act)``: the depthwise step of
+    :meth:`ConvFFN.hidden_steps`, which may take the activation after it.  Channels-last
+    views: oneDNN keeps that layout, so no copy either way (a transposed view with a batch
+    stride of C instead makes it fall back to NCHW: ~5x slower at 1024²)."""
 
     def __init__(self, conv: nn.Conv2d, grid: TokenGrid, residual: bool):
-        self.epilogue, self.grid, self.residual = conv, grid, residual
+        self.conv, self.grid, self.residual = conv, grid, residual
 
     def __call__(self, t: torch.Tensor, act: Optional[nn.Module] = None) -> torch.Tensor:
-        return conv_tokens(self.epilogue, t, self.grid, residual=self.residual, act=act)
+        return conv_tokens(self.conv, t, self.grid, residual=self.residual, act=act)
 
 
-class Mlp(ResidualBranch, TimmMlp):
+class Mlp(Branch, TimmMlp):
     """timm's ``Mlp`` (fc1 -> act -> drop -> norm -> fc2 -> drop, the same parameters and
     state-dict keys) that can recompute its activation in the backward.
 
@@ -110,16 +118,20 @@ class Mlp(ResidualBranch, TimmMlp):
     out_proj_name, out_drop_name = 'fc2', 'drop2'
     row_halo = 0  # per token: inference may run it in stripes
 
-    def residual_parts(self, x: torch.Tensor, grid=None, norm: Optional[nn.Module] = None):
-        """The residual seam's protocol (:class:`~mmlinattn.kernels.residual.ResidualBranch`):
-        fc2's input from ``norm(x)``, or in eager training with ``recompute`` fc1's output
+    def forward(self, x: torch.Tensor, grid=None) -> torch.Tensor:
+        """timm's: ``drop2(fc2(norm(drop1(act(fc1(x))))))`` (``grid`` unused: per token)."""
+        return self.drop2(self.fc2(self._fc2_input(self.fc1(x))))
+
+    def hidden(self, x: torch.Tensor, grid=None, norm: Optional[nn.Module] = None,
+               summary=None) -> Hidden:
+        """fc2's input from ``norm(x)``, or in eager training with ``recompute`` fc1's output
         and the activation to recompute from it."""
         if norm is not None:
             x = norm(x)
         h = self.fc1(x) if self._act_apart(x) else None
         if h is not None and self.recompute != 'none' and recomputes(h):
-            return h, self._fc2_input
-        return self.fc2_input(x, h), None
+            return Hidden(h, self._fc2_input)
+        return Hidden(self.fc2_input(x, h))
 
     def fc2_input(self, x: torch.Tensor, h: Optional[torch.Tensor] = None) -> torch.Tensor:
         """What ``fc2`` reads, from the input ``x`` (or from fc1's output ``h``)."""

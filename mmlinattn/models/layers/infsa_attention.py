@@ -11,12 +11,11 @@ import torch
 import torch.nn as nn
 from timm.layers import DropPath
 
-from ...kernels import fast_pure_infsa
-from ...kernels.infsa import (infsa_context, infsa_mean_query, infsa_pool_sums,
-                              infsa_query_sums)
+from ...kernels import (fast_pure_infsa, infsa_context, infsa_mean_query, infsa_pool_sums,
+                        infsa_query_sums, residual_step)
 from ...ops.infsa import (infsa_attention_matrix, linear_infsa, linear_infsa_pooled,
                           linear_infsa_weights)
-from ...kernels.residual import residual_step
+from .branch import Branch
 from .ffn import ConvFFN, Mlp
 from .qkv import QKVMixer
 from .token_grid import TokenGrid, valid_tokens_or_none
@@ -76,7 +75,7 @@ def _gamma_kwargs(num_heads, gamma, gamma_mode, layer_index, learn_gamma) -> dic
                 learnable=learn_gamma)
 
 
-class PureInfSA(QKVMixer):
+class PureInfSA(Branch, QKVMixer):
     """Pure InfSA (Eq. 11-12): ``Z = γ · [QKᵀ]₊ / (‖[QKᵀ]₊‖_F + ε) · V`` per head, then an
     output projection.  Replaces ``softmax(QKᵀ/√d) V`` in a Pre-LN block.
 
@@ -90,6 +89,8 @@ class PureInfSA(QKVMixer):
             :func:`mmlinattn.ops.pure_infsa`; None evaluates the N x N matrix at once.
         proj_drop: dropout after the output projection.
     """
+    # its output is scaled by gamma after the mixing: the seam calls it whole
+    fused_residual = False
 
     def __init__(self, dim: int, num_heads: int, gamma: float = 0.7, gamma_mode: str = 'const',
                  layer_index: int = 1, learn_gamma: bool = False, qkv_bias: bool = True,
@@ -115,7 +116,7 @@ class PureInfSA(QKVMixer):
         return infsa_attention_matrix(q, k, valid, self.eps)
 
 
-class LinearInfSA(nn.Module):
+class LinearInfSA(Branch):
     """Linear-InfSA (Eq. 16-21): per head one token-weight vector ``a`` (a single
     power-iteration-like step from ``α ∝ ‖Q_i‖``) pools the values into a context
     ``h = Σ γ a_t V_t`` that is broadcast to every token, then projected.
@@ -149,7 +150,8 @@ class LinearInfSA(nn.Module):
         # the output reads the tokens only through two pooled sums: on a large map inference
         # computes them in two passes over row stripes (kernels/row_stripes.py) and never
         # holds the normalised tokens or the queries whole (pool then project only)
-        self.two_pass = pool_then_project
+        if pool_then_project:
+            self.summary_passes, self.row_halo = 2, 0
         self.q = nn.Linear(dim, dim, bias=qkv_bias)
         self.k = None if tie_qk else nn.Linear(dim, dim, bias=qkv_bias)
         self.v = nn.Linear(dim, dim, bias=qkv_bias)
@@ -158,7 +160,8 @@ class LinearInfSA(nn.Module):
         self.gamma = InfSAGamma(**_gamma_kwargs(num_heads, gamma, gamma_mode, layer_index,
                                                 learn_gamma))
 
-    summary_passes, row_halo = 2, 0
+    # one output vector per image, expanded over the tokens: the seam calls it whole
+    fused_residual = False
 
     @property
     def stripe_width(self) -> int:

@@ -18,11 +18,11 @@ try:
 except ImportError:  # timm 0.9: in vision_transformer (the same class and parameter)
     from timm.models.vision_transformer import LayerScale
 
-from ...kernels import fast_grid_diffusion, fast_linear_attention
-from ...kernels.chunked import key_sums, linear_attention_features, query_side_given_sums
-from ...kernels.residual import ResidualBranch, parallel_residual
+from ...kernels import (fast_grid_diffusion, fast_linear_attention, key_sums,
+                        linear_attention_features, parallel_residual, query_side_given_sums)
 from ...ops import grid_diffusion_implicit_dct, stencil_kernel, stencil_offsets
 from ...ops.precision import compute_dtype
+from .branch import Branch, Hidden
 from .channels_last import map_as_tokens, tokens_as_map
 from .ffn import Mlp
 from .token_grid import TokenGrid, valid_tokens_or_none
@@ -130,7 +130,7 @@ class GridDiffusion(nn.Module):
                 f'n_steps={self.n_steps}, step_max={self.step_max}')
 
 
-class LinearAttention(ResidualBranch, QKVMixer):
+class LinearAttention(Branch, QKVMixer):
     """Multi-head normalised linear attention with an output projection (LDN E6-E7).
 
     ``Q, K, V = x W_Q, x W_K, x W_V`` (one fused linear), per head
@@ -157,21 +157,22 @@ class LinearAttention(ResidualBranch, QKVMixer):
     out_drop_name = 'proj_drop'
     # every output token reads the others only through the key sums phi(K)^T [V | 1]: on a
     # large map inference runs it in two passes over row stripes (kernels/row_stripes.py)
-    two_pass, row_halo = True, 0
+    summary_passes, row_halo = 1, 0
 
-    def residual_parts(self, x: torch.Tensor, grid: Optional[TokenGrid] = None,
-                       norm: Optional[nn.Module] = None, summary=None):
-        """The residual seam's protocol (:class:`~mmlinattn.kernels.residual.ResidualBranch`):
-        the merged heads of ``norm(x)``, the output projection's input; with ``summary``
-        (:meth:`finish_summary`), the queries of these rows against all keys."""
+    def forward(self, x: torch.Tensor, grid: Optional[TokenGrid] = None) -> torch.Tensor:
+        """``proj(concat_heads(phi(Q) (phi(K)^T V) / (phi(Q) phi(K)^T 1)))`` (E6-E7)."""
+        return self.project(self.attend(x, grid))
+
+    def hidden(self, x: torch.Tensor, grid: Optional[TokenGrid] = None,
+               norm: Optional[nn.Module] = None, summary=None) -> Hidden:
+        """The merged heads of ``norm(x)``, the output projection's input; with ``summary``
+        (the whole map's key sums, :meth:`finish_summary`), of these rows' queries."""
         x = x if norm is None else norm(x)
         if summary is None:
-            return self.merge_heads(self.attend(x, grid)), None
-        sums, count = summary
+            return Hidden(self.merge_heads(self.attend(x, grid)))
         (q, ) = self.part_heads(x, 0, 1)
-        out = query_side_given_sums(q, sums, count, linear_attention_features(self.feature_map),
-                                    self.eps)
-        return self.merge_heads(out), None
+        features = linear_attention_features(self.feature_map)
+        return Hidden(self.merge_heads(query_side_given_sums(q, *summary, features, self.eps)))
 
     def summary_rows(self, x: torch.Tensor, grid: TokenGrid, norm: Optional[nn.Module] = None,
                      state=None) -> torch.Tensor:

@@ -6,14 +6,12 @@ import torch.nn as nn
 import torch.nn.functional as F
 from timm.layers import DropPath
 
-from ...kernels import fast_nala_attention
-from ...kernels.chunked import key_sums, query_side_given_sums
-from ...kernels.nala import nala_inference_maps
-from ...kernels.onednn import linear_blocks
-from ...kernels.recompute import recompute_in_eager_backward
-from ...kernels.residual import ResidualBranch, normed_linears, residual_step
+from ...kernels import (fast_nala_attention, key_sums, linear_blocks, nala_inference_maps,
+                        normed_linears, query_side_given_sums, recompute_in_eager_backward,
+                        residual_step)
 from ...ops.nalaformer import KERNELS
 from ...ops.precision import compute_dtype
+from .branch import Branch, Hidden
 from .channels_last import conv_tokens
 from .ffn import ConvFFN
 from .rope import apply_rope, rope_2d_angles
@@ -23,7 +21,7 @@ from .utils import check_heads
 ATTN_TYPES = ('nala', 'softmax')
 
 
-class NaLaAttention(ResidualBranch):
+class NaLaAttention(Branch):
     """Gated multi-head attention of a NaLaFormer block ("simplified GLA", Fig. 2a).
 
     ``q, k, v, g = Linear(C, 4C)(x)``; ``o = Attn(q, k, v) + LePE(v)``;
@@ -77,8 +75,8 @@ class NaLaAttention(ResidualBranch):
         # NaLa reads the other tokens only through the key sums: on a large map inference
         # runs it in two passes over row stripes (kernels/row_stripes.py), the second with
         # the LePE conv's halo
-        self.two_pass = attn_type == 'nala' and kernel != 'relu_split_rope'
-        if self.two_pass:
+        if attn_type == 'nala' and kernel != 'relu_split_rope':
+            self.summary_passes = 1
             self.row_halo = self.lepe.kernel_size[0] // 2 if lepe else 0
 
     def _angles(self, hw: Tuple[int, int], x: torch.Tensor) -> torch.Tensor:
@@ -86,22 +84,17 @@ class NaLaAttention(ResidualBranch):
         return rope_2d_angles(hw[0], hw[1], self.head_dim, device=x.device,
                               dtype=compute_dtype(x))
 
-    def residual_parts(self, x: torch.Tensor, grid: TokenGrid,
-                       norm: Optional[nn.Module] = None, summary=None):
-        """The residual seam's protocol (:class:`~mmlinattn.kernels.residual.ResidualBranch`):
-        the output projection's input from ``norm(x)``; with ``summary``
-        (:meth:`finish_summary`), that of these rows' queries against all keys."""
-        if summary is None:
-            return self._mix(x, grid, norm), None
-        b, n, c = x.shape
-        q, v, g = self._project(x, norm, (0, 2, 3))
-        sums, count = summary
-        phi_q, _ = self._inference_maps(q)
-        o = query_side_given_sums(self._heads(q), sums, count, phi_q, self.eps)
-        o = o.transpose(1, 2).reshape(b, n, c)
-        if self.lepe is not None:
-            o = o + conv_tokens(self.lepe, v, grid)
-        return self._gate(o, g), None
+    def forward(self, x: torch.Tensor, grid: TokenGrid) -> torch.Tensor:
+        """``proj(LN(o) * SiLU(g))``, ``o = Attn(q, k, v) + LePE(v)``, ``q, k, v, g =
+        qkvg(x)`` (§3.2, Fig. 2a)."""
+        return self.proj(self._mix(x, grid))
+
+    def hidden(self, x: torch.Tensor, grid: TokenGrid, norm: Optional[nn.Module] = None,
+               summary=None) -> Hidden:
+        """The output projection's input, ``LN(o) * SiLU(g)``, from ``norm(x)``; with
+        ``summary`` (the key sums of the whole map, :meth:`finish_summary`), that of these
+        rows' queries against all keys."""
+        return Hidden(self._mix(x, grid, norm, summary))
 
     def summary_rows(self, x: torch.Tensor, grid: TokenGrid, norm: Optional[nn.Module] = None,
                      state=None) -> torch.Tensor:
@@ -123,13 +116,19 @@ class NaLaAttention(ResidualBranch):
     def _inference_maps(self, x: torch.Tensor):
         return nala_inference_maps(self.kernel, self.lam, self.alpha, self.eps, self.fuse, x)
 
-    def _mix(self, x: torch.Tensor, grid: TokenGrid, norm: Optional[nn.Module] = None
-             ) -> torch.Tensor:
-        """Everything before the output projection: ``LayerNorm(o) * SiLU(g)``."""
+    def _mix(self, x: torch.Tensor, grid: TokenGrid, norm: Optional[nn.Module] = None,
+             summary=None) -> torch.Tensor:
+        """Everything before the output projection: ``LayerNorm(o) * SiLU(g)``; with
+        ``summary``, the attention of these rows' queries from the whole map's key sums."""
         b, n, c = x.shape
-        heads, v, g = self._projections(x, norm)
-        valid = grid.valid_tokens(x)  # batch padding: not a key (None: no padding)
-        o = self._attend(heads, grid.hw, valid)
+        if summary is None:
+            heads, v, g = self._projections(x, norm)
+            valid = grid.valid_tokens(x)  # batch padding: not a key (None: no padding)
+            o = self._attend(heads, grid.hw, valid)
+        else:
+            q, v, g = self._project(x, norm, (0, 2, 3))
+            phi_q, _ = self._inference_maps(q)
+            o = query_side_given_sums(self._heads(q), *summary, phi_q, self.eps)
         o = o.transpose(1, 2).reshape(b, n, c)
         if self.lepe is not None:
             o = o + conv_tokens(self.lepe, v, grid)

@@ -4,7 +4,7 @@ from typing import Tuple
 import torch
 import torch.nn as nn
 
-from ...kernels.onednn import apply_linear, linear_blocks
+from ...kernels import apply_linear, linear_blocks
 from .utils import check_heads
 
 

@@ -11,12 +11,11 @@ import torch.nn as nn
 import torch.nn.functional as F
 from timm.layers import DropPath
 
-from ...kernels import fast_soft_attention
-from ...kernels.onednn import apply_linear
-from ...kernels.residual import ResidualBranch, residual_step
-from ...kernels.soft import soft_middle, soft_output, soft_value_sums
+from ...kernels import (apply_linear, branch_output, fast_soft_attention, residual_step,
+                        soft_middle, soft_output, soft_value_sums)
 from ...ops.soft import NEWTON_INITS, PINV_SOLVERS
 from ...ops.tracing import traced
+from .branch import Branch, Hidden
 from .embed import pad_to_multiple
 from .ffn import Mlp
 from .norm import build_act
@@ -176,7 +175,7 @@ class LandmarkSampler(nn.Module):
         return landmarks.token_mask(device)
 
 
-class SoftAttention(ResidualBranch):
+class SoftAttention(Branch):
     """One SOFT block's attention (Fig. 2): ``proj(S^ V)`` with ``S^`` from Eq. 9 / Eq. 17.
 
     ``W_q = W_k`` (one ``qk`` projection, Sec. 3.1) so the kernel is symmetric; tokens are
@@ -236,7 +235,7 @@ class SoftAttention(ResidualBranch):
     # In inference on a large map the attention runs in passes over row stripes
     # (:mod:`mmlinattn.kernels.row_stripes`): the landmarks from the sampler's rows, then
     # ``P^T V`` summed over the stripes, then each stripe's ``P N(A^+) P^T V``.
-    two_pass, summary_passes = True, 2
+    summary_passes = 2
 
     @property
     def row_align(self) -> int:
@@ -248,12 +247,16 @@ class SoftAttention(ResidualBranch):
         """The widest per-token tensor: a channel map, or P's heads x landmarks."""
         return max(self.proj.in_features, self.num_heads * (self.sampler.max_landmarks or 0))
 
-    def residual_parts(self, x: torch.Tensor, grid: TokenGrid,
-                       norm: Optional[nn.Module] = None, summary=None):
-        """The residual seam's protocol (:class:`~mmlinattn.kernels.residual.ResidualBranch`):
-        the output projection's input from ``norm(x)``; with ``summary``
+    def forward(self, x: torch.Tensor, grid: TokenGrid) -> torch.Tensor:
+        """``proj(S^ V)`` (+ the authors' conv of V), ``S^`` the Nystrom approximation of
+        the Gaussian kernel on ``Q = K = qk(x)`` (Eq. 9 / Eq. 17)."""
+        return self.proj(self.mix(x, grid))
+
+    def hidden(self, x: torch.Tensor, grid: TokenGrid, norm: Optional[nn.Module] = None,
+               summary=None) -> Hidden:
+        """The output projection's input from ``norm(x)``; with ``summary``
         (:meth:`finish_summary`), that of these rows against the whole map's landmarks."""
-        return self.mix(x if norm is None else norm(x), grid, summary), None
+        return Hidden(self.mix(x if norm is None else norm(x), grid, summary))
 
     def mix(self, x: torch.Tensor, grid: TokenGrid, summary=None) -> torch.Tensor:
         """Everything before the output projection: the merged heads, (B, H*W, C)."""
@@ -354,8 +357,8 @@ class SOFTBlock(nn.Module):
         self.drop_path = DropPath(drop_path) if drop_path > 0 else nn.Identity()
 
     def forward(self, x: torch.Tensor, grid: TokenGrid) -> torch.Tensor:
-        if self.post_norm:
-            x = self.norm1(x + self.drop_path(self.attn(x, grid)))
-            return self.norm2(x + self.drop_path(self.mlp(x)))
+        if self.post_norm:  # the branches through their fast forms, then the sums normed
+            x = self.norm1(x + self.drop_path(branch_output(self.attn, x, grid)))
+            return self.norm2(x + self.drop_path(branch_output(self.mlp, x, grid)))
         x = residual_step(x, self.attn, grid, self.norm1, drop_path=self.drop_path)
         return residual_step(x, self.mlp, grid, self.norm2, drop_path=self.drop_path, owned=True)

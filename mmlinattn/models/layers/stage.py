@@ -4,7 +4,7 @@ from typing import Optional, Sequence
 import torch
 import torch.nn as nn
 
-from ...kernels.row_stripes import embed_in_place, reuse_stage_input
+from ...kernels import embed_in_place, reuse_stage_input
 from .channels_last import map_as_tokens, tokens_as_map
 from .token_grid import TokenGrid, grid_of_map
 from .utils import maybe_checkpoint

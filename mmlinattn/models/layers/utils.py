@@ -3,7 +3,7 @@ from typing import Any, List, Optional, Sequence
 
 import torch
 
-from ...kernels.recompute import checkpoint
+from ...kernels import checkpoint
 from ...ops.tracing import traced
 
 
