@@ -4,8 +4,8 @@ segments, ``DEVICE_SEGMENT_TOKENS``; off: one matmul) or ``slices`` (depthwise c
 cuDNN's 32-bit index limit on channel slices, ``INDEX32_ELEMENTS``; off: whole).  Meant for
 a GPU; on the CPU neither path runs, so both sides time the same code.
 
-    python dev/ab_device_paths.py --change segments --models LDN:small \\
-        NaLaFormer:small --sizes 2048 8192 --json ab.json
+    PYTHONPATH=tools/analysis_tools python dev/ab_device_paths.py --change segments \\
+        --models LDN:small NaLaFormer:small --sizes 2048 8192 --json ab.json
 
 Eval forward, batch 1, under autocast in ``--dtype``; after one warm-up forward per side
 (compilation, peak memory and outputs), the sides alternate for ``--rounds`` rounds.  One
@@ -20,9 +20,8 @@ import time
 
 import torch
 
-from mmlinattn.benchmark.cases import sync
-from mmlinattn.benchmark.specs import build_model, parse_model_spec
-
+from benchlib.cases import sync
+from benchlib.specs import build_model, parse_model_spec
 from mmlinattn.kernels import policy
 
 #: change -> (module, constant, value when off)

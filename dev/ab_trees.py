@@ -22,7 +22,7 @@ WORKER = r'''
 import sys, time, torch
 torch.set_num_threads(int(sys.argv[6]))
 import mmlinattn.models  # noqa: F401
-from mmlinattn.benchmark.memory import reuse_freed_cpu_memory
+from benchlib.memory import reuse_freed_cpu_memory
 from mmlinattn.registry import MODELS
 reuse_freed_cpu_memory()
 fam, mode, h, w, b = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
@@ -43,6 +43,8 @@ print('ready', flush=True)
 for _ in sys.stdin:
     t = time.perf_counter(); step(); print((time.perf_counter() - t) * 1000, flush=True)
 '''
+BENCHLIB = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'tools',
+                        'analysis_tools')
 FAMILIES = ('SOFT', 'NaLaFormer', 'InfViT', 'LDN')
 CASES = ([(f, 'infer', 1024, 1024, 1) for f in FAMILIES]
          + [(f, 'infer', 2048, 2048, 1) for f in FAMILIES]
@@ -52,7 +54,8 @@ CASES = ([(f, 'infer', 1024, 1024, 1) for f in FAMILIES]
 def run_case(case, trees, rounds, threads):
     procs = {}
     for name, tree in trees.items():
-        env = dict(os.environ, PYTHONPATH=os.path.abspath(tree))
+        # the tree's package, this checkout's measuring library (the same for both trees)
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.abspath(tree), BENCHLIB]))
         procs[name] = subprocess.Popen(
             [sys.executable, '-c', WORKER, *map(str, case), str(threads)], cwd=tree, env=env,
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)

@@ -4,7 +4,8 @@ sum; ``mmlinattn.kernels.chunked._token_sum``), in float32 like the core under
 autocast, for the four stages of a pyramid at ``--size``.  Meant for a GPU, where the one
 matmul leaves most of the device idle; it runs on the CPU too.
 
-    python dev/bench_token_sums.py --device cuda --size 2048 --json sums.json
+    PYTHONPATH=tools/analysis_tools python dev/bench_token_sums.py --device cuda --size 2048 \
+        --json sums.json
 
 Prints one row per stage: milliseconds per sum, median of ``--repeats``, for each segment
 length (0: one matmul), and the fastest; exit status 0 when every result equals the one
@@ -16,8 +17,7 @@ import sys
 
 import torch
 
-from mmlinattn.benchmark.cases import median_ms
-
+from benchlib.cases import median_ms
 import mmlinattn.kernels.chunked as la
 from mmlinattn.kernels import policy
 

@@ -5,7 +5,8 @@ in float16, bfloat16 and float32; and checks every result against the plain op i
 on the same device.  Meant for a GPU: the kernels run on CUDA, or on the CPU in Triton's
 interpreter (``TRITON_INTERPRET=1``, small ``--sizes``: a check of this script, not a time).
 
-    python dev/bench_triton_core.py --sizes 2048 8192 --json triton_core.json
+    PYTHONPATH=tools/analysis_tools python dev/bench_triton_core.py --sizes 2048 8192 \
+        --json triton_core.json
 
 Prints one row per (size, stage, dtype): milliseconds per call, median of ``--repeats``,
 both ways, their ratio and each way's relative error (max |diff| / max |float64|); exit
@@ -18,8 +19,8 @@ import sys
 
 import torch
 
+from benchlib.cases import median_ms
 from mmlinattn import kernels, ops
-from mmlinattn.benchmark.cases import median_ms
 from mmlinattn.kernels import policy
 
 TOLERANCE = {torch.float32: 1e-5, torch.float16: 1e-2, torch.bfloat16: 1e-2}

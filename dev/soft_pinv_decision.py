@@ -1,5 +1,6 @@
 """Which pseudo-inverse the shipped SOFT++ configs run: equality, cost, float32, the authors'.
 
+    export PYTHONPATH=tools/analysis_tools:tests  # the flop counter; the authors' layout
     flock /tmp/mmlinattn-cpu.lock .venv/bin/python dev/soft_pinv_decision.py \
         --out records/soft_pinv_decision_zen4.json [--rounds 3] [--skip-equality] [--skip-cost]
     flock /tmp/mmlinattn-cpu.lock .venv/bin/python dev/soft_pinv_decision.py \
@@ -31,7 +32,7 @@ pinv='newton', pinv='cholesky' and max_landmarks=49, and mmdet's RetinaNet Swin-
 (swin/retinanet_swin-t-p4-w7_fpn_1x_coco.py), whole inference (``mode='predict'``, NMS
 included) on one 1333x800 photograph padded to 1344x800, in one process, interleaved, median
 of ``--rounds`` after one warm-up each; plus MACs by the repo's flop counting
-(:func:`mmlinattn.benchmark.model_flops.measure_model`, fake tensors).  The flop counter does
+(:func:`benchlib.model_flops.measure_model`, fake tensors).  The flop counter does
 not count ``cholesky`` / ``cholesky_solve``: their MACs (m^3/6 per factorisation, m^2 k per
 two triangular solves) are added from the shapes seen.
 
@@ -230,7 +231,8 @@ def detector_inputs(photo):
 
 
 def cost(rounds, photo, only=None):
-    from mmlinattn.benchmark.model_flops import build_config_model, measure_model
+    from benchlib.model_flops import measure_model
+    from mmlinattn.engine.runner import build_config_model
     torch.set_num_threads(2)
     cfg = 'configs/retinanet_soft_small_1x.py'
     variants = {
@@ -383,8 +385,7 @@ def float32_summary(rows):
 # ------------------------------------------------------------------ part 4: the authors' model
 def official_model(dtype, seed=0):
     """``tiny-norm`` with OFFICIAL_PRESETS['norm'] on random weights in the authors' layout."""
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'tests'))
-    from official_layouts import soft_official_state_dict
+    from official_layouts import soft_official_state_dict  # tests/ on PYTHONPATH
     from mmlinattn.models.backbones.soft import OFFICIAL_PRESETS, SOFT
     from mmlinattn.models.converters.soft import convert_soft_checkpoint
     model = SOFT(arch='tiny-norm', out_indices=(0, 1, 2, 3), **OFFICIAL_PRESETS['norm'])

@@ -125,9 +125,8 @@ def child(family: str, mode: str, h: int, w: int, cap_mb: float, threads: int) -
     import torch
     from mmengine.registry import DefaultScope
 
-    from mmlinattn.benchmark.memory import (cap_address_space, current_rss_kb, is_oom,
-                                            peak_rss_kb, reset_peak_rss,
-                                            return_freed_cpu_memory)
+    from benchlib.memory import (cap_address_space, current_rss_kb, is_oom, peak_rss_kb,
+                                 reset_peak_rss, return_freed_cpu_memory)
     torch.set_num_threads(threads)
     return_freed_cpu_memory()
     model, scope = build(family, mode)
@@ -223,8 +222,10 @@ def main():
                            '--child', family, mode, str(h), str(w), str(cap_mb)]
                     if args.lock:
                         cmd = ['flock', args.lock] + cmd
-                    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep +
-                               os.environ.get('PYTHONPATH', ''))
+                    # the working tree's package and measuring library (tools/analysis_tools)
+                    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+                        [ROOT, osp.join(ROOT, 'tools', 'analysis_tools'),
+                         os.environ.get('PYTHONPATH', '')]))
                     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)
                     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith('{')]
                     if proc.returncode == 124:

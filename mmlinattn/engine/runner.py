@@ -12,6 +12,7 @@ import logging
 import os.path as osp
 from contextlib import contextmanager
 from datetime import timedelta
+from typing import Optional
 
 import torch
 from mmengine.config import Config, ConfigDict
@@ -52,6 +53,19 @@ def build_in_scope(cfg: dict, scope: str):
     register_library(scope)
     with DefaultScope.overwrite_default_scope(scope):   # leaves the caller's scope alone
         return MODELS.build(cfg)
+
+
+def build_config_model(config, cfg_options: Optional[dict] = None):
+    """(model in eval mode on CPU, cfg) for a config path or a ``Config``; SyncBN -> BN."""
+    from mmengine.model import revert_sync_batchnorm
+    cfg = config if isinstance(config, Config) else Config.fromfile(config)
+    if cfg_options:
+        cfg.merge_from_dict(cfg_options)
+    scope = cfg.get('default_scope')
+    if scope not in LIBRARIES:
+        raise ValueError(f"config default_scope must be 'mmdet' or 'mmseg', got {scope!r}")
+    model = build_in_scope(cfg.model, scope)
+    return revert_sync_batchnorm(model).eval(), cfg
 
 
 def _replace_sync_bn(node) -> int:

@@ -93,7 +93,7 @@ def test_mmdet_retinanet_alone_vs_batched(family):
     backbone: DetDataPreprocessor -> enable_valid_region -> backbone.  Backbone maps match to
     float32 round-off; head logits match away from the bottom / right edge, where mmdet's
     FPN and head convolutions themselves see the padding (docs/advanced/batch_independence.md)."""
-    from mmlinattn.benchmark.batch_independence import build_detector, detector_cfg, measure
+    from benchlib.batch_independence import build_detector, detector_cfg, measure
 
     from archs import TINY
     backbone = dict(arch=TINY[family]['arch'])

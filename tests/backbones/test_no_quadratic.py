@@ -3,7 +3,7 @@ options.
 
 Each backbone runs one forward in a child process whose address space may grow by at most
 ``CAP_MB`` beyond the built model and its input (``RLIMIT_AS``, see
-:mod:`mmlinattn.benchmark.cases`). At 640 x 640, N = 160^2 = 25600: an N x N float32 tensor
+:mod:`benchlib.cases`). At 640 x 640, N = 160^2 = 25600: an N x N float32 tensor
 is 2.4 GiB and even one over the stride-8 tokens, (N/4)^2, is 156 MiB, both above the cap,
 while the linear models need a few tens of MiB. The explicitly quadratic option (unchunked
 Pure InfSA, in every stage or in the stride-8 stage only) serves as the positive control:
@@ -13,7 +13,7 @@ from dataclasses import asdict
 
 import pytest
 
-import mmlinattn.benchmark as B
+import benchlib as B
 
 SIZE = 640
 CAP_MB = 128

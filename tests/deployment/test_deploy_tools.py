@@ -8,7 +8,7 @@ from archs import build
 from repo_paths import ROOT
 from tool_runs import tool as tool_process, tool_module
 
-from mmlinattn.benchmark.model_flops import build_config_model
+from mmlinattn.engine.runner import build_config_model
 from mmlinattn.deployment import DeployedModel, TensorGraph
 from mmlinattn.utils.machine import cpu_name
 
@@ -106,7 +106,7 @@ def test_runtime_benchmark_times_ours_and_an_mmdet_peer(tmp_path, paired):
     pair = ['--pair-with', swin, '--cpu-malloc', 'reuse'] if paired else []
     # the exported runtimes once (paired); the plain grouping's table needs none of them
     runtimes = ('eager', 'onnxruntime') if paired else ('eager', )
-    proc = tool('tools/deployment/benchmark_runtimes.py', '--models', ldn, swin, '--sizes',
+    proc = tool('tools/analysis_tools/benchmark_runtimes.py', '--models', ldn, swin, '--sizes',
                 '64', '--runtimes', *runtimes, '--rounds', '1', '--json', str(out), *pair)
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(out.read_text())
@@ -137,7 +137,7 @@ def test_runtime_benchmark_times_ours_and_an_mmdet_peer(tmp_path, paired):
 def test_runtime_benchmark_loads_each_runtime_as_named(runtime, expected, monkeypatch):
     """``openvino-bf16`` is OpenVINO (static shapes, as ``openvino``) at bf16 precision;
     the others run float32."""
-    import mmlinattn.deployment.runtime_benchmark as rb
+    import benchlib.runtime_benchmark as rb
     seen = []
     monkeypatch.setattr(rb, 'load_runtime', lambda path, rt, threads, static_shapes,
                         precision: seen.append((rt, static_shapes, precision)))
@@ -151,8 +151,8 @@ def test_runtime_benchmark_compiles_peers_per_size(monkeypatch):
     """``compile``: ours with ``dynamic=True``, the models in ``static_compile`` with
     ``dynamic=False``, and the records say which (``export``).  ``torch.compile`` itself is
     replaced by a recorder here (compiling takes minutes); the benchmark tables run it."""
-    from mmlinattn.benchmark.specs import build_model, parse_model_spec
-    from mmlinattn.deployment.runtime_benchmark import benchmark
+    from benchlib.specs import build_model, parse_model_spec
+    from benchlib.runtime_benchmark import benchmark
     calls = []
 
     def record_compile(module, dynamic=None, **kwargs):
@@ -177,7 +177,7 @@ def test_runtime_benchmark_compiles_peers_per_size(monkeypatch):
 def test_runtime_benchmark_exports_a_size_pinning_model_per_size(tmp_path):
     """A model whose dynamic export fails (its forward fixes H, W, as mmdet's Swin's does)
     falls back to one export per size; one in ``static_export`` skips the dynamic attempt."""
-    from mmlinattn.deployment.runtime_benchmark import _Model
+    from benchlib.runtime_benchmark import _Model
 
     class PinsHeight(torch.nn.Module):
         def forward(self, x):
@@ -193,7 +193,7 @@ def test_runtime_benchmark_exports_a_size_pinning_model_per_size(tmp_path):
 
 
 def test_runtime_benchmark_groups_each_model_with_the_peer():
-    from mmlinattn.deployment.runtime_benchmark import groups_of
+    from benchlib.runtime_benchmark import groups_of
     assert groups_of(['a', 'b', 'p'], None) == [['a', 'b', 'p']]
     assert groups_of(['a', 'p', 'b'], 'p') == [['a', 'p'], ['b', 'p']]
     with pytest.raises(ValueError, match='peer'):
@@ -205,13 +205,13 @@ def test_runtime_benchmark_groups_each_model_with_the_peer():
 @pytest.mark.parametrize('runtime', ['onnxruntime', 'openvino'])
 def test_int8_benchmark_times_float32_and_int8_in_either_runtime(tmp_path, runtime,
                                                                  monkeypatch, capsys):
-    """tools/deployment/benchmark_int8.py's main: one of ours (exported once, dynamic) and a
+    """tools/analysis_tools/benchmark_int8.py's main: one of ours (exported once, dynamic) and a
     small Swin (exported per size) at two sizes, both precisions timed in the chosen
     runtime.  The graphs come from the TorchScript-based exporter (1 s instead of 12 s for
     ``export_onnx``, which test_onnx_export.py checks); quantization and runtimes are the
     tool's own."""
     import json
-    bench = tool_module('tools/deployment/benchmark_int8.py')
+    bench = tool_module('tools/analysis_tools/benchmark_int8.py')
 
     def export(graph, x, path, dynamic_hw=True):
         axes = {'input': {2: 'height', 3: 'width'}} if dynamic_hw else None
@@ -249,7 +249,7 @@ def test_int8_benchmark_with_nncf_quantizes_once_for_openvino(tmp_path, monkeypa
     """``--quantizer nncf``: OpenVINO's own quantizer writes an IR with FakeQuantize nodes,
     calibrated once at ``--calib-size`` and timed at every size, and only OpenVINO runs it."""
     import json
-    bench = tool_module('tools/deployment/benchmark_int8.py')
+    bench = tool_module('tools/analysis_tools/benchmark_int8.py')
 
     def export(graph, x, path, dynamic_hw=True):
         torch.onnx.export(graph, (x, ), path, dynamo=False, input_names=['input'],

@@ -9,7 +9,7 @@ import torch
 from mmengine.config import Config
 from tool_runs import last_metrics, run
 
-from mmlinattn.benchmark.model_flops import build_config_model
+from mmlinattn.engine.runner import build_config_model
 from mmlinattn.datasets.demo_overrides import cfg_option_words, demo_options
 from mmlinattn.kernels.policy import COMPILE_ENV
 from repo_paths import ROOT

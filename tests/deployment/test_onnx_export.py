@@ -277,7 +277,7 @@ def test_roi_stages_equal_mmdets_eager_head(tmp_path):
     configs' adaptive RoIAlign sampling (``sampling_ratio=0``; the demo's is 2)."""
     from repo_paths import ROOT
 
-    from mmlinattn.benchmark.model_flops import build_config_model
+    from mmlinattn.engine.runner import build_config_model
     from mmlinattn.deployment.roi_graph import export_roi_graphs, roi_difference
     torch.manual_seed(0)
     adaptive = {f'model.roi_head.{h}_roi_extractor.roi_layer.sampling_ratio': 0

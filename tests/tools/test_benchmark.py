@@ -1,4 +1,4 @@
-"""tools/analysis_tools/benchmark.py and :mod:`mmlinattn.benchmark`: spec parsing, FLOP
+"""tools/analysis_tools/benchmark.py and :mod:`benchlib`: spec parsing, FLOP
 counting, the JSON / CSV / PNG outputs and that out-of-memory cases come back as results
 ("oom"), not crashes.
 
@@ -15,8 +15,8 @@ from dataclasses import asdict
 import pytest
 import torch
 
-import mmlinattn.benchmark as B
-from mmlinattn.benchmark.specs import INTERLEAVE_ROUNDS
+import benchlib as B
+from benchlib.specs import INTERLEAVE_ROUNDS
 from repo_paths import ROOT
 from tool_runs import tool as tool_process
 
@@ -276,7 +276,7 @@ def test_paired_rounds_time_each_model_against_the_peer_alone(tmp_path):
 
 def test_pairs_that_do_not_fit_together_alternate_one_worker_at_a_time(monkeypatch):
     """Training at 2048^2 on 24 GiB: not even the model and the peer fit warm together."""
-    import mmlinattn.benchmark.interleave as interleave
+    import benchlib.interleave as interleave
     real_context = interleave.mp_context
     alive_at_start = []      # workers alive whenever one more is created
 
@@ -405,7 +405,7 @@ def test_cuda_cases_run_in_spawned_processes():
     """Importing mmengine asks the CUDA driver for its devices, and CUDA cannot start in a
     process forked after that: CUDA cases are spawned, CPU cases forked from the server.
     The spawn path is run here with a CPU case."""
-    from mmlinattn.benchmark.isolation import mp_context
+    from benchlib.isolation import mp_context
     assert mp_context(device='cuda:0').get_start_method() == 'spawn'
     assert mp_context(device='cpu').get_start_method() == 'forkserver'
     res = B.run_isolated(B.case_child, (_case(TINY['LDN'], 64, None), ), 300, device='cuda')

@@ -5,7 +5,8 @@ import subprocess
 import sys
 import textwrap
 
-from mmlinattn.benchmark.memory import GLIBC_TUNABLES_REUSE, reuse_freed_cpu_memory
+from benchlib.memory import GLIBC_TUNABLES_REUSE, reuse_freed_cpu_memory
+from repo_paths import ROOT
 
 # a 64 MiB input and two 64 MiB temporaries per step, the pattern of a backbone at 2048².
 # The fewest faults of 8 steps: with reuse, glibc takes a few steps to settle where the two
@@ -13,7 +14,7 @@ from mmlinattn.benchmark.memory import GLIBC_TUNABLES_REUSE, reuse_freed_cpu_mem
 # step faults in both (32770).
 SCRIPT = textwrap.dedent("""
     import resource, sys, torch
-    from mmlinattn.benchmark.memory import GLIBC_TUNABLES_REUSE, reuse_freed_cpu_memory
+    from benchlib.memory import GLIBC_TUNABLES_REUSE, reuse_freed_cpu_memory
     applied = reuse_freed_cpu_memory() if sys.argv[1] == 'reuse' else False
     faults = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     x = torch.ones(64 << 18)
@@ -28,8 +29,16 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
-def _fewest_faults_per_step(mode: str, tunables: str = ''):
+def _child_env():
+    """This environment without GLIBC_TUNABLES; the child imports benchlib as the tools'
+    folder on its path."""
     env = {k: v for k, v in os.environ.items() if k != 'GLIBC_TUNABLES'}
+    env['PYTHONPATH'] = os.path.join(ROOT, 'tools', 'analysis_tools')
+    return env
+
+
+def _fewest_faults_per_step(mode: str, tunables: str = ''):
+    env = _child_env()
     if tunables:
         env['GLIBC_TUNABLES'] = tunables
     out = subprocess.run([sys.executable, '-c', SCRIPT, mode], capture_output=True, text=True,
@@ -57,7 +66,7 @@ def test_reuse_removes_most_page_faults_on_glibc():
 # threshold fixed, both are mmapped and the freed one leaves nothing behind.
 FRAGMENT = textwrap.dedent("""
     import sys, torch
-    from mmlinattn.benchmark.memory import current_rss_kb, return_freed_cpu_memory
+    from benchlib.memory import current_rss_kb, return_freed_cpu_memory
     applied = return_freed_cpu_memory() if sys.argv[1] == 'fixed' else False
     big = torch.ones(24 << 18)
     del big
@@ -69,16 +78,15 @@ FRAGMENT = textwrap.dedent("""
 
 
 def _resident_after_free(mode: str):
-    env = {k: v for k, v in os.environ.items() if k != 'GLIBC_TUNABLES'}
     out = subprocess.run([sys.executable, '-c', FRAGMENT, mode], capture_output=True,
-                         text=True, check=True, env=env).stdout.split()
+                         text=True, check=True, env=_child_env()).stdout.split()
     return out[0] == 'True', float(out[1])
 
 
 def test_fixed_mmap_threshold_makes_rss_follow_the_live_tensors():
     """What the benchmark's peak-memory step relies on (``return_freed_cpu_memory``)."""
     if platform.libc_ver()[0] != 'glibc':
-        from mmlinattn.benchmark.memory import return_freed_cpu_memory
+        from benchlib.memory import return_freed_cpu_memory
         assert return_freed_cpu_memory() is False
         return
     applied, fixed = _resident_after_free('fixed')

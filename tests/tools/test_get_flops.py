@@ -1,4 +1,4 @@
-"""tools/analysis_tools/get_flops.py (:mod:`mmlinattn.benchmark.model_flops`): the
+"""tools/analysis_tools/get_flops.py (:mod:`benchlib.model_flops`): the
 fake-tensor count equals a real forward's count, the parts add up, the standard input sizes
 follow the dataset, and failures are messages, not crashes."""
 import json
@@ -11,7 +11,8 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from dense_helpers import small_input_env
 
-from mmlinattn.benchmark import model_flops
+from benchlib import model_flops
+from mmlinattn.engine.runner import build_config_model
 from repo_paths import ROOT
 from tool_runs import tool as tool_process
 
@@ -35,7 +36,7 @@ CASES = ['retinanet_soft_tiny_1x.py', 'maskrcnn_nalaformer_tiny_1x.py',
 
 @pytest.mark.parametrize('name', CASES)
 def test_fake_count_equals_real_forward(name):
-    model, cfg = model_flops.build_config_model(_cfg(name))
+    model, cfg = build_config_model(_cfg(name))
     shape = (64, 96)
     if hasattr(model, 'roi_head'):
         model.test_cfg.rpn.max_per_img = 20  # the RoI heads run for real in both modes
@@ -60,7 +61,7 @@ def test_roi_heads_counted_per_proposal():
     20 here for speed), against a hand count of mmdet's heads: Shared2FC bbox head (7x7x256
     -> 1024 -> 1024 -> 81 classes + 80x4 deltas) and FCN mask head (4 conv3x3 at 14x14,
     deconv 2x2, 1x1 to 80 classes) per RoI."""
-    model, cfg = model_flops.build_config_model(_cfg('maskrcnn_nalaformer_tiny_1x.py'))
+    model, cfg = build_config_model(_cfg('maskrcnn_nalaformer_tiny_1x.py'))
     assert cfg.model.test_cfg.rpn.max_per_img == 1000
     model.test_cfg.rpn.max_per_img = 20
     bbox = 256 * 7 * 7 * 1024 + 1024 * 1024 + 1024 * 81 + 1024 * 80 * 4
@@ -122,18 +123,18 @@ def test_newton_schulz_share_matches_hand_count():
     """SOFT++-Tiny at 128x128 keeps m = (128/32)^2 = 16 landmarks in every stage; each of its
     (2+4+10+16 heads) x (2, 2, 5, 2 blocks) = 94 attentions runs 20 Newton-Schulz steps of two
     m x m x m matmuls (Eq. 10)."""
-    model, _ = model_flops.build_config_model(_cfg('semfpn_soft_tiny_ade20k_40k.py'),
+    model, _ = build_config_model(_cfg('semfpn_soft_tiny_ade20k_40k.py'),
                                               {'model.backbone.pinv': 'newton'})
     r = model_flops.measure_model(model, (128, 128))
     heads_x_blocks = 2 * 2 + 4 * 2 + 10 * 5 + 16 * 2
     assert r['flops_newton'] == 2 * heads_x_blocks * 20 * 2 * 16 ** 3
     assert r['flops_newton'] < r['flops_backbone']
-    other, _ = model_flops.build_config_model(_cfg('semfpn_ldn_tiny_ade20k_40k.py'))
+    other, _ = build_config_model(_cfg('semfpn_ldn_tiny_ade20k_40k.py'))
     assert model_flops.measure_model(other, (128, 128))['flops_newton'] == 0
 
 
 def test_the_fake_count_covers_the_shipped_soft_pseudo_inverse():
     """test_fake_count_equals_real_forward counts retinanet_soft_tiny_1x.py as shipped: its A^+
     is the Cholesky solve, whose ridge retry has no values to read on fake tensors."""
-    _, cfg = model_flops.build_config_model(_cfg('retinanet_soft_tiny_1x.py'))
+    _, cfg = build_config_model(_cfg('retinanet_soft_tiny_1x.py'))
     assert cfg.model.backbone.pinv == 'cholesky'

@@ -1,4 +1,4 @@
-"""tools/analysis_tools/model_zoo.py (:mod:`mmlinattn.benchmark.model_zoo`): rows, paper
+"""tools/analysis_tools/model_zoo.py (:mod:`benchlib.model_zoo`): rows, paper
 numbers, the Newton-Schulz share, failed measurements and latency ratios are rendered as
 documented, on hand-made records (the measurements themselves are get_flops.py's and
 benchmark.py's, tested in test_get_flops.py and the benchmark tests)."""
@@ -7,7 +7,7 @@ import json
 import pytest
 import yaml
 
-from mmlinattn.benchmark import model_zoo
+from benchlib import model_zoo
 
 
 def _row(name, dataset, backbone, key, bench, fallback=None):

@@ -204,7 +204,7 @@ def test_train_py_checks_load_from_and_resume_files(demo_root, tmp_path):
     from a weights-only file says to use ``load_from``."""
     from archs import build
 
-    from mmlinattn.benchmark.model_flops import build_config_model
+    from mmlinattn.engine.runner import build_config_model
     config = 'configs/demo/retinanet_soft_pico_demo.py'
     words = cfg_options(config, demo_root)
     other = tmp_path / 'other_arch.pth'  # a detector with other backbone and head widths

@@ -60,7 +60,7 @@ pool, kernel set-up), allocates the input, then caps its address space at its cu
 plus ``--mem-cap-mb`` (``RLIMIT_AS``): the step itself may add at most that much.  On CUDA
 ``--mem-cap-mb`` sets ``torch.cuda.set_per_process_memory_fraction``.
 
-The measuring machinery is :mod:`mmlinattn.benchmark`; this file is its command line.
+The measuring machinery is :mod:`benchlib`; this file is its command line.
 """
 import argparse
 import json
@@ -68,12 +68,12 @@ import os
 import sys
 import time
 
-from mmlinattn.benchmark import environment, parse_model_spec, parse_size, run_sweep
-from mmlinattn.benchmark.interleave import PAIR_METHODS
-from mmlinattn.benchmark.memory import mem_available_mb
-from mmlinattn.benchmark.report import (markdown_ratios, markdown_summary, plot_title, replot,
+from benchlib import environment, parse_model_spec, parse_size, run_sweep
+from benchlib.interleave import PAIR_METHODS
+from benchlib.memory import mem_available_mb
+from benchlib.report import (markdown_ratios, markdown_summary, plot_title, replot,
                                         write_csv, write_markdown, write_plot)
-from mmlinattn.benchmark.specs import (CPU_SIZES, DEFAULT_MODELS, GPU_EXTRA_SIZES, GPU_SIZES,
+from benchlib.specs import (CPU_SIZES, DEFAULT_MODELS, GPU_EXTRA_SIZES, GPU_SIZES,
                                        INTERLEAVE_ROUNDS, QUICK_SIZES)
 
 

@@ -22,7 +22,7 @@ small feature maps (mmcv's RoIAlign has no fake-tensor kernel; their cost does n
 on the image size, only on the number of proposals).
 
 Needs no weights and downloads nothing (``init_cfg`` / ``pretrained`` are never loaded).
-The measuring code is :mod:`mmlinattn.benchmark.model_flops`.
+The measuring code is :mod:`benchlib.model_flops`.
 """
 import argparse
 import json
@@ -30,8 +30,8 @@ import math
 import sys
 from typing import Optional, Sequence, Tuple
 
-from mmlinattn.benchmark.model_flops import (MeasureError, build_config_model, format_report,
-                                             measure_model, standard_shape)
+from benchlib.model_flops import MeasureError, format_report, measure_model, standard_shape
+from mmlinattn.engine.runner import build_config_model
 
 
 def parse_shape(values: Optional[Sequence[int]], cfg) -> Tuple[int, int]:

@@ -3,7 +3,7 @@
     python tools/analysis_tools/measure_batch_independence.py [--families SOFT NaLaFormer ...]
         [--json OUT]
 
-(The measurement is :mod:`mmlinattn.benchmark.batch_independence`.)
+(The measurement is :mod:`benchlib.batch_independence`.)
 
 For every family a real mmdet RetinaNet (the family's ``retinanet_*`` config, random init with
 a fixed seed, ``score_thr=0``) runs ``test_step`` on one image alone and on the same image
@@ -28,7 +28,7 @@ import sys
 
 import torch
 
-from mmlinattn.benchmark.batch_independence import CONFIGS, build_detector, detector_cfg, measure
+from benchlib.batch_independence import CONFIGS, build_detector, detector_cfg, measure
 
 
 def main(argv=None) -> int:

@@ -18,7 +18,7 @@ keyed by the model dict, so a rerun only measures new or changed models (``--ret
 also retries earlier failures). The cache does not know the code version: after changing a
 backbone, remeasure (``--remeasure`` or ``--remeasure 'GLOB'``). The latency comes from the
 ``benchmark.py`` record ``--latency`` (made by ``dev/benchmark_zoo.sh``). The published
-numbers and the page layout are :mod:`mmlinattn.benchmark.model_zoo`.
+numbers and the page layout are :mod:`benchlib.model_zoo`.
 """
 import argparse
 import fnmatch
@@ -31,8 +31,8 @@ import sys
 import tempfile
 from typing import List, Optional
 
-from mmlinattn.benchmark.model_flops import standard_shape
-from mmlinattn.benchmark.model_zoo import (LATENCY_RECORD, ZOO_RECORD, config_row,
+from benchlib.model_flops import standard_shape
+from benchlib.model_zoo import (LATENCY_RECORD, ZOO_RECORD, config_row,
                                            load_latency, param_gaps, render_all)
 
 TOOLS = osp.dirname(osp.abspath(__file__))

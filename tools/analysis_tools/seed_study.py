@@ -63,7 +63,7 @@ def _tool(args, env, log):
 def _untrained(config, path, options):
     import torch
 
-    from mmlinattn.benchmark.model_flops import build_config_model
+    from mmlinattn.engine.runner import build_config_model
     torch.manual_seed(0)
     model, _ = build_config_model(osp.join(ROOT, config), options)
     model.init_weights()

@@ -32,7 +32,7 @@ import time
 import torch
 from mmengine.config import DictAction
 
-from mmlinattn.benchmark.model_flops import build_config_model
+from mmlinattn.engine.runner import build_config_model
 from mmlinattn.deployment import RUNTIMES, TensorGraph, export_onnx, load_runtime
 from mmlinattn.deployment.runtimes import difference_from_eager
 from mmlinattn.deployment.roi_graph import export_roi_graphs, roi_difference

@@ -27,7 +27,7 @@ import sys
 
 from mmengine.config import DictAction
 
-from mmlinattn.benchmark.model_flops import build_config_model
+from mmlinattn.engine.runner import build_config_model
 from mmlinattn.deployment.quantize import (KEEP_FLOAT, calibration_inputs, quantize_nncf,
                                            quantize_static)
 

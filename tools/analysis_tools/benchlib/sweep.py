@@ -15,7 +15,8 @@ import platform
 from dataclasses import asdict
 from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 
-from ..utils.machine import cpu_name
+from mmlinattn.utils.machine import cpu_name
+
 from .cases import Case, case_child, matmul_child
 from .interleave import interleave_group
 from .isolation import CPU_PRELOAD, run_isolated

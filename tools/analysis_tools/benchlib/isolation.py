@@ -12,9 +12,11 @@ from typing import Any, Dict, Optional, Sequence
 
 __all__ = ['CPU_PRELOAD', 'mp_context', 'run_isolated', 'time_limit']
 
-#: what a CPU forkserver imports once for all its children: the models and the case code
-#: every child runs (imported per child instead, each case would pay ~1.5 s for them)
-CPU_PRELOAD = ('torch', 'mmlinattn.models', 'mmlinattn.benchmark.cases')
+#: what a CPU forkserver imports once for all its children: torch and the models (imported
+#: per child instead, each case would pay ~1.5 s for them).  Not this library: the forkserver
+#: starts without the tool's folder on sys.path; each child gets it and imports the light
+#: case code itself.
+CPU_PRELOAD = ('torch', 'mmlinattn.models')
 
 _CONTEXTS: Dict[str, Any] = {}
 

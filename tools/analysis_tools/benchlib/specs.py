@@ -123,7 +123,7 @@ def parse_model_spec(text: str) -> ModelSpec:
 def build_model(spec: ModelSpec):
     """Build the backbone of a spec (imports mmdet only for peers)."""
     if spec.peer:
-        from ..engine.runner import build_in_scope
+        from mmlinattn.engine.runner import build_in_scope
         cls_name, kwargs, _ = PEERS[spec.model]
         return build_in_scope(dict(type=cls_name, **{**kwargs, **spec.kwargs}), 'mmdet')
     import mmlinattn.models  # noqa: F401  (registers the backbones)

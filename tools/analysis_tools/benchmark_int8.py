@@ -4,7 +4,7 @@ interleaved across models and precisions, the median of ``--rounds``; above
 ``--together-max-size`` one model's two graphs at a time (each record names the models
 timed in its rounds, ``timed_with``).
 
-    python tools/deployment/benchmark_int8.py [--models SOFT:small:max_landmarks=49 ...
+    python tools/analysis_tools/benchmark_int8.py [--models SOFT:small:max_landmarks=49 ...
         Swin-T] [--sizes 1024 2048] [--rounds 3] [--threads 2] [--calib-size 512]
         [--calib-inputs 4] [--runtime onnxruntime|openvino] [--float-depthwise]
         [--quantizer onnxruntime|nncf] [--json out.json]
@@ -30,7 +30,7 @@ import time
 
 import torch
 
-from mmlinattn.benchmark.specs import FIXED_SIZE_EXPORT, build_model, parse_model_spec
+from benchlib.specs import FIXED_SIZE_EXPORT, build_model, parse_model_spec
 from mmlinattn.deployment import TensorGraph, export_onnx, load_runtime
 from mmlinattn.deployment.quantize import quantize_nncf, quantize_static
 from mmlinattn.utils.machine import cpu_name

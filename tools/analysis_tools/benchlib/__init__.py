@@ -1,5 +1,9 @@
-"""Measuring machinery of ``tools/analysis_tools/`` (benchmark, get_flops, model_zoo):
-process isolation, memory probes, FLOP counting, statistics and report writing.
+"""Measuring machinery of the scripts in ``tools/analysis_tools/`` (benchmark, get_flops,
+model_zoo, benchmark_runtimes, benchmark_int8, measure_batch_independence): process
+isolation, memory probes, FLOP counting, statistics and report writing.  Not part of the
+installed package, as mmdet keeps its analysis tools: a script here imports it as a sibling
+(its folder is ``sys.path[0]``), the tests through pyproject's pytest ``pythonpath``, a
+``dev/`` script with ``PYTHONPATH=tools/analysis_tools``.
 
 * :mod:`.isolation`: a measurement in a child process of its own, under a time limit;
 * :mod:`.memory`: peak RSS, address-space caps, glibc's reuse of freed memory;
@@ -7,7 +11,9 @@ process isolation, memory probes, FLOP counting, statistics and report writing.
 * :mod:`.specs`, :mod:`.cases`, :mod:`.interleave`, :mod:`.sweep`: the backbone benchmark;
 * :mod:`.stats`, :mod:`.report`: records, scaling exponents, CSV / Markdown / PNG outputs;
 * :mod:`.model_flops`, :mod:`.model_zoo`: params and FLOPs of whole detectors / segmentors
-  and the model-zoo page.
+  and the model-zoo page;
+* :mod:`.runtime_benchmark`: one backbone in eager PyTorch, torch.compile and the ONNX
+  runtimes; :mod:`.batch_independence`: a detector's outputs per image, alone or batched.
 
 Importing it imports neither mmdet nor mmseg (the peers and whole models load them when
 used).

@@ -1,5 +1,5 @@
 """One backbone timed in several runtimes in one process: eager PyTorch, ``torch.compile``
-(inductor), and its ONNX export in ONNX Runtime and OpenVINO (``tools/deployment/
+(inductor), and its ONNX export in ONNX Runtime and OpenVINO (``tools/analysis_tools/
 benchmark_runtimes.py``).
 
 Each model is exported once with dynamic H, W and run at every size; a model whose export
@@ -29,9 +29,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 import torch
 
-from .onnx_export import export_onnx
-from .runtimes import load_runtime
-from .tensor_graph import TensorGraph
+from mmlinattn.deployment import TensorGraph, export_onnx, load_runtime
 
 #: ``openvino-bf16``: OpenVINO with bf16 inference precision (CPUs with bf16 instructions)
 RUNTIME_CHOICES = ('eager', 'compile', 'onnxruntime', 'openvino', 'openvino-bf16')

@@ -26,9 +26,8 @@ from .flops import flop_counter, newton_flops
 from .isolation import time_limit
 from .memory import is_oom
 
-__all__ = ['STANDARD_SHAPES', 'MeasureError', 'dataset_type', 'standard_shape',
-           'build_config_model', 'count_params', 'roi_flops', 'measure_model',
-           'format_report']
+__all__ = ['STANDARD_SHAPES', 'MeasureError', 'dataset_type', 'standard_shape', 'count_params',
+           'roi_flops', 'measure_model', 'format_report']
 
 # The standard inputs of the model zoo (H, W).
 STANDARD_SHAPES = {
@@ -57,23 +56,6 @@ def standard_shape(cfg) -> Tuple[int, int]:
         raise ValueError(f'no standard input size for dataset type {kind!r}; pass --shape H W '
                          f'(known: {sorted(STANDARD_SHAPES)})')
     return STANDARD_SHAPES[kind]
-
-
-def build_config_model(config, cfg_options: Optional[dict] = None):
-    """(model in eval mode on CPU, cfg) for a config path or a ``Config``; SyncBN -> BN."""
-    from mmengine.config import Config
-    from mmengine.model import revert_sync_batchnorm
-
-    from ..engine.runner import LIBRARIES, build_in_scope
-
-    cfg = config if isinstance(config, Config) else Config.fromfile(config)
-    if cfg_options:
-        cfg.merge_from_dict(cfg_options)
-    scope = cfg.get('default_scope')
-    if scope not in LIBRARIES:
-        raise ValueError(f"config default_scope must be 'mmdet' or 'mmseg', got {scope!r}")
-    model = build_in_scope(cfg.model, scope)
-    return revert_sync_batchnorm(model).eval(), cfg
 
 
 def count_params(module: Optional[torch.nn.Module]) -> int:

@@ -15,7 +15,7 @@ __all__ = ['CONFIGS', 'RESNET18', 'detector_cfg', 'build_detector', 'detector_ba
            'measure']
 
 #: the repository's configs/ (configs are looked up there)
-CONFIG_DIR = osp.join(osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))), 'configs')
+CONFIG_DIR = osp.abspath(osp.join(osp.dirname(__file__), '..', '..', '..', 'configs'))
 
 CONFIGS = {
     'SOFT': 'retinanet_soft_tiny_1x.py',
@@ -57,7 +57,7 @@ def detector_cfg(family: str, backbone: Optional[dict] = None):
 
 
 def build_detector(cfg, seed: int = 0):
-    from ..engine.runner import build_in_scope
+    from mmlinattn.engine.runner import build_in_scope
     torch.manual_seed(seed)
     return build_in_scope(cfg, 'mmdet').eval()
 

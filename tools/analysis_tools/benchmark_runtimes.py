@@ -1,7 +1,7 @@
 """Latency of backbones in eager PyTorch, torch.compile, ONNX Runtime and OpenVINO, in one
 process on one machine (batch 1, float32 unless ``openvino-bf16``, CPU).
 
-    python tools/deployment/benchmark_runtimes.py \\
+    python tools/analysis_tools/benchmark_runtimes.py \\
         [--models NaLaFormer:small SOFT:small:max_landmarks=49 Swin-T ...] \\
         [--sizes 512 1024 2048] [--runtimes eager onnxruntime openvino [compile]
         [openvino-bf16]] \\
@@ -13,7 +13,7 @@ names such as ``Swin-T``).  Each is exported to ONNX once with dynamic H, W (per
 that fails, and straight away for Swin, whose forward fixes them), and compiled with
 ``dynamic=True`` (peers: per size); the timed forwards of a size are interleaved across
 models and runtimes
-(:mod:`mmlinattn.deployment.runtime_benchmark`).  ``speedup`` = eager / runtime latency.
+(:mod:`benchlib.runtime_benchmark`).  ``speedup`` = eager / runtime latency.
 ``--pair-with PEER`` times each model in a group with PEER only, one group after the other
 (the runtimes' working memory of every model at 2048² does not fit 24 GiB at once); the
 table then has a PEER row per group, and ``/ peer`` is the latency ratio within the group.
@@ -27,9 +27,9 @@ import json
 import sys
 import time
 
-from mmlinattn.benchmark.memory import apply_cpu_malloc
-from mmlinattn.benchmark.specs import FIXED_SIZE_EXPORT, build_model, parse_model_spec
-from mmlinattn.deployment.runtime_benchmark import RUNTIME_CHOICES, benchmark, speedups
+from benchlib.memory import apply_cpu_malloc
+from benchlib.runtime_benchmark import RUNTIME_CHOICES, benchmark, speedups
+from benchlib.specs import FIXED_SIZE_EXPORT, build_model, parse_model_spec
 from mmlinattn.utils.machine import cpu_name
 
 DEFAULT_MODELS = ['SOFT:small:max_landmarks=49', 'NaLaFormer:small', 'InfViT:small',
