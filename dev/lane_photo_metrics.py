@@ -1,6 +1,9 @@
 """The learning-on-photos metrics of every lane side by side (requirements/lanes.txt).
 
-    python dev/lane_photo_metrics.py [--lanes openmmlab onedl] [--out records/lanes/photo_metrics.json]
+    PYTHONPATH=tools/misc python dev/lane_photo_metrics.py [--lanes openmmlab onedl] \
+        [--out records/lanes/photo_metrics.json]
+
+(``PYTHONPATH=tools/misc``: the lanes are read as ``tools/misc/check_env.py`` reads them.)
 
 Runs tests/tools/test_learns_on_photos.py in each lane's environment (set up first with
 ``bash tools/setup.sh --lane NAME``), with the tests' metrics written per config, and writes
@@ -17,12 +20,10 @@ import sys
 import tempfile
 import time
 
-ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
-sys.path.insert(0, ROOT)
-sys.path.insert(0, osp.join(ROOT, 'tools', 'misc'))
-from check_env import read_lanes  # noqa: E402
-from mmlinattn.utils.machine import cpu_name  # noqa: E402
+from check_env import read_lanes
+from mmlinattn.utils.machine import cpu_name
 
+ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 TESTS = 'tests/tools/test_learns_on_photos.py'
 
 

@@ -30,10 +30,9 @@ import sys
 import time
 from contextlib import contextmanager
 
-ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
-sys.path.insert(0, ROOT)
-from mmlinattn.utils.machine import cpu_name  # noqa: E402
+from mmlinattn.utils.machine import cpu_name
 
+ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 FAMILIES = ('soft', 'nalaformer', 'infvit', 'ldn')
 CONFIG = 'configs/photos/semfpn_{family}_pico_nuts.py'
 CROP, STRIDE = (256, 256), (171, 171)

@@ -10,11 +10,9 @@ import glob
 import os.path as osp
 import random
 import re
-import sys
 
-sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
-import docs_check as dc  # noqa: E402
-import figures as fg  # noqa: E402
+import docs_check as dc  # this folder is sys.path[0] when run as a script
+import figures as fg
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 
