@@ -47,7 +47,7 @@ TABLES = {
                                               W + 'heads_8192_current_zen4.json']),
         ('RetinaNet, mmdet', 'retinanet', [W + 'retinanet_8192_zen4.json',
                                            W + 'retinanet_8192_mmdet_zen4.json']),
-        ('RetinaNet, `WholeImageRetinaNet`', 'retinanet_whole',
+        ('RetinaNet, `StripedRetinaHead`', 'retinanet_whole',
          [W + 'retinanet_8192_zen4.json', W + 'heads_8192_current_zen4.json'])], True),
     '16384': (['backbone'], ['ldn', 'nalaformer', 'infvit', 'soft:max_landmarks=49'], [16384], [
         ('16384x16384', 'backbone', [W + 'backbones_owned_zen4.json',
@@ -56,7 +56,7 @@ TABLES = {
         (header, mode, [W + 'photo_6000x4000_all_zen4.json']) for header, mode in [
             ('backbone alone', 'backbone'), ('Semantic FPN, ' + SEG, 'semfpn_whole'),
             ('UperNet, ' + SEG, 'upernet_whole'), ('RetinaNet, mmdet', 'retinanet'),
-            ('RetinaNet, `WholeImageRetinaNet`', 'retinanet_whole')]], False),
+            ('RetinaNet, `StripedRetinaHead`', 'retinanet_whole')]], False),
 }
 
 
@@ -119,7 +119,7 @@ def _runs(record: str, mode: str, size: int) -> dict:
 
 def derived(name: str) -> str:
     """Figures the page derives from the records, one per line: ``retinanet_saving``, what
-    ``WholeImageRetinaNet`` saves on mmdet's RetinaNet at 8192x8192 (GiB; the cells of the
+    ``StripedRetinaHead`` saves on mmdet's RetinaHead at 8192x8192 (GiB; the cells of the
     8192 table); ``slide_gain``, slide mode's mIoU over whole mode's on the nut photos."""
     if name == 'retinanet_saving':
         cols = {mode: records for _, mode, records in TABLES['8192'][3]}

@@ -27,3 +27,15 @@ def lazy_attributes(module: str, **factories: Callable[[], type]) -> Callable[[s
             return factories[name]()
         raise AttributeError(f'module {module!r} has no attribute {name!r}')
     return __getattr__
+
+
+def register_lazy(registry, **factories: Callable[[], type]) -> None:
+    """Register ``factories['Name']()`` in ``registry`` as ``Name``: a config's
+    ``type='mmlinattn.Name'`` makes the class (importing its mmdet / mmseg base) and builds
+    it."""
+    for name, factory in factories.items():
+        def build(*args, _factory=factory, **kwargs):
+            return _factory()(*args, **kwargs)
+        build.__name__ = build.__qualname__ = f'build_{name}'
+        build.__doc__ = f'Build a ``{name}`` ({factory.__doc__})'
+        registry.register_module(name=name, module=build)

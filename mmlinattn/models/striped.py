@@ -82,13 +82,17 @@ def head_runs_whole(model: nn.Module, modules: Iterable[nn.Module], widest_bytes
             "reads each pixel alone in the head (norm_cfg=dict(type='BN'), in eval mode, or "
             'none), or set test_cfg.stripe_rows=None to run the head whole (the memory of '
             "mmseg's / mmdet's own inference)")
-    message = f'{what}; it runs whole, as mmseg / mmdet run it ({_size(widest_bytes)} of its ' \
-        "widest map). norm_cfg=dict(type='BN') in the head keeps it in stripes"
+    log_once(f'{what}; it runs whole, as mmseg / mmdet run it ({_size(widest_bytes)} of its '
+             "widest map). norm_cfg=dict(type='BN') in the head keeps it in stripes")
+    return True
+
+
+def log_once(message: str) -> None:
+    """A warning in mmengine's current logger, the first time ``message`` comes."""
     if message not in _LOGGED:
         _LOGGED.add(message)
         from mmengine.logging import print_log
         print_log(message, logger='current', level=logging.WARNING)
-    return True
 
 
 def _size(nbytes: int) -> str:

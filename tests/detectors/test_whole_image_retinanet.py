@@ -1,4 +1,5 @@
-"""WholeImageRetinaNet against mmdet's own RetinaNet on the same weights, with a score
+"""mmdet's RetinaNet with mmlinattn's StripedRetinaHead against mmdet's own RetinaHead on the
+same weights, with a score
 threshold and an ``nms_pre`` cut that many anchors pass, so each level's best are chosen across
 stripes: the candidates before NMS in float64 (mmcv's NMS takes float32 only) bit-equal to
 mmdet's ``predict_by_feat(with_nms=False)`` without stripes and equal to rounding with them;
@@ -30,7 +31,7 @@ def _small_inputs():
 
 def _models(family='LDN', stripe_rows=None, nms_pre=40, dtype=torch.float64, **head):
     """mmdet's RetinaNet with a tiny ``family`` backbone, a 16-channel FPN and head and 5
-    classes, and the WholeImageRetinaNet with the same weights.  The classifier's bias
+    classes, and the same RetinaNet with the StripedRetinaHead and weights.  The classifier's bias
     is 0 and its weights far from mmdet's initial ones, so the scores are spread out (no two
     within float32 rounding), many pass ``score_thr`` and ``nms_pre`` cuts every level.
     ``head``: other settings of the head (``norm_cfg``, ``feat_channels``)."""
@@ -48,7 +49,7 @@ def _models(family='LDN', stripe_rows=None, nms_pre=40, dtype=torch.float64, **h
     plain = plain.to(dtype).eval()
     torch.nn.init.zeros_(plain.bbox_head.retina_cls.bias)
     torch.nn.init.normal_(plain.bbox_head.retina_cls.weight, std=1.0)  # scores spread apart
-    m.update(type='mmlinattn.WholeImageRetinaNet')
+    m.bbox_head.type = 'mmlinattn.StripedRetinaHead'
     m.test_cfg['stripe_rows'] = stripe_rows
     whole = build_model(m, 'mmdet').to(dtype).eval()
     whole.load_state_dict(plain.state_dict())
@@ -69,10 +70,8 @@ def _candidates(plain, whole, x):
         feats = plain.extract_feat(x)
         ref = plain.bbox_head.predict_by_feat(*plain.bbox_head(feats), batch_img_metas=metas,
                                               rescale=True, with_nms=False)[0]
-        priors = whole.bbox_head.prior_generator.grid_priors(
-            [f.shape[-2:] for f in feats], dtype=x.dtype, device=x.device)
-        got = whole.predict_image(list(whole.extract_feat(x)), priors, metas[0], True,
-                                  whole.bbox_head.test_cfg['stripe_rows'], with_nms=False)
+        got = whole.bbox_head.predict_by_stripes(whole.extract_feat(x), metas, rescale=True,
+                                                 with_nms=False)[0]
     return [(r.bboxes, r.scores, r.labels) for r in (ref, got)]
 
 
@@ -134,7 +133,8 @@ def test_a_group_norm_head_runs_as_mmdet(stripe_warnings):
         assert torch.equal(r, g)
     _predict(whole, x)
     assert len(stripe_warnings) == 1
-    assert group_norm_named(whole, stripe_warnings[0]).startswith('bbox_head.')
+    assert group_norm_named(whole.bbox_head, stripe_warnings[0]).startswith(
+        ('cls_convs.', 'reg_convs.'))
 
 
 def test_a_group_norm_head_runs_whole_up_to_whole_head_bytes(monkeypatch, stripe_warnings):
@@ -156,7 +156,7 @@ def test_a_group_norm_head_runs_whole_up_to_whole_head_bytes(monkeypatch, stripe
     monkeypatch.setattr(striped, 'WHOLE_HEAD_BYTES', widest - 1)
     with pytest.raises(ValueError) as error:
         _predict(whole, x)
-    assert group_norm_named(whole, str(error.value)) == 'bbox_head.cls_convs.0.gn'
+    assert group_norm_named(whole.bbox_head, str(error.value)) == 'cls_convs.0.gn'
     assert 'stripe_rows=None' in str(error.value) and "type='BN'" in str(error.value)
 
 
@@ -199,9 +199,16 @@ def test_bad_stripe_rows_names_the_setting():
         _predict(whole, torch.randn(1, 3, 64, 64))
 
 
-def test_whole_image_config_changes_the_detector_and_keeps_native_size():
+def test_the_former_detector_type_names_its_replacement():
+    m = copy.deepcopy(Config.fromfile(osp.join(ROOT, 'configs', CONFIG)).model)
+    m.type = 'mmlinattn.WholeImageRetinaNet'
+    with pytest.raises(ValueError, match=r"bbox_head=dict\(type='mmlinattn.StripedRetinaHead'\)"):
+        build_model(m, 'mmdet')
+
+
+def test_whole_image_config_changes_the_head_and_keeps_native_size():
     """configs/whole_image/retinanet_ldn_small_coco_whole.py: the parent's model with the
-    detector type changed, and a test pipeline that leaves a photo at its own size (scale
+    head's type changed, and a test pipeline that leaves a photo at its own size (scale
     factor 1, so the boxes map back unchanged)."""
     from mmcv.transforms import Compose
     from mmdet.utils import register_all_modules
@@ -209,9 +216,10 @@ def test_whole_image_config_changes_the_detector_and_keeps_native_size():
     cfg = Config.fromfile(osp.join(ROOT, 'configs', 'whole_image',
                                    'retinanet_ldn_small_coco_whole.py'))
     parent = Config.fromfile(osp.join(ROOT, 'configs', CONFIG))
-    assert cfg.model.type == 'mmlinattn.WholeImageRetinaNet'
-    assert parent.model.type == 'RetinaNet'
+    assert cfg.model.type == parent.model.type == 'RetinaNet'
     assert cfg.model.backbone == parent.model.backbone
+    assert cfg.model.bbox_head.pop('type') == 'mmlinattn.StripedRetinaHead'
+    assert parent.model.bbox_head.pop('type') == 'RetinaHead'
     assert cfg.model.bbox_head == parent.model.bbox_head
     photo = osp.join(ROOT, 'data', 'photos', 'bccd', 'images', 'test')
     name = sorted(os.listdir(photo))[0]

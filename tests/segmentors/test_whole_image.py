@@ -79,10 +79,11 @@ def _config(name):
     return Config.fromfile(osp.join(ROOT, 'configs', name))
 
 
-def _models(name, family, stripe_rows, classes=150, head=None, neck=None):
+def _models(name, family, stripe_rows, classes=150, head=None, neck=None, striped=True):
     """mmseg's EncoderDecoder of config ``name`` with a tiny ``family`` backbone and head, and
-    the WholeImageEncoderDecoder with the same weights, float64.  ``head`` and ``neck``:
-    settings of the decode head and the neck (e.g. their ``norm_cfg``)."""
+    the WholeImageEncoderDecoder with the same weights, float64, its neck and decode head the
+    striped ones (``striped``) or mmseg's.  ``head`` and ``neck``: settings of the decode head
+    and the neck (e.g. their ``norm_cfg``)."""
     m = copy.deepcopy(_config(name).model)
     arch = {k: v for k, v in TINY[family].items() if k != 'type'}
     m.backbone.update(arch, init_cfg=None, type=f'mmlinattn.{family}')
@@ -99,6 +100,10 @@ def _models(name, family, stripe_rows, classes=150, head=None, neck=None):
     plain = build_model(m, 'mmseg').double().eval()
     m.update(type='mmlinattn.WholeImageEncoderDecoder',
              test_cfg=dict(mode='whole', stripe_rows=stripe_rows, class_chunk=8))
+    if striped:
+        m.decode_head.type = f'mmlinattn.Striped{m.decode_head.type}'
+        if 'neck' in m:
+            m.neck.type = f'mmlinattn.Striped{m.neck.type}'
     whole = build_model(m, 'mmseg').double().eval()
     whole.load_state_dict(plain.state_dict())
     return plain, whole
@@ -220,6 +225,27 @@ def test_every_family_predicts_as_mmseg(family):
     assert torch.equal(_predict(whole, x)[0], _predict(plain, x)[0])
 
 
+@pytest.mark.parametrize('name', [UPERNET, SEMFPN])
+def test_mmseg_heads_run_whole_and_say_so(name, monkeypatch):
+    """The segmentor with mmseg's own neck and head (no row graph): they run whole, bit-equal
+    to mmseg, logged once naming them and the striped types."""
+    import mmengine.logging
+
+    from mmlinattn.models import striped as striped_module
+    logged = []
+    monkeypatch.setattr(striped_module, '_LOGGED', set())
+    plain, whole = _models(name, 'LDN', stripe_rows=5, striped=False)
+    monkeypatch.setattr(mmengine.logging, 'print_log', lambda msg, **kw: logged.append(msg))
+    x = torch.randn(1, 3, 64, 96, dtype=torch.float64)
+    with torch.no_grad():
+        for _ in range(2):
+            assert torch.equal(whole.head_logits(x),
+                               plain.decode_head.forward(plain.extract_feat(x)))
+    assert len(logged) == 1
+    assert ('neck (FPN) and ' if name == SEMFPN else 'decode_head') in logged[0]
+    assert 'mmlinattn.StripedUPerHead' in logged[0] and 'mmlinattn.StripedFPN' in logged[0]
+
+
 def test_bad_test_cfg_names_the_setting():
     _, whole = _models(UPERNET, 'LDN', stripe_rows=0)
     with pytest.raises(ValueError, match='stripe_rows'):
@@ -237,4 +263,10 @@ def test_whole_image_configs_change_the_segmentor_and_keep_native_size(name):
         assert [t['type'] for t in loader.dataset.pipeline] == [
             'LoadImageFromFile', 'LoadAnnotations', 'PackSegInputs']
     assert cfg.model.backbone == parent.model.backbone
-    assert cfg.model.decode_head == parent.model.decode_head
+    for part in ('neck', 'decode_head'):  # the striped form of the parent's, same settings
+        if part in parent.model:
+            assert cfg.model[part].pop('type') == f'mmlinattn.Striped{parent.model[part].type}'
+            assert cfg.model[part] == {k: v for k, v in parent.model[part].items()
+                                       if k != 'type'}
+        else:
+            assert part not in cfg.model

@@ -14,9 +14,9 @@ from mmengine.structures import PixelData
 from torch import Tensor
 
 from ..mixins import lazy_attributes, mixed_class
-from ..striped import head_runs_whole, stripe_rows_of, widest_channels
-from .heads import fpn_head_graph, fpn_neck_graphs, uper_head_graph
-from .stripes import materialize, running_argmax, striped_modules
+from ..striped import head_runs_whole, log_once, stripe_rows_of, widest_channels
+from .heads import StripedForward
+from .stripes import Full, materialize, running_argmax, striped_modules
 
 
 def whole_image_encoder_decoder() -> type:
@@ -37,9 +37,11 @@ class WholeImageInference:
     * the decode head's logits are resized to the image and reduced to the class map a few
       classes at a time (``test_cfg.class_chunk``), with a running argmax, instead of as one
       ``classes x H x W`` float tensor (40 GB for 150 classes at 8192²);
-    * UperNet's head and Semantic FPN's neck and head compute their stride-4 part
-      ``test_cfg.stripe_rows`` rows at a time, each stripe with the halo rows its
-      convolutions read (other heads run whole).
+    * a striped neck and decode head (:class:`~.heads.StripedForward`: mmlinattn's
+      ``StripedUPerHead``, ``StripedFPN`` and ``StripedFPNHead``, chosen in the config)
+      compute their stride-4 part ``test_cfg.stripe_rows`` rows at a time, each stripe with
+      the halo rows its convolutions read, from the row graph the head describes; other
+      necks and heads run whole, logged once.
 
     A module of that stride-4 part whose norm reads more than a row of the map (a group or
     instance norm, a batch norm in training mode or without running statistics, a layer norm
@@ -58,9 +60,11 @@ class WholeImageInference:
     last bits differently (see :mod:`mmlinattn.models.segmentors.stripes`).  Training, ``slide``
     mode and ``_forward`` are mmseg's.
 
-    Config::
+    Config (UperNet; Semantic FPN: ``neck=dict(type='mmlinattn.StripedFPN')`` and
+    ``decode_head=dict(type='mmlinattn.StripedFPNHead')``)::
 
-        model = dict(type='mmlinattn.WholeImageEncoderDecoder')
+        model = dict(type='mmlinattn.WholeImageEncoderDecoder',
+                     decode_head=dict(type='mmlinattn.StripedUPerHead'))
         # optional: test_cfg=dict(mode='whole', stripe_rows=64, class_chunk=8)
     """
 
@@ -77,30 +81,42 @@ class WholeImageInference:
         return self.predict_from_logits(logits, metas, data_samples)
 
     def head_logits(self, inputs: Tensor) -> Tensor:
-        """The decode head's output at its own resolution (stride 4), computed in stripes where
-        the head is one this module knows."""
+        """The decode head's output at its own resolution (stride 4), computed in stripes
+        where the neck and the head are striped ones (:class:`~.heads.StripedForward`)."""
         stripe_rows = stripe_rows_of(self.test_cfg)
-        feats = list(self.backbone(inputs))
+        levels = [Full(f) for f in self.backbone(inputs)]
         # bytes per channel of a stride-4 map (the finest level), for the check below
-        channel_bytes = feats[0][:, :1].numel() * feats[0].element_size()
-        graph = None
-        head = self.decode_head
-        if not self.with_neck and type(head).__name__ == 'UPerHead':
-            graph = uper_head_graph(head, feats)
-        elif self.with_neck and type(self.neck).__name__ == 'FPN' and \
-                type(head).__name__ == 'FPNHead':
-            levels = fpn_neck_graphs(self.neck, feats)
-            graph = None if levels is None else fpn_head_graph(head, levels)
+        finest = levels[0].tensor
+        channel_bytes = finest[:, :1].numel() * finest.element_size()
+        del finest
+        if stripe_rows is not None:
+            self._log_whole_parts()
+        if self.with_neck:
+            outs = _forward_rows(self.neck, levels)
+            levels = outs if outs is not None else \
+                [Full(t) for t in self.neck([m.whole() for m in levels])]
+        graph = _forward_rows(self.decode_head, levels)
         if graph is None:  # a head laid out otherwise: whole, as mmseg runs it
-            if self.with_neck:
-                feats = self.neck(feats)
-            return head.forward(feats)
-        del feats
+            return self.decode_head.forward([m.whole() for m in levels])
+        del levels
         modules = striped_modules(graph)
         striped = stripe_rows is not None and stripe_rows < graph.height
         if head_runs_whole(self, modules, channel_bytes * widest_channels(modules), striped):
             stripe_rows = None  # a norm that reads the whole map: whole, as mmseg runs it
         return materialize(graph, stripe_rows)
+
+    def _log_whole_parts(self):
+        parts = [f'{name} ({type(m).__name__})' for name, m in (
+            ('neck', self.neck if self.with_neck else None), ('decode_head', self.decode_head))
+            if m is not None and not isinstance(m, StripedForward)]
+        if parts:
+            log_once(f'{type(self).__name__}: {" and ".join(parts)} '
+                     f'{"have" if len(parts) > 1 else "has"} no striped form, so the maps are '
+                     "computed whole (mmseg's memory for them). "
+                     "decode_head=dict(type='mmlinattn.StripedUPerHead') (UperNet), or "
+                     "neck=dict(type='mmlinattn.StripedFPN') with "
+                     "decode_head=dict(type='mmlinattn.StripedFPNHead') (Semantic FPN), "
+                     'computes their stride-4 part in row stripes')
 
     def predict_from_logits(self, logits: Tensor, metas: List[dict],
                             data_samples: Optional[List]) -> List:
@@ -152,6 +168,11 @@ class WholeImageInference:
             assert direction in ['horizontal', 'vertical']
             part = part.flip(dims=(3,) if direction == 'horizontal' else (2,))
         return F.interpolate(part, meta['ori_shape'], None, 'bilinear', self.align_corners)
+
+
+def _forward_rows(module, inputs):
+    """``module.forward_rows(inputs)`` for a striped neck or head, else None."""
+    return module.forward_rows(inputs) if isinstance(module, StripedForward) else None
 
 
 def class_chunks(classes: int, chunk: int):
