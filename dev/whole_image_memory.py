@@ -10,11 +10,14 @@ Modes:
 * ``upernet`` / ``semfpn``: mmseg's ``EncoderDecoder.predict`` in whole mode, today's default
   path (the logits resized to the image before the argmax);
 * ``upernet_whole`` / ``semfpn_whole``: the same config with
-  ``type='mmlinattn.WholeImageEncoderDecoder'`` (``docs/user_guides/whole_image.md``);
+  ``type='mmlinattn.WholeImageEncoderDecoder'`` and the striped neck and head
+  (``mmlinattn.StripedUPerHead``; ``mmlinattn.StripedFPN`` and ``mmlinattn.StripedFPNHead``:
+  ``docs/user_guides/whole_image.md``);
 * ``retinanet``: mmdet's ``RetinaNet.predict`` of the family's RetinaNet config (weights as
   ``init_weights`` leaves them: the classifier's prior bias keeps the scores below the score
   threshold, as a trained model's are for almost every anchor);
-* ``retinanet_whole``: the same config with ``type='mmlinattn.WholeImageRetinaNet'``.
+* ``retinanet_whole``: the same config with ``bbox_head.type='mmlinattn.StripedRetinaHead'``
+  (earlier records: ``type='mmlinattn.WholeImageRetinaNet'``, the same computation).
 
 A family is ``ldn``, ``soft``, ``nalaformer``, ``infvit`` (their ``small``), ``swin_t`` or
 ``r50`` (mmseg's / mmdet's own configs), optionally with backbone options:
@@ -109,8 +112,11 @@ def build(family: str, mode: str):
     model_cfg.pop('auxiliary_head', None)  # not run at inference; keep its weights out
     if mode in ('upernet_whole', 'semfpn_whole'):
         model_cfg.type = 'mmlinattn.WholeImageEncoderDecoder'
+        for part in ('neck', 'decode_head'):
+            if model_cfg.get(part, {}).get('type') in ('UPerHead', 'FPN', 'FPNHead'):
+                model_cfg[part].type = f'mmlinattn.Striped{model_cfg[part].type}'
     elif mode == 'retinanet_whole':
-        model_cfg.type = 'mmlinattn.WholeImageRetinaNet'
+        model_cfg.bbox_head.type = 'mmlinattn.StripedRetinaHead'
     with DefaultScope.overwrite_default_scope(scope):
         model = MODELS.build(model_cfg)
         if scope == 'mmdet':

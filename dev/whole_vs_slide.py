@@ -9,8 +9,9 @@ the val pipeline's resize to (512, 384) leaves them as they are) by mmseg's own 
 * ``whole``: mmseg's ``EncoderDecoder`` in whole mode (the configs' default);
 * ``slide``: mmseg's ``EncoderDecoder``, ``mode='slide'`` with the training crop, 256x256 tiles at
   stride 171 (2 x 3 tiles per photo);
-* ``whole_image``: ``model.type='mmlinattn.WholeImageEncoderDecoder'`` in whole mode (its
-  default stripes and class chunks).
+* ``whole_image``: ``model.type='mmlinattn.WholeImageEncoderDecoder'`` with the striped neck and
+  head (``mmlinattn.StripedFPN``, ``mmlinattn.StripedFPNHead``) in whole mode (its default
+  stripes and class chunks).
 
 Every training and evaluation is a child process under the shared lock (``--lock``), one at a
 time.  The time per image is the model's ``test_step`` (preprocessing + inference), measured per
@@ -40,6 +41,8 @@ MODES = {
     'whole': dict(test_cfg=dict(mode='whole')),
     'slide': dict(test_cfg=dict(mode='slide', crop_size=CROP, stride=STRIDE)),
     'whole_image': dict(type='mmlinattn.WholeImageEncoderDecoder',
+                        neck=dict(type='mmlinattn.StripedFPN'),
+                        decode_head=dict(type='mmlinattn.StripedFPNHead'),
                         test_cfg=dict(mode='whole')),
 }
 VAL_IMAGES = 'data/photos/nuts/images/val'
@@ -117,7 +120,7 @@ def child(family, mode, checkpoint):
     IoUMetric.compute_metrics = compute_and_keep
 
     cfg = Config.fromfile(osp.join(ROOT, CONFIG.format(family=family)))
-    cfg.model.update(MODES[mode])
+    cfg.merge_from_dict(dict(model=MODES[mode]))  # the neck's and head's other keys kept
     cfg.load_from = checkpoint
     cfg.work_dir = tempfile.mkdtemp(prefix='whole_vs_slide_')
     cfg.log_level = 'WARNING'
