@@ -13,7 +13,8 @@ from test_import_graph import ROOT, graph
 #: ``torch._C`` uses kept, each with its reason (paths relative to the checkout)
 KNOWN_TORCH_C = {
     'mmlinattn/kernels/chunked.py': 'torch-version guard: torch._C._functorch.'
-    'is_legacy_batchedtensor exists on newer torch only, read with a default for torch 2.1',
+    'is_legacy_batchedtensor (no public name) exists on newer torch only; torch 2.1 gets a '
+    'stand-in',
 }
 
 

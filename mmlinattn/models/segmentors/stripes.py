@@ -4,9 +4,10 @@ A :class:`RowMap` is a feature map of shape ``(N, C, H, W)`` that is never held 
 ``rows(a, b)`` computes rows ``[a, b)`` from the rows of its sources that those rows read.
 Convolutions read ``halo`` rows above and below; a bilinear or nearest resize by a power-of-two
 factor reads a known, small range of source rows (:func:`resize_window`); sums and concats
-read the same rows.  Rows, halo and stripes are the :class:`~mmlinattn.kernels.Stripe` and
-:class:`~mmlinattn.kernels.Stripes` of the backbones' row stripes.  Evaluating the last map stripe by stripe keeps the peak memory at a few
-stripes of the widest map instead of the whole of every map.
+read the same rows.  Evaluating the last map stripe by stripe keeps the peak memory at a few
+stripes of the widest map instead of the whole of every map.  Rows, halo and stripes are the
+:class:`~mmlinattn.kernels.Stripe` and :class:`~mmlinattn.kernels.Stripes` of the backbones'
+row stripes.
 
 What is exact and what is not (float64 and float32 alike):
 
