@@ -17,13 +17,14 @@ The model layers take what they run from here, this module only: the attention e
 (:func:`residual_step`, :func:`parallel_residual`), which runs a branch through the interface
 of :class:`mmlinattn.models.layers.branch.Branch` (fused into the residual sum, or in row
 stripes: :mod:`.row_stripes`); the linears of :mod:`.onednn`; the depthwise convs of
-:mod:`.depthwise`; the row stripes (:class:`Stripe`, :class:`Stripes`, :func:`per_pixel`).
+:mod:`.depthwise` (:func:`conv_same`); a stem in row stripes (:func:`run_stem`); the row
+stripes (:class:`Stripe`, :class:`Stripes`, :func:`per_pixel`).
 """
 from . import dispatch, policy
 from .policy import decide_once
 from .chunked import (fast_linear_attention, key_sums, linear_attention_features,
                       query_side_given_sums)
-from .depthwise import depthwise_same, is_depthwise_same
+from .depthwise import conv_same
 from .diffusion import fast_grid_diffusion
 from .infsa import (fast_pure_infsa, infsa_context, infsa_mean_query, infsa_pool_sums,
                     infsa_query_sums)
@@ -34,19 +35,18 @@ from .recompute import (checkpoint, recompute_in_backward, recompute_in_eager_ba
 from .residual import (Step, branch_output, hidden_chain, normed_linears, parallel_residual,
                        residual_step)
 from .row_stripes import (embed_in_place, per_pixel, per_pixel_rows, reuse_stage_input,
-                          stem_stripes, striped_stem)
+                          run_stem)
 from .soft import fast_soft_attention, soft_middle, soft_output, soft_value_sums
 from .stripe import Stripe, Stripes
 
 __all__ = [
     'dispatch', 'policy', 'decide_once', 'fast_soft_attention', 'fast_nala_attention',
     'fast_linear_attention', 'fast_grid_diffusion', 'fast_pure_infsa', 'key_sums',
-    'linear_attention_features', 'query_side_given_sums', 'depthwise_same',
-    'is_depthwise_same', 'infsa_context', 'infsa_mean_query', 'infsa_pool_sums',
-    'infsa_query_sums', 'nala_inference_maps', 'apply_linear', 'fused_gelu', 'linear_act',
-    'linear_blocks', 'checkpoint', 'recompute_in_backward', 'recompute_in_eager_backward',
-    'recomputes', 'Step', 'branch_output', 'hidden_chain', 'normed_linears',
-    'parallel_residual', 'residual_step', 'embed_in_place', 'per_pixel', 'per_pixel_rows',
-    'reuse_stage_input', 'stem_stripes', 'striped_stem', 'soft_middle', 'soft_output',
-    'soft_value_sums', 'Stripe', 'Stripes'
+    'linear_attention_features', 'query_side_given_sums', 'conv_same', 'infsa_context',
+    'infsa_mean_query', 'infsa_pool_sums', 'infsa_query_sums', 'nala_inference_maps',
+    'apply_linear', 'fused_gelu', 'linear_act', 'linear_blocks', 'checkpoint',
+    'recompute_in_backward', 'recompute_in_eager_backward', 'recomputes', 'Step',
+    'branch_output', 'hidden_chain', 'normed_linears', 'parallel_residual', 'residual_step',
+    'embed_in_place', 'per_pixel', 'per_pixel_rows', 'reuse_stage_input', 'run_stem',
+    'soft_middle', 'soft_output', 'soft_value_sums', 'Stripe', 'Stripes'
 ]

@@ -134,6 +134,18 @@ def is_depthwise_same(conv: nn.Conv2d) -> bool:
             and conv.padding == (kh // 2, kw // 2) and conv.padding_mode == 'zeros')
 
 
+def conv_same(conv: nn.Conv2d, m: torch.Tensor, shortcut: Optional[torch.Tensor] = None,
+              act: Optional[nn.Module] = None, fold: bool = False) -> torch.Tensor:
+    """``act(shortcut + conv(m))`` (``shortcut`` and ``act`` optional) of the (B, C, H, W)
+    map ``m`` for a 'same'-size ``conv``: a stride-1 'same' depthwise one
+    (:func:`is_depthwise_same`) through :func:`depthwise_same`, any other as written."""
+    if is_depthwise_same(conv):
+        return depthwise_same(conv, m, shortcut, act, fold)
+    y = conv(m)
+    y = y if shortcut is None else shortcut + y
+    return y if act is None else act(y)
+
+
 def depthwise_same(conv: nn.Conv2d, m: torch.Tensor, shortcut: Optional[torch.Tensor] = None,
                    act: Optional[nn.Module] = None, fold: bool = False) -> torch.Tensor:
     """``act(shortcut + conv(m))`` (``shortcut`` and ``act`` optional) of the (B, C, H, W)

@@ -227,6 +227,14 @@ def _stem_rows(stem: nn.Module, x: torch.Tensor) -> int:
     return max(4 * margin, target // per_row)
 
 
+def run_stem(stem, x: torch.Tensor, grid, whole: Callable):
+    """``whole(x, grid)``, the stem's own forward on the whole map, or the same output in row
+    stripes (:func:`striped_stem`) where :func:`stem_stripes` rules so."""
+    if stem_stripes(stem, x, grid):
+        return striped_stem(stem, x, grid)
+    return whole(x, grid)
+
+
 def striped_stem(stem: nn.Module, x: torch.Tensor, grid):
     """``stem(x, grid)`` stripe by stripe: output rows ``[a, b)`` from the input rows
     ``[S (a - m), S (b + m))`` (``S`` the total stride, ``m`` output rows that cover the

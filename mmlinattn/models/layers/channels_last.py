@@ -13,7 +13,7 @@ from typing import Optional, Tuple
 import torch
 import torch.nn as nn
 
-from ...kernels import depthwise_same, is_depthwise_same
+from ...kernels import conv_same
 from .token_grid import TokenGrid
 
 
@@ -42,15 +42,11 @@ def conv_tokens(conv: nn.Conv2d, x: torch.Tensor, grid: TokenGrid,
 
     Goes through the channels-last views (no layout copies for contiguous tokens) and
     zeroes the grid's batch padding first (:meth:`.token_grid.TokenGrid.zero_padding`).
-    A stride-1 'same' depthwise conv runs through
-    :func:`~mmlinattn.kernels.depthwise.depthwise_same` (the residual folded into the kernel
+    A stride-1 'same' depthwise conv runs through the wing's ``conv_same`` (the residual
+    folded into the kernel
     where nothing is padded, a GELU in the conv's epilogue, channel slices on large maps).
     """
     m = tokens_as_map(x, grid.hw)
     masked = grid.zero_padding(m)
-    if is_depthwise_same(conv):
-        return map_as_tokens(depthwise_same(conv, masked, m if residual else None, act,
-                                            fold=masked is m))
-    y = map_as_tokens(conv(masked))
-    y = x + y if residual else y
-    return y if act is None else act(y)
+    return map_as_tokens(conv_same(conv, masked, m if residual else None, act,
+                                   fold=masked is m))

@@ -12,7 +12,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ...kernels import recompute_in_backward, recomputes, stem_stripes, striped_stem
+from ...kernels import recompute_in_backward, recomputes, run_stem
 from ...ops.tracing import traced
 from .norm import build_act, build_norm, norm_cancels_bias
 from .token_grid import TokenGrid
@@ -59,10 +59,9 @@ class PatchConv(nn.Module):
         self.act = build_act(act_cfg)
 
     def forward(self, x: torch.Tensor, grid: TokenGrid) -> Tuple[torch.Tensor, TokenGrid]:
-        """NCHW map on ``grid`` -> (output map, its grid)."""
-        if stem_stripes((self, ), x, grid):  # a large map: conv, norm and act in stripes
-            return striped_stem((self, ), x, grid)
-        return self.whole(x, grid)
+        """NCHW map on ``grid`` -> (output map, its grid); on a large map conv, norm and act
+        in row stripes."""
+        return run_stem((self, ), x, grid, self.whole)
 
     def whole(self, x: torch.Tensor, grid: TokenGrid) -> Tuple[torch.Tensor, TokenGrid]:
         """:meth:`forward` on the whole map."""
@@ -106,8 +105,12 @@ class ConvStem(nn.Sequential):
         self.recompute_act = recompute_act
 
     def forward(self, x: torch.Tensor, grid: TokenGrid) -> Tuple[torch.Tensor, TokenGrid]:
-        if stem_stripes(self, x, grid):  # a large image: its full-resolution maps in stripes
-            return striped_stem(self, x, grid)
+        """NCHW map on ``grid`` -> (output map, its grid); on a large image the
+        full-resolution maps in row stripes."""
+        return run_stem(self, x, grid, self.chain)
+
+    def chain(self, x: torch.Tensor, grid: TokenGrid) -> Tuple[torch.Tensor, TokenGrid]:
+        """The units one after the other on the whole map."""
         if not (self.recompute_act and recomputes(x, *self.parameters())):
             for unit in self:
                 x, grid = unit(x, grid)

@@ -190,7 +190,8 @@ class LinearInfSA(Branch):
         return infsa_context(total, self.v.weight, self.v.bias, self.gamma(), self.eps)
 
     def from_summary(self, h: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        """The forward's output from the context ``h`` of :meth:`finish_summary`."""
+        """The output from the context ``h`` (B, H, d) (:meth:`finish_summary`, or the
+        whole map's in :meth:`forward`): ``proj(h)``, one vector per image, over the tokens."""
         b, n, c = x.shape
         return self.proj_drop(self.proj(h.to(x.dtype).reshape(b, 1, c))).expand(b, n, c)
 
@@ -202,8 +203,8 @@ class LinearInfSA(Branch):
     def forward(self, x: torch.Tensor, grid: Optional[TokenGrid] = None) -> torch.Tensor:
         """x: (B, N, C), the last H*W tokens on ``grid`` (any before are prefix tokens);
         a padded grid leaves its padding out of the pools (None: no padding).
-        Returns (B, N, C): one vector per image, expanded over the tokens."""
-        b, n, c = x.shape
+        Returns (B, N, C): ``proj(h)``, ``h = sum_t gamma a_t V_t`` (Eq. 16-21), one vector
+        per image, expanded over the tokens."""
         q, k = self.queries(x)
         gamma = self.gamma()
         valid = valid_tokens_or_none(grid, x)
@@ -212,8 +213,7 @@ class LinearInfSA(Branch):
                                     self.eps)
         else:
             h = linear_infsa(q, self._heads(self.v(x)), gamma, k, valid, self.eps)
-        out = self.proj_drop(self.proj(h.reshape(b, 1, c)))
-        return out.expand(b, n, c)
+        return self.from_summary(h, x)
 
     @torch.no_grad()
     def token_weights(self, x: torch.Tensor, valid: Optional[torch.Tensor] = None
