@@ -219,9 +219,10 @@ def main(argv=None) -> int:
             print(f'{name:12s} {dt} {args.size}^2: {r}', flush=True)
             torch.cuda.empty_cache()
     if args.train_amp and not args.parity_only:
-        from mmlinattn.datasets import make_demo_data
         with tempfile.TemporaryDirectory() as tmp:
-            make_demo_data(tmp, num_train=8, num_val=2, logger=None)
+            subprocess.run([sys.executable, 'tools/dataset_converters/make_demo_data.py', '--out',
+                            tmp, '--num-train', '8', '--num-val', '2'], cwd=ROOT, check=True,
+                           capture_output=True)
             for config in TRAIN_CONFIGS:
                 r = check_train_amp(config, tmp, args.train_iters, osp.join(tmp, 'work'))
                 results[f'train --amp {config}'] = r

@@ -1,6 +1,6 @@
-"""Dataset helpers that need neither mmdet nor mmseg (the demo-data generator)."""
-from .demo import (CITYSCAPES_TRAIN_IDS, DEMO_CLASSES, DEMO_PALETTE, LAYOUTS, DemoSample,
-                   generate_sample, layout_root, make_demo_data)
+"""The demo and photo datasets' classes and sources (their converters are
+``tools/dataset_converters/``); needs neither mmdet nor mmseg."""
+from .demo import DEMO_CLASSES, DEMO_PALETTE
+from .photos import PHOTO_ROOT, PHOTO_SETS, is_photo_root
 
-__all__ = ['CITYSCAPES_TRAIN_IDS', 'DEMO_CLASSES', 'DEMO_PALETTE', 'LAYOUTS', 'DemoSample',
-           'generate_sample', 'layout_root', 'make_demo_data']
+__all__ = ['DEMO_CLASSES', 'DEMO_PALETTE', 'PHOTO_ROOT', 'PHOTO_SETS', 'is_photo_root']

@@ -1,5 +1,5 @@
 """Point any detection / segmentation config at the demo datasets
-(``tools/dataset_converters/make_demo_data.py``, :func:`.demo.make_demo_data`).
+(``tools/dataset_converters/make_demo_data.py`` writes them).
 
 One source for the demo settings used by ``tools/demo.sh``, ``tools/misc/demo_overrides.py``
 (which prints them as ``--cfg-options``), the config tests and users.  What changes: data

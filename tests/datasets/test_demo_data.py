@@ -7,9 +7,9 @@ import os.path as osp
 import numpy as np
 import pytest
 
-from mmlinattn.datasets.demo import (CITYSCAPES_TRAIN_IDS, DEMO_CLASSES, DEMO_PALETTE,
-                                     IGNORE_INDEX, generate_sample, layout_root,
-                                     make_demo_data)
+from make_demo_data import (CITYSCAPES_TRAIN_IDS, IGNORE_INDEX, generate_sample, layout_root,
+                            make_demo_data)
+from mmlinattn.datasets import DEMO_CLASSES, DEMO_PALETTE
 
 NUM_TRAIN, NUM_VAL, SEED = 3, 3, 0
 

@@ -7,9 +7,10 @@ import os.path as osp
 import cv2
 import numpy as np
 import pytest
+from make_photo_data import convert_photo_set, read_voc
 from repo_paths import ROOT
 
-from mmlinattn.datasets.photos import PHOTO_SETS, convert_photo_set, read_voc
+from mmlinattn.datasets.photos import PHOTO_SETS
 
 SHIPPED = osp.join(ROOT, 'data', 'photos')
 

@@ -37,7 +37,7 @@ CASES = [
 
 @pytest.fixture(scope='module')
 def demo_root(tmp_path_factory):
-    from mmlinattn.datasets import make_demo_data
+    from make_demo_data import make_demo_data
     root = str(tmp_path_factory.mktemp('demo'))
     make_demo_data(root, num_train=1, num_val=3, layouts=('coco', 'ade'), logger=None)
     return root

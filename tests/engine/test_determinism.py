@@ -69,7 +69,7 @@ def _train(root, data_root, run):
 
 @pytest.mark.slow
 def test_two_seeded_deterministic_runs_give_identical_losses(tmp_path, restore_determinism):
-    from mmlinattn.datasets import make_demo_data
+    from make_demo_data import make_demo_data
     from repo_paths import ROOT as root
     make_demo_data(str(tmp_path), num_train=NUM_TRAIN, num_val=2, layouts=['coco'],
                    logger=None)

@@ -11,11 +11,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 #: The package layers, lowest first; a module imports only from its own layer or below.
-#: ``datasets`` (data sets and their converters) and ``registry`` import nothing of the
-#: package; ``utils`` (checkpoints, config checks) reads ``datasets``; ``ops`` is the papers'
-#: plain maths, ``kernels`` its fast forms, ``models`` the layers and backbones over both;
-#: ``timm``, ``engine`` and ``analysis`` use the models, and ``deployment`` everything below
-#: it.  (The benchmark machinery is not in the package: tools/analysis_tools/benchlib.)
+#: ``datasets`` (the demo and photo sets' classes, the demo settings) and ``registry`` import
+#: nothing of the package; ``utils`` (checkpoints, config checks) reads ``datasets``; ``ops`` is
+#: the papers' plain maths, ``kernels`` its fast forms, ``models`` the layers and backbones over
+#: both; ``timm``, ``engine`` and ``analysis`` use the models, and ``deployment`` everything
+#: below it.  (The benchmark machinery and the data converters live in tools/, not here.)
 LAYERS = ['datasets', 'registry', 'utils', 'ops', 'kernels', 'models', 'timm', 'engine',
           'analysis', 'deployment']
 

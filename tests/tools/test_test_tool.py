@@ -53,7 +53,7 @@ def test_test_py_with_tta_and_show_dir_on_the_demo_data(tmp_path):
     from mmdet.registry import MODELS
     from mmdet.utils import register_all_modules
 
-    from mmlinattn.datasets import make_demo_data
+    from make_demo_data import make_demo_data
     make_demo_data(str(tmp_path / 'demo'), num_train=1, num_val=2, layouts=('coco', ),
                    logger=None)
     register_all_modules(init_default_scope=True)

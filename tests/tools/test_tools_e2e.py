@@ -34,7 +34,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope='module')
 def demo_root(tmp_path_factory):
-    from mmlinattn.datasets import make_demo_data
+    from make_demo_data import make_demo_data
     root = str(tmp_path_factory.mktemp('demo'))
     make_demo_data(root, num_train=NUM_TRAIN, num_val=2, logger=None)
     return root
