@@ -42,13 +42,16 @@ class Step(NamedTuple):
 
 
 def hidden_chain(x: torch.Tensor, norm: Optional[nn.Module], first: nn.Linear,
-                 steps: Sequence[Step], drop: nn.Module, recompute: str = 'none'
+                 steps: Sequence[Step], drop: Optional[nn.Module] = None,
+                 recompute: str = 'none', plain_first: bool = False
                  ) -> Tuple[torch.Tensor, Optional[Callable]]:
-    """A branch's plain forward ``drop(steps(first(norm(x))))`` up to its output linear,
+    """A branch's plain forward ``drop(steps(first(norm(x))))`` (``drop`` optional) up to its
+    output linear,
     composed with the fast forms, as a branch's ``hidden`` answers (``(h, tail)``):
 
     * a GELU right after ``first`` in ``first``'s oneDNN epilogue (:func:`.onednn.linear_act`);
-    * else ``first(norm(x))`` through :func:`normed_linears`, and in eager training with
+    * else ``first(norm(x))`` through :func:`normed_linears` (``plain_first``: called as it
+      is), and in eager training with
       ``recompute`` (``'last'``: the last step; ``'all'``: every step) the steps handed to
       the seam as the tail it recomputes in the backward;
     * a GELU right after a step with an ``epilogue`` (its conv) in that conv's epilogue: the
@@ -58,11 +61,14 @@ def hidden_chain(x: torch.Tensor, norm: Optional[nn.Module], first: nn.Linear,
     if steps and fused_gelu(steps[0].fn, x, first) is not None:
         h = linear_act(x if norm is None else norm(x), first, steps.pop(0).fn)
     else:
-        h = apply_linear(x, first) if norm is None else normed_linears(norm, x, first)[0]
+        if plain_first:
+            h = first(x if norm is None else norm(x))
+        else:
+            h = apply_linear(x, first) if norm is None else normed_linears(norm, x, first)[0]
         if recompute != 'none' and recomputes(h):
             keep = len(steps) - 1 if recompute == 'last' else 0
             h = _run_steps(steps[:keep], h)
-            return h, lambda t: drop(_run_steps(steps[keep:], t))
+            return h, lambda t: _drop(drop, _run_steps(steps[keep:], t))
     # each step rebinds h, so a step's input is freed before the next step runs (in
     # inference at most two hidden-size tensors are alive)
     i = 0
@@ -73,7 +79,11 @@ def hidden_chain(x: torch.Tensor, norm: Optional[nn.Module], first: nn.Linear,
             h, i = steps[i].fn(h, act=act), i + 2
         else:
             h, i = steps[i].fn(h), i + 1
-    return drop(h), None
+    return _drop(drop, h), None
+
+
+def _drop(drop: Optional[nn.Module], t: torch.Tensor) -> torch.Tensor:
+    return t if drop is None else drop(t)
 
 
 def _run_steps(steps: Sequence[Step], t: torch.Tensor) -> torch.Tensor:

@@ -5,7 +5,7 @@ import torch
 import torch.nn as nn
 from timm.layers import Mlp as TimmMlp
 
-from ...kernels import Step, fused_gelu, hidden_chain, linear_act, recomputes
+from ...kernels import Step, hidden_chain
 from .branch import Branch, Hidden
 from .channels_last import conv_tokens
 from .norm import build_act
@@ -124,26 +124,13 @@ class Mlp(Branch, TimmMlp):
 
     def hidden(self, x: torch.Tensor, grid=None, norm: Optional[nn.Module] = None,
                summary=None) -> Hidden:
-        """fc2's input from ``norm(x)``, or in eager training with ``recompute`` fc1's output
-        and the activation to recompute from it."""
-        if norm is not None:
-            x = norm(x)
-        h = self.fc1(x) if self._act_apart(x) else None
-        if h is not None and self.recompute != 'none' and recomputes(h):
-            return Hidden(h, self._fc2_input)
-        return Hidden(self.fc2_input(x, h))
-
-    def fc2_input(self, x: torch.Tensor, h: Optional[torch.Tensor] = None) -> torch.Tensor:
-        """What ``fc2`` reads, from the input ``x`` (or from fc1's output ``h``)."""
-        if h is None and not self._act_apart(x):
-            # fc1 and the activation as one oneDNN primitive (:mod:`.onednn`)
-            return self.norm(self.drop1(linear_act(x, self.fc1, self.act)))
-        return self._fc2_input(self.fc1(x) if h is None else h)
-
-    def _act_apart(self, x: torch.Tensor) -> bool:
-        """Whether fc1 and the activation run as two ops (not one oneDNN primitive)."""
-        return not (isinstance(self.fc1, nn.Linear)
-                    and fused_gelu(self.act, x, self.fc1) is not None)
+        """fc2's input from ``norm(x)``, with the fast forms composed in
+        (``kernels.hidden_chain``: fc1 and a GELU as one oneDNN primitive; in eager training
+        with ``recompute``, fc1's output kept and the rest recomputed in the backward)."""
+        steps = (Step(self.act), Step(self.drop1), Step(self.norm))
+        return Hidden(*hidden_chain(x, norm, self.fc1, steps,
+                                    recompute='none' if self.recompute == 'none' else 'all',
+                                    plain_first=True))
 
     def _fc2_input(self, h: torch.Tensor) -> torch.Tensor:
         return self.norm(self.drop1(self.act(h)))
