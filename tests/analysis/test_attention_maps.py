@@ -121,7 +121,7 @@ def test_ldn_kernel_is_row_of_dense_step_products():
 def test_figure_layout_titles_colorbar_caption(family):
     model = build(family)
     image = (np.random.default_rng(0).random((64, 96, 3)) * 255).astype(np.uint8)
-    from mmlinattn.analysis.health import normalise_photo
+    from benchlib.health import normalise_photo
     maps = query_attention_maps(model, normalise_photo(image, (64, 96)), (20, 30))
     fig = attention_figure(image, maps, (20, 30), CAPTIONS[family], title='t')
     panels = [ax for ax in fig.axes if ax.get_title()]

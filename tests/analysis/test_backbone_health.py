@@ -7,9 +7,8 @@ import torch
 from archs import build as tiny_arch
 from skimage import data as photos
 
-from mmlinattn.analysis.health import (block_activation_max, brief_training,
-                                       centred_similarity, half_precision_finite,
-                                       normalise_photo, photo_crops, train_eval_gap)
+from benchlib.health import (block_activation_max, brief_training, centred_similarity,
+                             half_precision_finite, normalise_photo, photo_crops, train_eval_gap)
 from mmlinattn.models.backbones import LDN, SOFT, InfViT, InfViTPlain, NaLaFormer
 
 FAMILIES = {

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from archs import FAMILIES, build
 from skimage import data as photos
 
-from mmlinattn.analysis.health import normalise_photo
+from benchlib.health import normalise_photo
 
 TILE = 64
 STEPS = 40

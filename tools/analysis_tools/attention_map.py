@@ -15,9 +15,9 @@ import argparse
 import numpy as np
 import torch
 
+from benchlib.health import normalise_photo
 from mmlinattn.analysis.query_maps import (CAPTIONS, attention_figure, family_of,
-                                               query_attention_maps)
-from mmlinattn.analysis.health import normalise_photo
+                                           query_attention_maps)
 from mmlinattn.registry import MODELS
 from mmlinattn.utils.checkpoint import safe_load_checkpoint
 from mmlinattn.utils.checkpoint_schemes import install_safe_checkpoint_loading

@@ -18,9 +18,8 @@ from typing import Dict, List
 import torch
 from mmengine.logging import print_log
 
-from mmlinattn.analysis.health import (block_activation_max, brief_training,
-                                       centred_similarity, half_precision_finite,
-                                       normalise_photo, photo_crops, train_eval_gap)
+from benchlib.health import (block_activation_max, brief_training, centred_similarity,
+                             half_precision_finite, normalise_photo, photo_crops, train_eval_gap)
 from mmlinattn.registry import MODELS
 
 DEFAULT_FAMILIES = ('SOFT', 'NaLaFormer', 'InfViT', 'LDN')

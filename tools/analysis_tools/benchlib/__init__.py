@@ -1,7 +1,7 @@
 """Measuring machinery of the scripts in ``tools/analysis_tools/`` (benchmark, get_flops,
-model_zoo, benchmark_runtimes, benchmark_int8, measure_batch_independence): process
-isolation, memory probes, FLOP counting, statistics and report writing.  Not part of the
-installed package, as mmdet keeps its analysis tools: a script here imports it as a sibling
+model_zoo, benchmark_runtimes, benchmark_int8, measure_batch_independence, backbone_health):
+process isolation, memory probes, FLOP counting, statistics and report writing.  Not part of
+the installed package, as mmdet keeps its analysis tools: a script here imports it as a sibling
 (its folder is ``sys.path[0]``), the tests through pyproject's pytest ``pythonpath``, a
 ``dev/`` script with ``PYTHONPATH=tools/analysis_tools``.
 
@@ -13,7 +13,8 @@ installed package, as mmdet keeps its analysis tools: a script here imports it a
 * :mod:`.model_flops`, :mod:`.model_zoo`: params and FLOPs of whole detectors / segmentors
   and the model-zoo page;
 * :mod:`.runtime_benchmark`: one backbone in eager PyTorch, torch.compile and the ONNX
-  runtimes; :mod:`.batch_independence`: a detector's outputs per image, alone or batched.
+  runtimes; :mod:`.batch_independence`: a detector's outputs per image, alone or batched;
+* :mod:`.health`: whole-network health of a backbone (backbone_health, attention_map).
 
 Importing it imports neither mmdet nor mmseg (the peers and whole models load them when
 used).
