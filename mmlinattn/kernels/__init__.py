@@ -34,7 +34,7 @@ from .recompute import (checkpoint, recompute_in_backward, recompute_in_eager_ba
                         recomputes)
 from .residual import (Step, branch_output, hidden_chain, normed_linears, parallel_residual,
                        residual_step)
-from .row_stripes import (embed_in_place, per_pixel, per_pixel_rows, reuse_stage_input,
+from .row_stripes import (add_position, per_pixel, per_pixel_rows, reuse_stage_input,
                           run_stem)
 from .soft import fast_soft_attention, soft_middle, soft_output, soft_value_sums
 from .stripe import Stripe, Stripes
@@ -47,6 +47,6 @@ __all__ = [
     'apply_linear', 'fused_gelu', 'linear_act', 'linear_blocks', 'checkpoint',
     'recompute_in_backward', 'recompute_in_eager_backward', 'recomputes', 'Step',
     'branch_output', 'hidden_chain', 'normed_linears', 'parallel_residual', 'residual_step',
-    'embed_in_place', 'per_pixel', 'per_pixel_rows', 'reuse_stage_input', 'run_stem',
+    'add_position', 'per_pixel', 'per_pixel_rows', 'reuse_stage_input', 'run_stem',
     'soft_middle', 'soft_output', 'soft_value_sums', 'Stripe', 'Stripes'
 ]

@@ -281,3 +281,10 @@ def reuse_stage_input(stage: nn.Module, t: torch.Tensor) -> bool:
             and t.numel() * t.element_size() > policy.STRIPE_MAP_BYTES
             and not policy.hooked(*stage.blocks)
             and policy.eager_inference(t, *stage.parameters()))
+
+
+def add_position(embed: nn.Module, x: torch.Tensor, grid, owned: bool) -> torch.Tensor:
+    """``embed(x, grid)``, added into ``x`` itself where the caller owns it (``owned``) and
+    :func:`embed_in_place` rules so."""
+    return embed(x, grid, inplace=owned and embed_in_place(embed, x))
+

@@ -4,7 +4,7 @@ from typing import Optional, Sequence
 import torch
 import torch.nn as nn
 
-from ...kernels import embed_in_place, reuse_stage_input
+from ...kernels import add_position, reuse_stage_input
 from .channels_last import map_as_tokens, tokens_as_map
 from .token_grid import TokenGrid, grid_of_map
 from .utils import maybe_checkpoint
@@ -44,13 +44,15 @@ class BlockStage(nn.Module):
         output is copied back into it (one copy per block instead of a third map beside the
         blocks' input and output)."""
         if self.pos_embed is not None:
-            x = self.pos_embed(x, grid, inplace=owned and embed_in_place(self.pos_embed, x))
+            x = add_position(self.pos_embed, x, grid, owned)
         # channels-last view for a channels-last map (what the previous stage and its
         # down-sampling conv hand over), else one copy: contiguous tokens for every block
         t = map_as_tokens(x)
         del x  # a view's base lives on in t; what the blocks replace is freed as they go
         if self.cls_token is not None:
             t = torch.cat([self.cls_token.expand(t.shape[0], -1, -1).to(t.dtype), t], dim=1)
+        # (a loop here, not in a helper: a caller's reference to the first tokens would keep
+        # them alive through every block)
         home = t if owned and reuse_stage_input(self, t) else None
         for blk in self.blocks:
             t = maybe_checkpoint(blk, t, grid, enabled=self.with_cp)
