@@ -127,7 +127,7 @@ def run(args, env=None, **kw):
 
 def last_metrics(work_dir):
     """The metrics of the last run in an mmengine work dir (its ``<timestamp>.json``)."""
-    from mmlinattn.utils.work_dirs import last_metrics as read
+    from benchlib.work_dirs import last_metrics as read
     return read(work_dir)
 
 

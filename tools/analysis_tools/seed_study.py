@@ -23,10 +23,10 @@ import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
+from benchlib.work_dirs import last_metrics
 from mmengine.config import DictAction
 
 from mmlinattn.datasets.demo_overrides import cfg_option_words
-from mmlinattn.utils.work_dirs import last_metrics
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 

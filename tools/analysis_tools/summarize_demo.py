@@ -12,12 +12,12 @@ import json
 import os.path as osp
 import sys
 
+from benchlib.work_dirs import last_metrics
 from mmengine.config import Config
 
 from mmlinattn.utils.checkpoint_schemes import install_safe_checkpoint_loading
 from mmlinattn.utils.external_configs import prepare_external_configs
 from mmlinattn.engine.runner import register_library
-from mmlinattn.utils.work_dirs import last_metrics
 
 KEYS = ('coco/bbox_mAP', 'coco/bbox_mAP_50', 'coco/segm_mAP', 'mIoU', 'aAcc', 'mAcc')
 

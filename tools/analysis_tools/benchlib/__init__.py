@@ -1,5 +1,5 @@
 """Measuring machinery of the scripts in ``tools/analysis_tools/`` (benchmark, get_flops,
-model_zoo, benchmark_runtimes, benchmark_int8, measure_batch_independence, backbone_health):
+model_zoo, benchmark_runtimes, benchmark_int8, measure_batch_independence, backbone_health, ...):
 process isolation, memory probes, FLOP counting, statistics and report writing.  Not part of
 the installed package, as mmdet keeps its analysis tools: a script here imports it as a sibling
 (its folder is ``sys.path[0]``), the tests through pyproject's pytest ``pythonpath``, a
@@ -14,7 +14,8 @@ the installed package, as mmdet keeps its analysis tools: a script here imports 
   and the model-zoo page;
 * :mod:`.runtime_benchmark`: one backbone in eager PyTorch, torch.compile and the ONNX
   runtimes; :mod:`.batch_independence`: a detector's outputs per image, alone or batched;
-* :mod:`.health`: whole-network health of a backbone (backbone_health, attention_map).
+* :mod:`.health`: whole-network health of a backbone (backbone_health, attention_map);
+* :mod:`.work_dirs`: the metrics an mmengine run left (seed_study, summarize_demo).
 
 Importing it imports neither mmdet nor mmseg (the peers and whole models load them when
 used).
