@@ -71,8 +71,13 @@ def run_case(case, trees, rounds, threads):
         proc.stdin.close()
         proc.wait()
     median = {name: statistics.median(v) for name, v in times.items()}
+    # each round's pair ran back to back: their ratio is free of the machine's drift between
+    # rounds, so its median is the steadier figure
+    paired = [a / b for a, b in zip(times['after'], times['before'])]
     return dict(case=case, rounds=rounds, ms=times, median=median,
-                after_over_before=median['after'] / median['before'])
+                after_over_before=median['after'] / median['before'],
+                paired_median=statistics.median(paired),
+                paired_range=[min(paired), max(paired)])
 
 
 def main():
@@ -82,20 +87,23 @@ def main():
     parser.add_argument('--rounds', type=int, default=5)
     parser.add_argument('--threads', type=int, default=os.cpu_count() or 1)
     parser.add_argument('--families', nargs='+', default=list(FAMILIES), choices=FAMILIES)
+    parser.add_argument('--modes', nargs='+', default=['infer', 'train'],
+                        choices=['infer', 'train'])
     parser.add_argument('--json', help='write the rows here')
     args = parser.parse_args()
     random.seed(0)
     trees = {'before': args.before, 'after': args.after}
     rows = []
     for case in CASES:
-        if case[0] not in args.families:
+        if case[0] not in args.families or case[1] not in args.modes:
             continue
         row = run_case(case, trees, args.rounds, args.threads)
         rows.append(row)
         m = row['median']
         print(f'{case[0]:11s} {case[1]} {case[2]}x{case[3]} b{case[4]}: before '
               f"{m['before']:.0f} ms, after {m['after']:.0f} ms, after / before "
-              f"{row['after_over_before']:.3f}", flush=True)
+              f"{row['after_over_before']:.3f}; paired {row['paired_median']:.3f} "
+              f"({row['paired_range'][0]:.3f}-{row['paired_range'][1]:.3f})", flush=True)
     if args.json:
         with open(args.json, 'w') as f:
             json.dump(rows, f, indent=1)
