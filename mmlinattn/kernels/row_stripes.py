@@ -25,7 +25,7 @@ mixer by its ``summary_passes`` (with ``summary_rows`` / ``finish_summary``); th
 :class:`.stripe.Stripes`.
 """
 import math
-from typing import Callable
+from typing import Callable, Optional
 
 import torch
 import torch.nn as nn
@@ -81,12 +81,8 @@ def branch_stripes(branch: nn.Module, x: torch.Tensor, grid) -> Stripes:
     return Stripes(rows, branch.row_halo, branch.row_align)
 
 
-def stripe_rows(branch: nn.Module, x: torch.Tensor, grid) -> int:
-    """Rows per stripe of :func:`branch_stripes`."""
-    return branch_stripes(branch, x, grid).step
-
-
-def summarize(branch: nn.Module, x: torch.Tensor, grid, norm, cut: Stripes = None):
+def summarize(branch: nn.Module, x: torch.Tensor, grid, norm,
+              cut: Optional[Stripes] = None):
     """The summary passes of a global mixer (``summary_passes`` of them): each adds the
     branch's summary parts over the stripes (no halo: a part is per token) and has the branch
     finish them into the state the next pass (or the output) reads."""
@@ -195,7 +191,7 @@ def per_pixel_rows(fn: Callable, x: torch.Tensor, grid, modules) -> torch.Tensor
     whole beside it."""
     if not per_pixel_stripes(modules, x):
         return fn(x, grid).contiguous()
-    rows = max(1, policy.STRIPE_TARGET_BYTES // (x[:, :, :1].numel() * x.element_size()))
+    rows = policy.STRIPE_TARGET_BYTES // (x[:, :, :1].numel() * x.element_size())
     out = None
     for a, b, _, _ in Stripes(rows).over(x.shape[-2]):
         part = fn(x[:, :, a:b], grid.rows(a, b))

@@ -70,7 +70,7 @@ def test_striped_branch_equals_the_whole_branch(branch, n, stripes, monkeypatch)
             return residual.residual_step(x, ffn, grid, norm, gamma)
     want = _plain(monkeypatch, step)
     got = step()
-    assert row_stripes.stripe_rows(ffn, x, grid) == n
+    assert row_stripes.branch_stripes(ffn, x, grid).step == n
     assert calls == [(9, 7)]
     torch.testing.assert_close(got, want, rtol=0, atol=1e-13)
 
@@ -99,7 +99,7 @@ def test_linear_infsa_from_striped_sums_equals_the_whole_mixer(tie_qk, n, stripe
             return residual.residual_step(x, mixer, grid, norm, gamma)
     want = _plain(monkeypatch, step)
     got = step()
-    assert row_stripes.stripe_rows(mixer, x, grid) == n and summaries == [1]
+    assert row_stripes.branch_stripes(mixer, x, grid).step == n and summaries == [1]
     torch.testing.assert_close(got, want, rtol=0, atol=1e-13)
 
 
@@ -130,7 +130,7 @@ def test_soft_attention_in_passes_equals_the_whole_mixer(options, n, stripes, mo
             return residual.residual_step(x, mixer, grid, norm, gamma)
     want = _plain(monkeypatch, step)
     got = step()
-    assert row_stripes.stripe_rows(mixer, x, grid) == 2 * ((n + 1) // 2)
+    assert row_stripes.branch_stripes(mixer, x, grid).step == 2 * ((n + 1) // 2)
     assert calls == [(9, 7)] and summaries == [1]
     torch.testing.assert_close(got, want, rtol=0, atol=1e-12)
 
