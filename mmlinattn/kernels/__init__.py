@@ -10,15 +10,15 @@ switches, tracing, special modes, the device); each fast form's rule is a
 whose verifier checks each call's tensors; every entry falls back to its :mod:`mmlinattn.ops`
 form.  The switches are declared in one table (:data:`.policy.SWITCHES`).
 
-The model layers take what they run from here, this module only: the attention entries
-(:func:`fast_soft_attention`, :func:`fast_nala_attention`, :func:`fast_linear_attention`,
-:func:`fast_grid_diffusion`, :func:`fast_pure_infsa`, each named apart from its plain form in
-:mod:`mmlinattn.ops`) and the pieces of their passes over row stripes; the residual seam
-(:func:`residual_step`, :func:`parallel_residual`), which runs a branch through the interface
-of :class:`mmlinattn.models.layers.branch.Branch` (fused into the residual sum, or in row
-stripes: :mod:`.row_stripes`); the linears of :mod:`.onednn`; the depthwise convs of
-:mod:`.depthwise` (:func:`conv_same`); a stem in row stripes (:func:`run_stem`); the row
-stripes (:class:`Stripe`, :class:`Stripes`, :func:`per_pixel`).
+The model layers take what they run from here only, through twelve names: eight read-only
+:class:`.entries.Entries`, one per concern, and four plain names.  Each family's attention
+(``fast_soft``, ``fast_nala``, ``fast_ldn``, ``fast_infsa``: the fast form, named apart from its
+plain form in :mod:`mmlinattn.ops`, and the pieces of its passes over row stripes); the
+residual seam (``seam``: :func:`residual_step`, :func:`parallel_residual` run a branch through
+the interface of :class:`mmlinattn.models.layers.branch.Branch`, fused into the residual sum or
+in row stripes); linears and convs (``fast_linear``); recomputation (``memory``); a stage's and
+a stem's forms in row stripes (``stage_forms``); :func:`decide_once`, :class:`Stripe`,
+:class:`Stripes`, :func:`per_pixel`.  Every function keeps its own name here too.
 """
 from . import dispatch, policy
 from .policy import decide_once
@@ -26,6 +26,7 @@ from .chunked import (fast_linear_attention, key_sums, linear_attention_features
                       query_side_given_sums)
 from .depthwise import conv_same
 from .diffusion import fast_grid_diffusion
+from .entries import Entries
 from .infsa import (fast_pure_infsa, infsa_context, infsa_mean_query, infsa_pool_sums,
                     infsa_query_sums)
 from .nala import fast_nala_attention, nala_inference_maps
@@ -39,6 +40,28 @@ from .row_stripes import (add_position, per_pixel, per_pixel_rows, reuse_stage_i
 from .soft import fast_soft_attention, soft_middle, soft_output, soft_value_sums
 from .stripe import Stripe, Stripes
 
+fast_soft = Entries('fast_soft', 'SOFT++ attention', attention=fast_soft_attention,
+                    value_sums=soft_value_sums, middle=soft_middle, output=soft_output)
+fast_nala = Entries('fast_nala', 'NaLaFormer attention', attention=fast_nala_attention,
+                    inference_maps=nala_inference_maps, key_sums=key_sums,
+                    query_side_given_sums=query_side_given_sums)
+fast_ldn = Entries('fast_ldn', "LDN's attention and diffusion", key_sums=key_sums,
+                   linear_attention=fast_linear_attention, features=linear_attention_features,
+                   query_side_given_sums=query_side_given_sums, grid_diffusion=fast_grid_diffusion)
+fast_infsa = Entries('fast_infsa', 'InfSA', pure=fast_pure_infsa, query_sums=infsa_query_sums,
+                     mean_query=infsa_mean_query, pool_sums=infsa_pool_sums, context=infsa_context)
+seam = Entries('seam', 'the residual seam', step=residual_step, parallel=parallel_residual,
+               branch_output=branch_output, hidden_chain=hidden_chain, Step=Step,
+               normed_linears=normed_linears)
+fast_linear = Entries('fast_linear', 'linears and convs', apply=apply_linear,
+                      blocks=linear_blocks, conv_same=conv_same)
+memory = Entries('memory', 'recomputation', checkpoint=checkpoint, recomputes=recomputes,
+                 recompute_in_backward=recompute_in_backward,
+                 recompute_in_eager_backward=recompute_in_eager_backward)
+stage_forms = Entries('stage_forms', "a stage's and a stem's forms", add_position=add_position,
+                      reuse_stage_input=reuse_stage_input, run_stem=run_stem,
+                      per_pixel_rows=per_pixel_rows)
+
 __all__ = [
     'dispatch', 'policy', 'decide_once', 'fast_soft_attention', 'fast_nala_attention',
     'fast_linear_attention', 'fast_grid_diffusion', 'fast_pure_infsa', 'key_sums',
@@ -48,5 +71,7 @@ __all__ = [
     'recompute_in_backward', 'recompute_in_eager_backward', 'recomputes', 'Step',
     'branch_output', 'hidden_chain', 'normed_linears', 'parallel_residual', 'residual_step',
     'add_position', 'per_pixel', 'per_pixel_rows', 'reuse_stage_input', 'run_stem',
-    'soft_middle', 'soft_output', 'soft_value_sums', 'Stripe', 'Stripes'
+    'soft_middle', 'soft_output', 'soft_value_sums', 'Stripe', 'Stripes', 'Entries',
+    'fast_soft', 'fast_nala', 'fast_ldn', 'fast_infsa', 'seam', 'fast_linear', 'memory',
+    'stage_forms'
 ]

@@ -1,7 +1,8 @@
 """The seam between the model layers and the fast-path wing: a branch is a
 :class:`~mmlinattn.models.layers.branch.Branch` with a forward of its own, the wing runs it
 through that declared interface without probing, and the models take the wing's names from
-its ``__init__`` only."""
+its ``__init__`` only, a dozen names at most: eight read-only entry sets, one per concern, and
+four plain names."""
 import ast
 from pathlib import Path
 
@@ -46,6 +47,50 @@ def test_models_take_the_wings_names_from_its_init():
                 names.add(name)
     assert not bad, 'import from the wing itself, not a submodule:\n' + '\n'.join(bad)
     assert names <= set(kernels.__all__), names - set(kernels.__all__)
+
+
+#: each entry set of the wing: its entries and the wing's functions they must be
+ENTRY_SETS = {
+    'fast_soft': dict(attention='fast_soft_attention', value_sums='soft_value_sums',
+                      middle='soft_middle', output='soft_output'),
+    'fast_nala': dict(attention='fast_nala_attention', inference_maps='nala_inference_maps',
+                      key_sums='key_sums', query_side_given_sums='query_side_given_sums'),
+    'fast_ldn': dict(linear_attention='fast_linear_attention',
+                     features='linear_attention_features', key_sums='key_sums',
+                     query_side_given_sums='query_side_given_sums',
+                     grid_diffusion='fast_grid_diffusion'),
+    'fast_infsa': dict(pure='fast_pure_infsa', query_sums='infsa_query_sums',
+                       mean_query='infsa_mean_query', pool_sums='infsa_pool_sums',
+                       context='infsa_context'),
+    'seam': dict(step='residual_step', parallel='parallel_residual',
+                 branch_output='branch_output', hidden_chain='hidden_chain', Step='Step',
+                 normed_linears='normed_linears'),
+    'fast_linear': dict(apply='apply_linear', blocks='linear_blocks', conv_same='conv_same'),
+    'memory': dict(checkpoint='checkpoint', recompute_in_backward='recompute_in_backward',
+                   recompute_in_eager_backward='recompute_in_eager_backward',
+                   recomputes='recomputes'),
+    'stage_forms': dict(add_position='add_position', reuse_stage_input='reuse_stage_input',
+                        run_stem='run_stem', per_pixel_rows='per_pixel_rows'),
+}
+
+
+def test_models_take_at_most_a_dozen_names_from_the_wing():
+    names = {name for path in (PACKAGE / 'models').rglob('*.py')
+             for _, name in kernel_imports(path)}
+    assert len(names) <= 12, f'{len(names)} names from the wing: {sorted(names)}'
+
+
+@pytest.mark.parametrize('name', sorted(ENTRY_SETS))
+def test_each_entry_set_is_the_wings_own_functions(name):
+    entries = getattr(kernels, name)
+    assert name in kernels.__all__ and isinstance(entries, kernels.Entries)
+    # a set named as a submodule would hide it as the package's attribute
+    assert not (PACKAGE / 'kernels' / f'{name}.py').exists()
+    assert dir(entries) == sorted(ENTRY_SETS[name])
+    for entry, function in ENTRY_SETS[name].items():
+        assert getattr(entries, entry) is getattr(kernels, function), (name, entry, function)
+    with pytest.raises(AttributeError, match='read-only'):
+        entries.step = None
 
 
 def test_the_wing_does_not_probe():

@@ -30,7 +30,7 @@ import torch.nn as nn
 from mmengine.model import BaseModule
 from torch.nn.modules.batchnorm import _BatchNorm
 
-from ...kernels import decide_once, per_pixel_rows
+from ...kernels import decide_once, stage_forms
 from ...ops.precision import autocast_enabled
 from ...ops.tracing import traced
 from ...utils.checkpoint_identity import build_arguments
@@ -425,7 +425,8 @@ class PyramidBackbone(BackboneBase):
                 # contiguous as it is made (what forward returns), on a large map a few
                 # rows at a time: no channels-last form held to the end beside its copy
                 norm = self.out_norms[str(i)]
-                outs[i] = per_pixel_rows(lambda t, g: g.zero_padding(norm(t)), x, grid, [norm])
+                outs[i] = stage_forms.per_pixel_rows(lambda t, g: g.zero_padding(norm(t)), x,
+                                                     grid, [norm])
             del x  # the loop keeps no stage output alive into the next stage
         return tuple(outs[i] for i in self.out_indices)
 

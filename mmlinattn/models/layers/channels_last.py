@@ -13,7 +13,7 @@ from typing import Optional, Tuple
 import torch
 import torch.nn as nn
 
-from ...kernels import conv_same
+from ...kernels import fast_linear
 from .token_grid import TokenGrid
 
 
@@ -48,5 +48,5 @@ def conv_tokens(conv: nn.Conv2d, x: torch.Tensor, grid: TokenGrid,
     """
     m = tokens_as_map(x, grid.hw)
     masked = grid.zero_padding(m)
-    return map_as_tokens(conv_same(conv, masked, m if residual else None, act,
-                                   fold=masked is m))
+    return map_as_tokens(fast_linear.conv_same(conv, masked, m if residual else None, act,
+                                               fold=masked is m))

@@ -12,7 +12,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ...kernels import recompute_in_backward, recomputes, run_stem
+from ...kernels import memory, stage_forms
 from ...ops.tracing import traced
 from .norm import build_act, build_norm, norm_cancels_bias
 from .token_grid import TokenGrid
@@ -61,7 +61,7 @@ class PatchConv(nn.Module):
     def forward(self, x: torch.Tensor, grid: TokenGrid) -> Tuple[torch.Tensor, TokenGrid]:
         """NCHW map on ``grid`` -> (output map, its grid); on a large map conv, norm and act
         in row stripes."""
-        return run_stem((self, ), x, grid, self.whole)
+        return stage_forms.run_stem((self, ), x, grid, self.whole)
 
     def whole(self, x: torch.Tensor, grid: TokenGrid) -> Tuple[torch.Tensor, TokenGrid]:
         """:meth:`forward` on the whole map."""
@@ -107,11 +107,11 @@ class ConvStem(nn.Sequential):
     def forward(self, x: torch.Tensor, grid: TokenGrid) -> Tuple[torch.Tensor, TokenGrid]:
         """NCHW map on ``grid`` -> (output map, its grid); on a large image the
         full-resolution maps in row stripes."""
-        return run_stem(self, x, grid, self.chain)
+        return stage_forms.run_stem(self, x, grid, self.chain)
 
     def chain(self, x: torch.Tensor, grid: TokenGrid) -> Tuple[torch.Tensor, TokenGrid]:
         """The units one after the other on the whole map."""
-        if not (self.recompute_act and recomputes(x, *self.parameters())):
+        if not (self.recompute_act and memory.recomputes(x, *self.parameters())):
             for unit in self:
                 x, grid = unit(x, grid)
             return x, grid
@@ -120,7 +120,7 @@ class ConvStem(nn.Sequential):
             if act is None:
                 x = unit.convolve(x, grid)
             else:
-                x = recompute_in_backward(
+                x = memory.recompute_in_backward(
                     lambda t, act=act, unit=unit, grid=grid: unit.convolve(act(t), grid), x)
             x = unit.norm(x)
             act = unit.act

@@ -5,7 +5,7 @@ import torch
 import torch.nn as nn
 from timm.layers import Mlp as TimmMlp
 
-from ...kernels import Step, hidden_chain
+from ...kernels import seam
 from .branch import Branch, Hidden
 from .channels_last import conv_tokens
 from .norm import build_act
@@ -73,14 +73,14 @@ class ConvFFN(Branch):
         """fc2's input from ``norm(x)``, with the fast forms composed in
         (``kernels.hidden_chain``: the GELU in a oneDNN epilogue, the steps recomputed in the
         backward)."""
-        return Hidden(*hidden_chain(x, norm, self.fc1, self.hidden_steps(grid), self.drop,
-                                    self.recompute))
+        return Hidden(*seam.hidden_chain(x, norm, self.fc1, self.hidden_steps(grid), self.drop,
+                                         self.recompute))
 
-    def hidden_steps(self, grid: TokenGrid) -> Tuple[Step, Step]:
+    def hidden_steps(self, grid: TokenGrid) -> Tuple[seam.Step, seam.Step]:
         """The steps between fc1 and fc2: the activation and the depthwise conv (+ residual)
         on ``grid``, in the configured order."""
-        dwconv = Step(_GridConv(self.dwconv, grid, self.dw_residual), self.dwconv)
-        act = Step(self.act)
+        dwconv = seam.Step(_GridConv(self.dwconv, grid, self.dw_residual), self.dwconv)
+        act = seam.Step(self.act)
         return (act, dwconv) if self.act_before_dw else (dwconv, act)
 
 
@@ -127,10 +127,10 @@ class Mlp(Branch, TimmMlp):
         """fc2's input from ``norm(x)``, with the fast forms composed in
         (``kernels.hidden_chain``: fc1 and a GELU as one oneDNN primitive; in eager training
         with ``recompute``, fc1's output kept and the rest recomputed in the backward)."""
-        steps = (Step(self.act), Step(self.drop1), Step(self.norm))
-        return Hidden(*hidden_chain(x, norm, self.fc1, steps,
-                                    recompute='none' if self.recompute == 'none' else 'all',
-                                    plain_first=True))
+        steps = (seam.Step(self.act), seam.Step(self.drop1), seam.Step(self.norm))
+        return Hidden(*seam.hidden_chain(x, norm, self.fc1, steps,
+                                         recompute='none' if self.recompute == 'none' else 'all',
+                                         plain_first=True))
 
     def _fc2_input(self, h: torch.Tensor) -> torch.Tensor:
         return self.norm(self.drop1(self.act(h)))

@@ -11,8 +11,7 @@ import torch
 import torch.nn as nn
 from timm.layers import DropPath
 
-from ...kernels import (fast_pure_infsa, infsa_context, infsa_mean_query, infsa_pool_sums,
-                        infsa_query_sums, residual_step)
+from ...kernels import fast_infsa, seam
 from ...ops.infsa import (infsa_attention_matrix, linear_infsa, linear_infsa_pooled,
                           linear_infsa_weights)
 from .branch import Branch
@@ -104,7 +103,7 @@ class PureInfSA(Branch, QKVMixer):
         """x: (B, N, C), the last H*W tokens on ``grid`` (any before are prefix tokens);
         a padded grid leaves its padding out of the norm and the keys (None: no padding)."""
         q, k, v = self.qkv_heads(x)
-        z = fast_pure_infsa(q, k, v, gamma=self.gamma(), valid=valid_tokens_or_none(grid, x),
+        z = fast_infsa.pure(q, k, v, gamma=self.gamma(), valid=valid_tokens_or_none(grid, x),
                             eps=self.eps, chunk_size=self.chunk_size)
         return self.project(z)
 
@@ -179,15 +178,15 @@ class LinearInfSA(Branch):
         q, k = self.queries(x_norm)
         valid = valid_tokens_or_none(grid, x)
         if state is None:
-            return infsa_query_sums(q, valid)
-        return infsa_pool_sums(q if k is None else k, x_norm, state, valid)
+            return fast_infsa.query_sums(q, valid)
+        return fast_infsa.pool_sums(q if k is None else k, x_norm, state, valid)
 
     def finish_summary(self, total: torch.Tensor, x: torch.Tensor, grid: TokenGrid,
                        state: Optional[torch.Tensor]) -> torch.Tensor:
         """After pass 1, q̄; after pass 2, the context ``h`` (B, H, d)."""
         if state is None:
-            return infsa_mean_query(total, self.eps)
-        return infsa_context(total, self.v.weight, self.v.bias, self.gamma(), self.eps)
+            return fast_infsa.mean_query(total, self.eps)
+        return fast_infsa.context(total, self.v.weight, self.v.bias, self.gamma(), self.eps)
 
     def from_summary(self, h: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         """The output from the context ``h`` (B, H, d) (:meth:`finish_summary`, or the
@@ -272,5 +271,5 @@ class InfSABlock(nn.Module):
         """x: (B, N, C) tokens, the last H*W on ``grid`` (any before are prefix tokens such
         as a class token, always valid); the grid's padding stays out of the mixer's norms
         and pools."""
-        x = residual_step(x, self.attn, grid, self.norm1, drop_path=self.drop_path)
-        return residual_step(x, self.ffn, grid, self.norm2, drop_path=self.drop_path, owned=True)
+        x = seam.step(x, self.attn, grid, self.norm1, drop_path=self.drop_path)
+        return seam.step(x, self.ffn, grid, self.norm2, drop_path=self.drop_path, owned=True)

@@ -18,8 +18,7 @@ try:
 except ImportError:  # timm 0.9: in vision_transformer (the same class and parameter)
     from timm.models.vision_transformer import LayerScale
 
-from ...kernels import (fast_grid_diffusion, fast_linear_attention, key_sums,
-                        linear_attention_features, parallel_residual, query_side_given_sums)
+from ...kernels import fast_ldn, seam
 from ...ops import grid_diffusion_implicit_dct, stencil_kernel, stencil_offsets
 from ...ops.precision import compute_dtype
 from .branch import Branch, Hidden
@@ -120,8 +119,8 @@ class GridDiffusion(nn.Module):
         if self.integrator == 'euler':
             # in a padded batch, each image diffuses on its own valid region only
             valid = None if grid is None else grid.map_mask(x.device, torch.float32)
-            return fast_grid_diffusion(x, stencil_kernel(p, self.taps), self.step(),
-                                       self.n_steps, valid)
+            return fast_ldn.grid_diffusion(x, stencil_kernel(p, self.taps), self.step(),
+                                           self.n_steps, valid)
         kappa = torch.stack([p[:, 0] + p[:, 1], p[:, 2] + p[:, 3]], dim=1)
         return grid_diffusion_implicit_dct(x, kappa, self.step(), self.n_steps)
 
@@ -171,21 +170,22 @@ class LinearAttention(Branch, QKVMixer):
         if summary is None:
             return Hidden(self.merge_heads(self.attend(x, grid)))
         (q, ) = self.part_heads(x, 0, 1)
-        features = linear_attention_features(self.feature_map)
-        return Hidden(self.merge_heads(query_side_given_sums(q, *summary, features, self.eps)))
+        features = fast_ldn.features(self.feature_map)
+        return Hidden(self.merge_heads(
+            fast_ldn.query_side_given_sums(q, *summary, features, self.eps)))
 
     def summary_rows(self, x: torch.Tensor, grid: TokenGrid, norm: Optional[nn.Module] = None,
                      state=None) -> torch.Tensor:
         """The key sums of these rows' tokens (pass 1 of the two-pass form)."""
         k, v = self.part_heads(x if norm is None else norm(x), 1, 2)
-        return key_sums(k, v, linear_attention_features(self.feature_map),
-                        valid_tokens_or_none(grid, x))
+        return fast_ldn.key_sums(k, v, fast_ldn.features(self.feature_map),
+                                 valid_tokens_or_none(grid, x))
 
     def attend(self, x: torch.Tensor, grid: Optional[TokenGrid] = None) -> torch.Tensor:
         """(B, N, C) -> (B, H, N, d): the attention output per head, before the projection."""
         q, k, v = self.qkv_heads(x)
-        return fast_linear_attention(q, k, v, self.feature_map, self.eps,
-                                     valid_tokens_or_none(grid, x))
+        return fast_ldn.linear_attention(q, k, v, self.feature_map, self.eps,
+                                         valid_tokens_or_none(grid, x))
 
 
 class LDNBlock(nn.Module):
@@ -250,9 +250,9 @@ class LDNBlock(nn.Module):
         if self.use_attn:
             steps.append((self.attn, self.norm2, self._gamma(2)))
         if not self.use_diffusion:
-            return parallel_residual(x, steps, grid, drop_path=self.drop_path)
-        return parallel_residual(x, steps, grid, lambda: self._diffuse(x, grid),
-                                 list(self.diffusion.parameters()), self.drop_path)
+            return seam.parallel(x, steps, grid, drop_path=self.drop_path)
+        return seam.parallel(x, steps, grid, lambda: self._diffuse(x, grid),
+                             list(self.diffusion.parameters()), self.drop_path)
 
     def _diffuse(self, x: torch.Tensor, grid: TokenGrid) -> torch.Tensor:
         """The diffusion increment as (B, N, C) tokens."""

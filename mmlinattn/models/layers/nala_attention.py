@@ -6,9 +6,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from timm.layers import DropPath
 
-from ...kernels import (fast_nala_attention, key_sums, linear_blocks, nala_inference_maps,
-                        normed_linears, query_side_given_sums, recompute_in_eager_backward,
-                        residual_step)
+from ...kernels import fast_linear, fast_nala, memory, seam
 from ...ops.nalaformer import KERNELS
 from ...ops.precision import compute_dtype
 from .branch import Branch, Hidden
@@ -101,20 +99,20 @@ class NaLaAttention(Branch):
         """The key sums of these rows' tokens (pass 1 of the two-pass form)."""
         k, v = self._project(x, norm, (1, 2))
         _, phi_k = self._inference_maps(k)
-        return key_sums(self._heads(k), self._heads(v), phi_k, grid.valid_tokens(x))
+        return fast_nala.key_sums(self._heads(k), self._heads(v), phi_k, grid.valid_tokens(x))
 
     def _project(self, x: torch.Tensor, norm: Optional[nn.Module], which):
         """The projections ``which`` (0: q, 1: k, 2: v, 3: g) of ``norm(x)``, each from its
         own rows of the fused weight."""
-        return linear_blocks(x if norm is None else norm(x), self.qkvg.weight, self.qkvg.bias,
-                             4, which)
+        return fast_linear.blocks(x if norm is None else norm(x), self.qkvg.weight,
+                                  self.qkvg.bias, 4, which)
 
     def _heads(self, t: torch.Tensor) -> torch.Tensor:
         b, n, _ = t.shape
         return t.view(b, n, self.num_heads, self.head_dim).transpose(1, 2)
 
     def _inference_maps(self, x: torch.Tensor):
-        return nala_inference_maps(self.kernel, self.lam, self.alpha, self.eps, self.fuse, x)
+        return fast_nala.inference_maps(self.kernel, self.lam, self.alpha, self.eps, self.fuse, x)
 
     def _mix(self, x: torch.Tensor, grid: TokenGrid, norm: Optional[nn.Module] = None,
              summary=None) -> torch.Tensor:
@@ -128,13 +126,13 @@ class NaLaAttention(Branch):
         else:
             q, v, g = self._project(x, norm, (0, 2, 3))
             phi_q, _ = self._inference_maps(q)
-            o = query_side_given_sums(self._heads(q), *summary, phi_q, self.eps)
+            o = fast_nala.query_side_given_sums(self._heads(q), *summary, phi_q, self.eps)
         o = o.transpose(1, 2).reshape(b, n, c)
         if self.lepe is not None:
             o = o + conv_tokens(self.lepe, v, grid)
         # eager training keeps o and g and recomputes the norm and the gate in the backward:
         # two fewer token-sized tensors per block held until then
-        return recompute_in_eager_backward(self._gate, o, g)
+        return memory.recompute_in_eager_backward(self._gate, o, g)
 
     def _gate(self, o: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
         """``LayerNorm(o) * SiLU(g)``."""
@@ -146,7 +144,7 @@ class NaLaAttention(Branch):
         # q, k, v and g from their own rows of the fused weight: contiguous outputs instead of
         # strided column blocks of one (B, N, 4C) product, which the SiLU, the LePE conv and
         # the per-head matmuls would otherwise read (or copy) with a stride of 4C
-        q, k, v, g = normed_linears(norm, x, self.qkvg, parts=4)
+        q, k, v, g = seam.normed_linears(norm, x, self.qkvg, parts=4)
         heads = [t.view(b, n, self.num_heads, self.head_dim).transpose(1, 2) for t in (q, k, v)]
         return heads, v, g
 
@@ -164,7 +162,7 @@ class NaLaAttention(Branch):
         x = heads[0]
         if self.attn_type == 'nala':
             angles = (self._angles(hw, x) if self.kernel == 'relu_split_rope' else None)
-            return fast_nala_attention(*heads, kernel=self.kernel, lam=self.lam,
+            return fast_nala.attention(*heads, kernel=self.kernel, lam=self.lam,
                                        alpha=self.alpha, eps=self.eps, valid=valid,
                                        fuse=self.fuse, rope_angles=angles)
         q, k, v_ = heads
@@ -217,9 +215,9 @@ class NaLaBlock(nn.Module):
         x = x.contiguous()
         if self.cpe1 is not None:
             x = conv_tokens(self.cpe1, x, grid, residual=True)
-        x = residual_step(x, self.attn, grid, self.norm1, self.gamma1, self.drop_path,
-                          owned=self.cpe1 is not None)
+        x = seam.step(x, self.attn, grid, self.norm1, self.gamma1, self.drop_path,
+                      owned=self.cpe1 is not None)
         if self.cpe2 is not None:
             x = conv_tokens(self.cpe2, x, grid, residual=True)
-        return residual_step(x, self.ffn, grid, self.norm2, self.gamma2, self.drop_path,
-                             owned=True)
+        return seam.step(x, self.ffn, grid, self.norm2, self.gamma2, self.drop_path,
+                         owned=True)

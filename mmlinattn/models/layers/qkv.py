@@ -4,7 +4,7 @@ from typing import Tuple
 import torch
 import torch.nn as nn
 
-from ...kernels import apply_linear, linear_blocks
+from ...kernels import fast_linear
 from .utils import check_heads
 
 
@@ -33,7 +33,7 @@ class QKVMixer(nn.Module):
     def qkv_heads(self, x: torch.Tensor) -> Tuple[torch.Tensor, ...]:
         """(B, N, C) -> q, k, v each (B, H, N, d)."""
         b, n, _ = x.shape
-        qkv = apply_linear(x, self.qkv).view(b, n, 3, self.num_heads, self.head_dim)
+        qkv = fast_linear.apply(x, self.qkv).view(b, n, 3, self.num_heads, self.head_dim)
         qkv = qkv.permute(2, 0, 3, 1, 4)
         return qkv.unbind(0)
 
@@ -42,7 +42,8 @@ class QKVMixer(nn.Module):
         those rows of the fused weight alone (a mixer's two passes over row stripes need the
         keys and values in the first, the queries in the second)."""
         b, n, _ = x.shape
-        parts = linear_blocks(x, self.qkv.weight, self.qkv.bias, 3, range(first, first + count))
+        parts = fast_linear.blocks(x, self.qkv.weight, self.qkv.bias, 3,
+                                   range(first, first + count))
         return tuple(t.view(b, n, self.num_heads, self.head_dim).transpose(1, 2) for t in parts)
 
     def project(self, heads: torch.Tensor) -> torch.Tensor:

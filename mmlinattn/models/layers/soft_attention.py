@@ -11,8 +11,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from timm.layers import DropPath
 
-from ...kernels import (apply_linear, branch_output, fast_soft_attention, residual_step,
-                        soft_middle, soft_output, soft_value_sums)
+from ...kernels import fast_linear, fast_soft, seam
 from ...ops.soft import NEWTON_INITS, PINV_SOLVERS
 from ...ops.tracing import traced
 from .branch import Branch, Hidden
@@ -265,11 +264,11 @@ class SoftAttention(Branch):
             q, landmarks, landmark_valid = self.kernel_tokens(x, grid)
         else:
             q, (landmarks, landmark_valid, middle) = self.queries(x, grid), summary
-        v = split_heads(apply_linear(x, self.v), self.num_heads)
+        v = split_heads(fast_linear.apply(x, self.v), self.num_heads)
         if summary is None:
             out = self.attend(q, landmarks, v, grid.valid_tokens(x), landmark_valid)
         else:
-            out = soft_output(q, landmarks, middle, grid.valid_tokens(x), landmark_valid)
+            out = fast_soft.output(q, landmarks, middle, grid.valid_tokens(x), landmark_valid)
         if self.v_conv is not None:
             out = out + self._conv_v(v, grid)
         return out.transpose(1, 2).reshape(b, n, c)
@@ -284,8 +283,8 @@ class SoftAttention(Branch):
             rows = self.sampler.grid_rows(q, grid.hw)
             return [] if rows is None else [rows]
         landmarks, landmark_valid = state
-        v = split_heads(apply_linear(x, self.v), self.num_heads)
-        return soft_value_sums(q, landmarks, v, grid.valid_tokens(x), landmark_valid)
+        v = split_heads(fast_linear.apply(x, self.v), self.num_heads)
+        return fast_soft.value_sums(q, landmarks, v, grid.valid_tokens(x), landmark_valid)
 
     def finish_summary(self, total, x: torch.Tensor, grid: TokenGrid, state):
         """After pass 1, ``(landmarks, their mask)`` from the whole sampled grid; after pass
@@ -294,13 +293,13 @@ class SoftAttention(Branch):
             landmarks = self.sampler.from_grid(torch.cat(total, dim=2), x.shape[0],
                                                self.num_heads)
             return landmarks, self.sampler.valid_landmarks(grid, x.device)
-        return (*state, soft_middle(state[0], total, self.num_iters, self.newton_init,
-                                    self.sym_norm, self.ridge, state[1], self.pinv))
+        return (*state, fast_soft.middle(state[0], total, self.num_iters, self.newton_init,
+                                         self.sym_norm, self.ridge, state[1], self.pinv))
 
     def queries(self, x: torch.Tensor, grid: TokenGrid) -> torch.Tensor:
         """Queries (= keys) in kernel space (B, h, n, d); a padded batch's padded queries
         zeroed, so that they neither feed the landmarks nor P^T V."""
-        q = split_heads(apply_linear(x, self.qk), self.num_heads)
+        q = split_heads(fast_linear.apply(x, self.qk), self.num_heads)
         q = q * self.head_dim ** -0.25
         valid = grid.valid_tokens(x)
         if valid is not None:
@@ -317,7 +316,7 @@ class SoftAttention(Branch):
                valid: Optional[torch.Tensor] = None,
                landmark_valid: Optional[torch.Tensor] = None) -> torch.Tensor:
         """``S^ V`` with this block's Newton-Schulz and normalisation settings."""
-        return fast_soft_attention(q, landmarks, v, self.num_iters, self.newton_init,
+        return fast_soft.attention(q, landmarks, v, self.num_iters, self.newton_init,
                                    self.sym_norm, self.ridge, valid, landmark_valid, self.pinv)
 
     def _conv_v(self, v: torch.Tensor, grid: TokenGrid) -> torch.Tensor:
@@ -358,7 +357,7 @@ class SOFTBlock(nn.Module):
 
     def forward(self, x: torch.Tensor, grid: TokenGrid) -> torch.Tensor:
         if self.post_norm:  # the branches through their fast forms, then the sums normed
-            x = self.norm1(x + self.drop_path(branch_output(self.attn, x, grid)))
-            return self.norm2(x + self.drop_path(branch_output(self.mlp, x, grid)))
-        x = residual_step(x, self.attn, grid, self.norm1, drop_path=self.drop_path)
-        return residual_step(x, self.mlp, grid, self.norm2, drop_path=self.drop_path, owned=True)
+            x = self.norm1(x + self.drop_path(seam.branch_output(self.attn, x, grid)))
+            return self.norm2(x + self.drop_path(seam.branch_output(self.mlp, x, grid)))
+        x = seam.step(x, self.attn, grid, self.norm1, drop_path=self.drop_path)
+        return seam.step(x, self.mlp, grid, self.norm2, drop_path=self.drop_path, owned=True)

@@ -4,7 +4,7 @@ from typing import Optional, Sequence
 import torch
 import torch.nn as nn
 
-from ...kernels import add_position, reuse_stage_input
+from ...kernels import stage_forms
 from .channels_last import map_as_tokens, tokens_as_map
 from .token_grid import TokenGrid, grid_of_map
 from .utils import maybe_checkpoint
@@ -44,7 +44,7 @@ class BlockStage(nn.Module):
         output is copied back into it (one copy per block instead of a third map beside the
         blocks' input and output)."""
         if self.pos_embed is not None:
-            x = add_position(self.pos_embed, x, grid, owned)
+            x = stage_forms.add_position(self.pos_embed, x, grid, owned)
         # channels-last view for a channels-last map (what the previous stage and its
         # down-sampling conv hand over), else one copy: contiguous tokens for every block
         t = map_as_tokens(x)
@@ -53,7 +53,7 @@ class BlockStage(nn.Module):
             t = torch.cat([self.cls_token.expand(t.shape[0], -1, -1).to(t.dtype), t], dim=1)
         # (a loop here, not in a helper: a caller's reference to the first tokens would keep
         # them alive through every block)
-        home = t if owned and reuse_stage_input(self, t) else None
+        home = t if owned and stage_forms.reuse_stage_input(self, t) else None
         for blk in self.blocks:
             t = maybe_checkpoint(blk, t, grid, enabled=self.with_cp)
             if home is not None and t.data_ptr() != home.data_ptr():

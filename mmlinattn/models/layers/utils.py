@@ -3,7 +3,7 @@ from typing import Any, List, Optional, Sequence
 
 import torch
 
-from ...kernels import checkpoint
+from ...kernels import memory
 from ...ops.tracing import traced
 
 
@@ -34,7 +34,7 @@ def maybe_checkpoint(module, *args, enabled: bool = False):
     :class:`.token_grid.TokenGrid`) reach the recomputation in the backward pass as they are
     (which runs in the forward's context: :func:`~mmlinattn.kernels.recompute.checkpoint`)."""
     if enabled and any(torch.is_tensor(a) and a.requires_grad for a in args):
-        return checkpoint(module, *args)
+        return memory.checkpoint(module, *args)
     return module(*args)
 
 
