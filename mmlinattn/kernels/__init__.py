@@ -1,14 +1,9 @@
-"""The fast-path wing: every faster form of an op or a residual step, and the dispatch that
-decides which runs.
-
-:mod:`mmlinattn.ops` writes each paper's mathematics plainly; this package holds the forms
-that compute the same values faster or in less memory (compiled loops, oneDNN epilogues,
-custom autograd Functions, in-place, chunked and sliced variants, Triton kernels for CUDA).  A
-backbone's forward builds one call context where it starts (:func:`.policy.decide_once`: the
-switches, tracing, special modes, the device); each fast form's rule is a
-:class:`.dispatch.FastForm` beside the form, whose availability is asked once per context and
-whose verifier checks each call's tensors; every entry falls back to its :mod:`mmlinattn.ops`
-form.  The switches are declared in one table (:data:`.policy.SWITCHES`).
+"""The fast-path wing: the forms that compute what :mod:`mmlinattn.ops` writes plainly, faster
+or in less memory (compiled loops, oneDNN epilogues, custom autograd Functions, in-place,
+chunked and sliced variants, Triton kernels for CUDA).  A backbone's forward builds one call
+context where it starts (:func:`.policy.decide_once`); each fast form is a
+:class:`.dispatch.Dispatch` of its rule (:class:`.dispatch.FastForm`), which runs it or its
+plain form.  The switches are declared in one table (:data:`.policy.SWITCHES`).
 
 The model layers take what they run from here only, through twelve names: eight read-only
 :class:`.entries.Entries`, one per concern, and four plain names.  Each family's attention
@@ -32,11 +27,10 @@ from .infsa import (fast_pure_infsa, infsa_context, infsa_mean_query, infsa_pool
 from .nala import fast_nala_attention, nala_inference_maps
 from .onednn import apply_linear, fused_gelu, linear_act, linear_blocks
 from .recompute import (checkpoint, recompute_in_backward, recompute_in_eager_backward,
-                        recomputes)
+                        recompute_stretch)
 from .residual import (Step, branch_output, hidden_chain, normed_linears, parallel_residual,
                        residual_step)
-from .row_stripes import (add_position, per_pixel, per_pixel_rows, reuse_stage_input,
-                          run_stem)
+from .row_stripes import add_position, per_pixel, per_pixel_rows, run_stem, stage_home
 from .soft import fast_soft_attention, soft_middle, soft_output, soft_value_sums
 from .stripe import Stripe, Stripes
 
@@ -55,23 +49,15 @@ seam = Entries('seam', 'the residual seam', step=residual_step, parallel=paralle
                normed_linears=normed_linears)
 fast_linear = Entries('fast_linear', 'linears and convs', apply=apply_linear,
                       blocks=linear_blocks, conv_same=conv_same)
-memory = Entries('memory', 'recomputation', checkpoint=checkpoint, recomputes=recomputes,
+memory = Entries('memory', 'recomputation', checkpoint=checkpoint,
+                 recompute_stretch=recompute_stretch,
                  recompute_in_backward=recompute_in_backward,
                  recompute_in_eager_backward=recompute_in_eager_backward)
 stage_forms = Entries('stage_forms', "a stage's and a stem's forms", add_position=add_position,
-                      reuse_stage_input=reuse_stage_input, run_stem=run_stem,
+                      stage_home=stage_home, run_stem=run_stem,
                       per_pixel_rows=per_pixel_rows)
 
-__all__ = [
-    'dispatch', 'policy', 'decide_once', 'fast_soft_attention', 'fast_nala_attention',
-    'fast_linear_attention', 'fast_grid_diffusion', 'fast_pure_infsa', 'key_sums',
-    'linear_attention_features', 'query_side_given_sums', 'conv_same', 'infsa_context',
-    'infsa_mean_query', 'infsa_pool_sums', 'infsa_query_sums', 'nala_inference_maps',
-    'apply_linear', 'fused_gelu', 'linear_act', 'linear_blocks', 'checkpoint',
-    'recompute_in_backward', 'recompute_in_eager_backward', 'recomputes', 'Step',
-    'branch_output', 'hidden_chain', 'normed_linears', 'parallel_residual', 'residual_step',
-    'add_position', 'per_pixel', 'per_pixel_rows', 'reuse_stage_input', 'run_stem',
-    'soft_middle', 'soft_output', 'soft_value_sums', 'Stripe', 'Stripes', 'Entries',
-    'fast_soft', 'fast_nala', 'fast_ldn', 'fast_infsa', 'seam', 'fast_linear', 'memory',
-    'stage_forms'
-]
+#: the entry sets and every function above, with dispatch and policy (not the other submodules)
+__all__ = sorted(name for name, value in globals().items()
+                 if not name.startswith('_') and not isinstance(value, type(policy))
+                 or name in ('dispatch', 'policy'))

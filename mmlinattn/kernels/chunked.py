@@ -139,14 +139,27 @@ def chunked_linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     chunk = default_chunk if chunk is None else chunk
     segment = default_segment if segment is None else segment
     grad_q, grad_k = backward_features or (feature_q, feature_k)
-    if policy.eager_training(q, k, v) and q.shape[:-2] == k.shape[:-2] == v.shape[:-2]:
-        return _RecomputedCore.apply(q, k, v, valid, feature_q, feature_k, grad_q, grad_k,
-                                     eps, chunk, segment)
+    return _core(q, k, v, valid, feature_q, feature_k, grad_q, grad_k, eps, chunk, segment)
+
+
+def _plain_core(q, k, v, valid, feature_q, feature_k, grad_q, grad_k, eps, chunk, segment):
     if policy.needs_grad(q, k, v):  # autograd records the plain form: the maps need a backward
         feature_q, feature_k = grad_q, grad_k
-
     summary, _ = _key_summary(k, v, feature_k, valid, chunk, segment)
     return _query_side(q, summary, feature_q, eps, chunk)
+
+
+@fast_form('linear attention core recomputed in the backward', policy.eager_unavailable)
+def core_recomputed(q, k, v, *_) -> bool:
+    """:class:`_RecomputedCore` takes the call: eager training, ``q``, ``k``, ``v`` of one
+    leading shape."""
+    return policy.needs_grad(q, k, v) and q.shape[:-2] == k.shape[:-2] == v.shape[:-2]
+
+
+@core_recomputed.dispatch(_plain_core)
+def _core(q, k, v, valid, feature_q, feature_k, grad_q, grad_k, eps, chunk, segment):
+    return _RecomputedCore.apply(q, k, v, valid, feature_q, feature_k, grad_q, grad_k, eps,
+                                 chunk, segment)
 
 
 def _key_sums(k, v, feature_k, valid, chunk, segment):
@@ -214,18 +227,27 @@ def linear_attention_features(feature_map: str) -> Callable[[torch.Tensor], torc
     return _NO_GRAD_FEATURE_MAPS.get(feature_map, FEATURE_MAPS[feature_map])
 
 
+def _query_side_by_chunks(q, summary, feature_q, eps, chunk):
+    outs = []
+    for s in _chunks(q.shape[-2], chunk):
+        out = _features(feature_q, q[..., s, :]) @ summary
+        outs.append(out[..., :-1] / (out[..., -1:] + eps))
+    return outs[0] if len(outs) == 1 else torch.cat(outs, dim=-2)
+
+
+@fast_form('query side written in place', policy.eager_unavailable)
+def query_side_in_place(q, summary, feature_q, eps, chunk) -> bool:
+    """:func:`_query_side` normalises into its output: eager inference."""
+    return not policy.needs_grad(q, summary)
+
+
+@query_side_in_place.dispatch(_query_side_by_chunks)
 def _query_side(q, summary, feature_q, eps, chunk):
-    """``u / (z + eps)`` for ``[u | z] = phi_q(q) S``, chunk by chunk."""
+    """``u / (z + eps)`` for ``[u | z] = phi_q(q) S``, chunk by chunk; in eager inference
+    each chunk normalised straight into the output (no concatenation copy), laid out
+    tokens-major for (..., heads, N, D): the usual (B, N, heads * D) merge of the heads is
+    then a view instead of a copy."""
     n = q.shape[-2]
-    if not policy.eager_inference(q, summary):
-        outs = []
-        for s in _chunks(n, chunk):
-            out = _features(feature_q, q[..., s, :]) @ summary
-            outs.append(out[..., :-1] / (out[..., -1:] + eps))
-        return outs[0] if len(outs) == 1 else torch.cat(outs, dim=-2)
-    # no autograd: normalise each chunk straight into the output (no concatenation copy),
-    # laid out tokens-major for (..., heads, N, D): the usual (B, N, heads * D) merge of the
-    # heads is then a view instead of a copy
     batch = torch.broadcast_shapes(q.shape[:-2], summary.shape[:-2])
     width = summary.shape[-1] - 1
     if len(batch) >= 2:
@@ -339,6 +361,28 @@ def triton_allowed(*tensors: torch.Tensor) -> bool:
     return tensors[0].device.type in policy.TRITON_DEVICES
 
 
+def _chunked_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, feature_map: str,
+                       eps: float, valid: Optional[torch.Tensor]) -> torch.Tensor:
+    """The chunked core with the compiled-free feature maps of ``feature_map``."""
+    phi = FEATURE_MAPS[feature_map]
+    fast = linear_attention_features(feature_map)
+    with Float32Island(v) as island:
+        q, k, v = island.cast(q, k, v)
+        out = chunked_linear_attention(q, k, v, fast, fast, eps, valid,
+                                       backward_features=(phi, phi))
+    return island.back(out)
+
+
+@triton_allowed.dispatch(_chunked_attention, verify=lambda q, k, v, feature_map, eps, valid:
+                         valid is None and triton_allowed.verify(q, k, v))
+def _attention_core(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, feature_map: str,
+                    eps: float, valid: Optional[torch.Tensor]) -> torch.Tensor:
+    """The Triton kernels of :mod:`.triton_linear` where they run (no padded keys), else
+    :func:`_chunked_attention`."""
+    from . import triton_linear  # imports Triton: only where its kernels run
+    return triton_linear.triton_linear_attention(q, k, v, feature_map, eps)
+
+
 def fast_linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                           feature_map: str = 'elu', eps: float = 1e-6,
                           valid: Optional[torch.Tensor] = None) -> torch.Tensor:
@@ -348,13 +392,4 @@ def fast_linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     check_shapes(q, k, v, feature_map)
     if policy.plain():
         return linear_attention(q, k, v, feature_map, eps, valid)
-    if valid is None and triton_allowed(q, k, v):
-        from . import triton_linear  # imports Triton: only where its kernels run
-        return triton_linear.triton_linear_attention(q, k, v, feature_map, eps)
-    phi = FEATURE_MAPS[feature_map]
-    fast = linear_attention_features(feature_map)
-    with Float32Island(v) as island:
-        q, k, v = island.cast(q, k, v)
-        out = chunked_linear_attention(q, k, v, fast, fast, eps, valid,
-                                       backward_features=(phi, phi))
-    return island.back(out)
+    return _attention_core(q, k, v, feature_map, eps, valid)

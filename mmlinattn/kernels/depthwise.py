@@ -27,7 +27,7 @@ from ..ops.precision import autocast_enabled
 from . import policy
 from .compiled import LazyCompiled, compiled_allowed, compiler_unavailable
 from .dispatch import fast_form
-from .onednn import depthwise_act, fused_gelu
+from .onednn import depthwise_act, fused_gelu, onednn_allowed
 
 
 def _shifted_products(grad: torch.Tensor, x: torch.Tensor, kh: int, kw: int) -> torch.Tensor:
@@ -112,18 +112,19 @@ def custom_depthwise_backward(conv: torch.nn.Conv2d, x: torch.Tensor) -> bool:
 
 
 @fast_form('depthwise channel slices', policy.eager_unavailable)
-def depthwise_slices(m: torch.Tensor) -> bool:
+def depthwise_slices(conv: nn.Conv2d, m: torch.Tensor) -> bool:
     """A depthwise conv of the map ``m`` runs on channel slices: off the CPU, in eager mode,
     above :data:`.policy.INDEX32_ELEMENTS`."""
     return m.device.type != 'cpu' and m.numel() > policy.INDEX32_ELEMENTS
 
 
 @fast_form('depthwise residual fold', policy.eager_unavailable)
-def residual_folded() -> bool:
+def residual_folded(conv: nn.Conv2d, m: torch.Tensor, shortcut=None, act=None) -> bool:
     """The residual of a depthwise conv of its own input goes into the kernel's centre
-    wherever the context allows: not in a graph, whose compiler fuses the sum anyway, and
-    where the TorchScript ONNX exporter loses the kernel's shape in the in-place write."""
-    return True
+    wherever the context allows (not in a graph, whose compiler fuses the sum anyway, and
+    where the TorchScript ONNX exporter loses the kernel's shape in the in-place write) and
+    the map is not cut into channel slices."""
+    return not depthwise_slices.runs(conv, m)
 
 
 def is_depthwise_same(conv: nn.Conv2d) -> bool:
@@ -152,22 +153,53 @@ def depthwise_same(conv: nn.Conv2d, m: torch.Tensor, shortcut: Optional[torch.Te
     map ``m`` for a stride-1 'same' depthwise ``conv`` (:func:`is_depthwise_same`); ``fold``:
     ``shortcut`` is ``m`` itself, so the residual may go into the kernel's centre.  The
     plain form is ``conv(m)``, then the sum, then ``act``."""
-    sliced = depthwise_slices(m)
-    algorithm = (fused_gelu(act, m, conv) if act is not None
-                 and m.is_contiguous(memory_format=torch.channels_last) else None)
-    fold = fold and shortcut is not None and residual_folded()
-    if not sliced and (fold if shortcut is not None else algorithm is not None):
-        weight = conv.weight
-        if fold:
-            kh, kw = conv.kernel_size
-            weight = weight.clone()
-            weight[:, :, kh // 2, kw // 2] += 1
-        return depthwise_act(m, weight, conv.bias, act, algorithm)
-    if sliced:
-        y = depthwise_in_slices(m, conv.weight, conv.bias)
-    elif custom_depthwise_backward(conv, m):
-        y = _DepthwiseConv.apply(m, conv.weight, conv.bias)
-    else:
-        y = conv(m)
+    if shortcut is None:
+        return _conv_act(conv, m, act)
+    return (_folded if fold else _conv_sum_act)(conv, m, shortcut, act)
+
+
+def _epilogue(conv: nn.Conv2d, m: torch.Tensor, act: Optional[nn.Module]) -> Optional[str]:
+    """The GELU algorithm of ``act`` in the conv's epilogue (:func:`.onednn.fused_gelu`), or
+    None."""
+    if act is None or not m.is_contiguous(memory_format=torch.channels_last):
+        return None
+    return fused_gelu(act, m, conv)
+
+
+def _conv_sum_act(conv, m, shortcut, act) -> torch.Tensor:
+    y = _depthwise_conv(conv, m)
     y = y if shortcut is None else shortcut + y
     return y if act is None else act(y)
+
+
+# (on the CPU, where oneDNN's epilogue runs, never in channel slices)
+@onednn_allowed.dispatch(lambda conv, m, act: _conv_sum_act(conv, m, None, act),
+                         verify=lambda conv, m, act: _epilogue(conv, m, act) is not None)
+def _conv_act(conv, m, act) -> torch.Tensor:
+    """``act(conv(m))``, the GELU in the conv's epilogue where :func:`.onednn.fused_gelu`
+    allows it."""
+    return depthwise_act(m, conv.weight, conv.bias, act, _epilogue(conv, m, act))
+
+
+@residual_folded.dispatch(_conv_sum_act)
+def _folded(conv, m, shortcut, act) -> torch.Tensor:
+    """``act(m + conv(m))`` (``shortcut`` is ``m``) as one conv with the identity in the
+    kernel's centre (and the GELU in its epilogue where :func:`.onednn.fused_gelu` allows
+    it)."""
+    kh, kw = conv.kernel_size
+    weight = conv.weight.clone()
+    weight[:, :, kh // 2, kw // 2] += 1
+    return depthwise_act(m, weight, conv.bias, act, _epilogue(conv, m, act))
+
+
+@custom_depthwise_backward.dispatch(lambda conv, m: conv(m))
+def _custom_conv(conv, m) -> torch.Tensor:
+    return _DepthwiseConv.apply(m, conv.weight, conv.bias)
+
+
+@depthwise_slices.dispatch(_custom_conv)
+def _depthwise_conv(conv, m) -> torch.Tensor:
+    """``conv(m)``: in channel slices (:func:`depthwise_in_slices`) where
+    :func:`depthwise_slices` rules so, else with the custom backward where
+    :func:`custom_depthwise_backward` does, else the module's own."""
+    return depthwise_in_slices(m, conv.weight, conv.bias)

@@ -7,17 +7,24 @@ import torch.nn.functional as F
 
 from ..ops import diffusion as plain
 from . import policy
+from .dispatch import fast_form
 
 __all__ = ['fast_grid_diffusion']
 
 
-def _increment_inplace(y: torch.Tensor, weight: torch.Tensor, a_deg: torch.Tensor, groups: int,
-                       keep: Optional[torch.Tensor]) -> torch.Tensor:
-    """:func:`mmlinattn.ops.diffusion.increment` in place on the conv's output where no
-    autograd records it (under autograd an in-place op on the view would make the backward
-    copy the whole gradient)."""
-    if not policy.eager_inference(y, weight, a_deg):
-        return plain.increment(y, weight, a_deg, groups, keep)
+@fast_form('diffusion increment in place', policy.eager_unavailable)
+def increment_in_place(y: torch.Tensor, weight: torch.Tensor, a_deg: torch.Tensor, groups: int,
+                       keep: Optional[torch.Tensor]) -> bool:
+    """:func:`_increment` writes in place on the conv's output: eager inference (under
+    autograd an in-place op on the view would make the backward copy the whole gradient)."""
+    return not policy.needs_grad(y, weight, a_deg)
+
+
+@increment_in_place.dispatch(plain.increment)
+def _increment(y: torch.Tensor, weight: torch.Tensor, a_deg: torch.Tensor, groups: int,
+               keep: Optional[torch.Tensor]) -> torch.Tensor:
+    """:func:`mmlinattn.ops.diffusion.increment`, in place on the conv's output where
+    :func:`increment_in_place` rules so."""
     k = weight.shape[-1]
     inc = F.conv2d(y, weight, padding=k // 2, groups=y.shape[1])
     split = (groups, y.shape[1] // groups)
@@ -31,4 +38,4 @@ def fast_grid_diffusion(x: torch.Tensor, kernel: torch.Tensor, step: torch.Tenso
     place in eager inference."""
     if policy.plain():
         return plain.grid_diffusion(x, kernel, step, n_steps, valid)
-    return plain.euler_steps(x, kernel, step, n_steps, valid, _increment_inplace)
+    return plain.euler_steps(x, kernel, step, n_steps, valid, _increment)

@@ -1,5 +1,5 @@
-"""One dispatch for every fast form: an availability check per call context, a verifier per
-call, and one log line per choice.
+"""One dispatch for every fast form, in the style of fla's ops: an entry wraps the plain
+function and the fast one, picks per call and runs the choice, so no call site branches.
 
 Each fast form's rule is a :class:`FastForm`, defined beside the form under its own name
 (:func:`.onednn.onednn_allowed`, :func:`.compiled.compiled_allowed`, ...), in two parts:
@@ -11,10 +11,11 @@ Each fast form's rule is a :class:`FastForm`, defined beside the form under its 
 * ``verify(*args)``: whether the form takes this call (dtype, device, autograd, sizes, hooks
   of the call's tensors and modules).
 
-Calling the form asks both (the availability from the context's record) and answers whether
-the form runs.  The first answer of each kind is logged once per process at debug level
-through mmengine's logger (``mmlinattn kernels: <form> ...``), not inside a traced graph.
-:data:`FORMS` lists every form by name.
+A rule is not called; it runs forms: ``rule.dispatch(plain)(fast)`` is a :class:`Dispatch`,
+which calls ``fast(*args)`` where the rule allows the call and ``plain(*args)`` elsewhere (a
+dispatch may verify with its own ``verify``: the rule's questions on its arguments).  The first answer of each kind is logged
+once per process at debug level through mmengine's logger (``mmlinattn kernels: <form> ...``),
+not inside a traced graph.  :data:`FORMS` lists every rule by name.
 """
 import functools
 import logging
@@ -22,7 +23,7 @@ from typing import Callable, Dict, Optional
 
 from . import policy
 
-__all__ = ['FastForm', 'FORMS', 'fast_form']
+__all__ = ['Dispatch', 'FastForm', 'FORMS', 'fast_form']
 
 #: every fast form's rule, by name
 FORMS: Dict[str, 'FastForm'] = {}
@@ -32,15 +33,15 @@ _LOGGED = set()
 
 class FastForm:
     """A fast form's rule: ``available(ctx) -> None | reason`` once per context, and
-    ``verify(*args) -> bool`` per call (see the module docstring).  Called with the
-    verifier's arguments, it answers whether the form runs for them."""
+    ``verify(*args) -> bool`` per call (see the module docstring); it runs forms through
+    :meth:`dispatch`."""
 
     def __init__(self, name: str, available: Callable[[policy.CallContext], Optional[str]],
                  verify: Callable[..., bool]):
         if name in FORMS:
             raise ValueError(f'a fast form named {name!r} exists already')
         self.name, self.available, self.verify = name, available, verify
-        functools.update_wrapper(self, verify)
+        self.__doc__ = verify.__doc__
         FORMS[name] = self
 
     def unavailable(self, ctx: policy.CallContext) -> Optional[str]:
@@ -52,13 +53,37 @@ class FastForm:
                 _log_once(self, forms[self.name] or 'available', ctx)
         return forms[self.name]
 
-    def __call__(self, *args, **kwargs) -> bool:
+    def runs(self, *args, verify: Optional[Callable[..., bool]] = None, **kwargs) -> bool:
+        """The form runs for this call: available in the running context, and ``verify``
+        (the rule's own by default) takes the arguments."""
         if self.unavailable(policy.context()) is not None:
             return False
-        return self.verify(*args, **kwargs)
+        return (self.verify if verify is None else verify)(*args, **kwargs)
+
+    def dispatch(self, plain: Callable, verify: Optional[Callable[..., bool]] = None):
+        """Decorator: the fast function it wraps and ``plain``, as one :class:`Dispatch`."""
+        return lambda fast: Dispatch(self, fast, plain, verify)
 
     def __repr__(self) -> str:
         return f'FastForm({self.name!r})'
+
+
+class Dispatch:
+    """``fast(*args)`` where the rule ``form`` allows the call (its availability in the
+    running context, then ``verify``, the rule's own by default), else ``plain(*args)``: the
+    same value up to rounding."""
+
+    def __init__(self, form: FastForm, fast: Callable, plain: Callable,
+                 verify: Optional[Callable[..., bool]] = None):
+        self.form, self.fast, self.plain, self.verify = form, fast, plain, verify
+        functools.update_wrapper(self, fast, updated=())
+
+    def __call__(self, *args, **kwargs):
+        run = self.fast if self.form.runs(*args, verify=self.verify, **kwargs) else self.plain
+        return run(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f'Dispatch({self.form.name!r})'
 
 
 def fast_form(name: str, available: Callable[[policy.CallContext], Optional[str]]):

@@ -135,6 +135,22 @@ def _compiled_training_maps(kernel: str, lam: float, alpha: float, eps: float):
                          f'NaLa key features with backward ({kernel})'))
 
 
+def _eager_feature_maps(kernel: str, lam: float, alpha: float, eps: float, fuse: bool,
+                        *tensors: torch.Tensor):
+    """:func:`_feature_maps_for` without compiled loops: the eager maps (in place for the
+    forward without autograd), or in a traced graph one pair, traced with or without its
+    autograd."""
+    if policy.traced():
+        maps = (_fused_feature_maps(kernel, lam, alpha, eps)
+                if fuse and not policy.needs_grad(*tensors)
+                else _fast_feature_maps(kernel, lam, alpha, eps, inplace=False))
+        return maps, maps
+    return (_fast_feature_maps(kernel, lam, alpha, eps, inplace=True),
+            _fast_feature_maps(kernel, lam, alpha, eps, inplace=False))
+
+
+@compiled_allowed.dispatch(_eager_feature_maps, verify=lambda kernel, lam, alpha, eps, fuse,
+                           *tensors: fuse and compiled_allowed.verify(*tensors, allow_grad=True))
 def _feature_maps_for(kernel: str, lam: float, alpha: float, eps: float, fuse: bool,
                       *tensors: torch.Tensor):
     """``(maps, grad_maps)``, each a ``(phi_q, phi_k)`` pair for ``tensors``: the fastest maps
@@ -143,16 +159,8 @@ def _feature_maps_for(kernel: str, lam: float, alpha: float, eps: float, fuse: b
     place).  Eager training evaluates ``maps`` in the core's forward and ``grad_maps`` in its
     backward, so each compiled pair only ever runs in one grad mode: one compilation per
     shape class, not two."""
-    if fuse and compiled_allowed(*tensors, allow_grad=True):
-        return (_compiled_feature_maps(kernel, lam, alpha, eps),
-                _compiled_training_maps(kernel, lam, alpha, eps))
-    if policy.traced():  # one map pair, traced with or without its autograd
-        maps = (_fused_feature_maps(kernel, lam, alpha, eps)
-                if fuse and not policy.needs_grad(*tensors)
-                else _fast_feature_maps(kernel, lam, alpha, eps, inplace=False))
-        return maps, maps
-    return (_fast_feature_maps(kernel, lam, alpha, eps, inplace=True),
-            _fast_feature_maps(kernel, lam, alpha, eps, inplace=False))
+    return (_compiled_feature_maps(kernel, lam, alpha, eps),
+            _compiled_training_maps(kernel, lam, alpha, eps))
 
 
 def nala_inference_maps(kernel: str, lam: float, alpha: float, eps: float, fuse: bool,

@@ -109,26 +109,34 @@ def _fused_ops_work() -> bool:
     return True
 
 
+def _gelu_epilogue(act: nn.Module, x: torch.Tensor, *modules: nn.Module) -> bool:
+    return (type(act) is nn.GELU and onednn_allowed.verify(x, (act, ) + modules)
+            and _fused_ops_work())
+
+
+@onednn_allowed.dispatch(lambda act, x, *modules: None, verify=_gelu_epilogue)
 def fused_gelu(act: nn.Module, x: torch.Tensor, *modules: nn.Module) -> Optional[str]:
     """oneDNN's GELU algorithm (``'none'``, exact erf; ``'tanh'``) when ``act`` may run in
     the epilogue of ``modules`` (the linear or conv that computes its input from ``x``);
     None where the plain ops must run (see the module docstring; also where a forward hook
     on ``act`` or ``modules`` expects them to be called)."""
-    if type(act) is not nn.GELU or not onednn_allowed(x, (act, ) + modules):
-        return None
-    return act.approximate if _fused_ops_work() else None
+    return act.approximate
 
 
+def _bias_in_tiles(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] = None
+                   ) -> bool:
+    return (x.dim() >= 2 and x.is_contiguous() and weight.is_contiguous()
+            and onednn_allowed.verify(x, tensors=(weight, ) if bias is None else (weight, bias))
+            and _fused_ops_work())
+
+
+@onednn_allowed.dispatch(F.linear, verify=_bias_in_tiles)
 def fused_linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] = None
                  ) -> torch.Tensor:
     """``F.linear(x, weight, bias)``; where autograd records nothing, in eager float32 CPU
     code, one oneDNN primitive that adds the bias per output tile (contiguous ``x`` and
     ``weight``)."""
-    tensors = (weight, ) if bias is None else (weight, bias)
-    if (x.dim() >= 2 and x.is_contiguous() and weight.is_contiguous()
-            and onednn_allowed(x, tensors=tensors) and _fused_ops_work()):
-        return _linear_bias(x, weight, bias)
-    return F.linear(x, weight, bias)
+    return _linear_bias(x, weight, bias)
 
 
 def linear_blocks(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor],
@@ -151,13 +159,12 @@ def apply_linear(x: torch.Tensor, linear: nn.Module) -> torch.Tensor:
     return linear(x)
 
 
+@onednn_allowed.dispatch(lambda x, linear, act: act(linear(x)),
+                         verify=lambda x, linear, act: type(linear) is nn.Linear
+                         and x.is_contiguous() and _gelu_epilogue(act, x, linear))
 def linear_act(x: torch.Tensor, linear: nn.Module, act: nn.Module) -> torch.Tensor:
     """``act(linear(x))``, in one oneDNN primitive where :func:`fused_gelu` allows it."""
-    algorithm = (fused_gelu(act, x, linear)
-                 if type(linear) is nn.Linear and x.is_contiguous() else None)
-    if algorithm is None:
-        return act(linear(x))
-    return _linear_gelu(x, linear.weight, linear.bias, algorithm)
+    return _linear_gelu(x, linear.weight, linear.bias, act.approximate)
 
 
 def depthwise_act(m: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor],

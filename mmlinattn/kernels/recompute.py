@@ -5,6 +5,7 @@ The recomputation in the backward runs in the context of the forward it recomput
 import functools
 from typing import Callable
 
+import torch.nn as nn
 import torch.utils.checkpoint as cp
 
 from . import policy
@@ -18,14 +19,21 @@ def checkpointed(*tensors) -> bool:
     return policy.needs_grad(*tensors)
 
 
+def _call(fn: Callable, *args):
+    return fn(*args)
+
+
+def _tensors(args) -> list:
+    return [a for a in args if a is not None]
+
+
+@checkpointed.dispatch(_call, verify=lambda fn, *args: checkpointed.verify(*_tensors(args)))
 def recompute_in_backward(fn: Callable, *args):
     """``fn(*args)``; when autograd records it, under activation checkpointing (its
     intermediates are recomputed in the backward pass instead of stored; a traced graph keeps
     the checkpoint), so a loop of such calls keeps only its outputs alive.  ``args`` are
     tensors or None.  Under ``MMLINATTN_KERNELS=plain`` autograd keeps everything."""
-    if checkpointed(*(a for a in args if a is not None)):
-        return checkpoint(fn, *args)
-    return fn(*args)
+    return checkpoint(fn, *args)
 
 
 def checkpoint(fn: Callable, *args):
@@ -43,9 +51,18 @@ def recomputes(*tensors) -> bool:
     return policy.needs_grad(*tensors)
 
 
+@recomputes.dispatch(_call, verify=lambda fn, *args: recomputes.verify(*_tensors(args)))
 def recompute_in_eager_backward(fn: Callable, *args):
     """:func:`recompute_in_backward` outside a traced graph, whose partitioner chooses for
     itself what to keep: there ``fn(*args)``."""
-    if policy.traced():
-        return fn(*args)
-    return recompute_in_backward(fn, *args)
+    return checkpoint(fn, *args)
+
+
+@recomputes.dispatch(lambda module, plain, fast, x, *args: plain(x, *args),
+                     verify=lambda module, plain, fast, x, *_: recomputes.verify(
+                         x, *module.parameters()))
+def recompute_stretch(module: nn.Module, plain: Callable, fast: Callable, x, *args):
+    """``plain(x, *args)``, the forward of ``module``; in eager training of ``x`` or the
+    module's parameters ``fast(x, *args)``, the same forward with a stretch of it handed over
+    to be recomputed in the backward (:func:`recompute_in_backward`)."""
+    return fast(x, *args)

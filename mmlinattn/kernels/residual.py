@@ -27,11 +27,61 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .dispatch import fast_form
-from .onednn import apply_linear, fused_gelu, linear_act, linear_blocks
+from .onednn import apply_linear, fused_gelu, linear_act, linear_blocks, onednn_allowed
 from .policy import (CallContext, eager_inference, eager_unavailable, hooked, needs_grad,
                      plain_precision, plain_unavailable)
 from .recompute import recompute_in_backward, recomputes
-from .row_stripes import accumulate_striped, mixer_stripes, row_striped, summarize
+from .row_stripes import accumulate_striped, ffn_stripes, mixer_stripes, summarize
+
+
+# -- the rules of the fused forms (:class:`.dispatch.FastForm`) -----------------------------
+def _gemm_unavailable(ctx: CallContext) -> Optional[str]:
+    """Off under ``torch.jit.trace`` too: the TorchScript ONNX exporter drops a write into an
+    ``out=`` view (the graph would lose the branch)."""
+    if ctx.jit_tracing:
+        return 'off under torch.jit.trace'
+    return plain_unavailable(ctx)
+
+
+@fast_form('residual accumulated by the GEMM', _gemm_unavailable)
+def gemm_accumulates(x: torch.Tensor, linear: torch.nn.Linear, y: torch.Tensor,
+                     gamma=None) -> bool:
+    """A residual step's ``linear(y)`` may be accumulated into ``x`` by its GEMM (``out=``):
+    plain precision (:func:`plain_precision`) and no forward hook on ``linear``."""
+    return plain_precision(x, y, linear.weight) and not hooked(linear)
+
+
+@fast_form('LayerScale folded into the weight', plain_unavailable)
+def layer_scale_folded(linear: torch.nn.Linear, gamma, y: torch.Tensor) -> bool:
+    """A LayerScale ``gamma`` goes into ``linear``'s weight for the training forward: plain
+    precision, and more rows (tokens) in ``y`` than input channels (the folded weight is kept
+    instead of a token-sized product)."""
+    return (gamma is not None and plain_precision(y, linear.weight, gamma)
+            and y.numel() // y.shape[-1] > linear.weight.shape[1])
+
+
+@fast_form('norm recomputed in the backward', eager_unavailable)
+def norm_recomputed(norm, x: torch.Tensor, linear: torch.nn.Linear, parts: int = 1) -> bool:
+    """``linear(norm(x))`` keeps ``x`` instead of ``norm(x)`` for the backward: eager training
+    (autograd records ``x`` or the linear) with a plain-precision affine ``nn.LayerNorm`` over
+    the last axis and a biased linear."""
+    w, b = linear.weight, linear.bias
+    return (isinstance(norm, torch.nn.LayerNorm) and norm.elementwise_affine
+            and norm.bias is not None and b is not None and len(norm.normalized_shape) == 1
+            and needs_grad(x, w) and plain_precision(x, w, b, norm.weight, norm.bias))
+
+
+@fast_form('parallel branches accumulated by their GEMMs', eager_unavailable)
+def branches_accumulate(x: torch.Tensor, steps, grid, extra=None, extra_params=(),
+                        drop_path=None) -> bool:
+    """:func:`parallel_residual` accumulates every branch by its output linear's GEMM:
+    eager inference, each branch's residual fused (``fused_residual``), in eval mode and
+    without a forward hook."""
+    tensors = [t for branch, norm, gamma in steps
+               for t in (*branch.parameters(), *(norm.parameters() if norm else ()),
+                         *((gamma, ) if gamma is not None else ()))]
+    return (all(b.fused_residual and not b.training and not hooked(b) for b, _, _ in steps)
+            and not needs_grad(x, *tensors, *extra_params))
 
 
 class Step(NamedTuple):
@@ -46,40 +96,55 @@ def hidden_chain(x: torch.Tensor, norm: Optional[nn.Module], first: nn.Linear,
                  recompute: str = 'none', plain_first: bool = False
                  ) -> Tuple[torch.Tensor, Optional[Callable]]:
     """A branch's plain forward ``drop(steps(first(norm(x))))`` (``drop`` optional) up to its
-    output linear,
-    composed with the fast forms, as a branch's ``hidden`` answers (``(h, tail)``):
-
-    * a GELU right after ``first`` in ``first``'s oneDNN epilogue (:func:`.onednn.linear_act`);
-    * else ``first(norm(x))`` through :func:`normed_linears` (``plain_first``: called as it
-      is), and in eager training with
-      ``recompute`` (``'last'``: the last step; ``'all'``: every step) the steps handed to
-      the seam as the tail it recomputes in the backward;
-    * a GELU right after a step with an ``epilogue`` (its conv) in that conv's epilogue: the
-      step is called as ``step.fn(h, act=gelu)`` (:func:`.onednn.fused_gelu`).
-    """
-    steps = list(steps)
-    if steps and fused_gelu(steps[0].fn, x, first) is not None:
-        h = linear_act(x if norm is None else norm(x), first, steps.pop(0).fn)
-    else:
-        if plain_first:
-            h = first(x if norm is None else norm(x))
-        else:
-            h = apply_linear(x, first) if norm is None else normed_linears(norm, x, first)[0]
-        if recompute != 'none' and recomputes(h):
-            keep = len(steps) - 1 if recompute == 'last' else 0
-            h = _run_steps(steps[:keep], h)
-            return h, lambda t: _drop(drop, _run_steps(steps[keep:], t))
-    # each step rebinds h, so a step's input is freed before the next step runs (in
+    output linear, composed with the fast forms, as a branch's ``hidden`` answers (``(h,
+    tail)``): ``first(norm(x))`` (:func:`_first_linear`; ``plain_first``: called as it is),
+    then the steps (:func:`_steps_before_tail`), each GELU after a linear or a conv in its
+    oneDNN epilogue (:func:`.onednn.fused_gelu`)."""
+    h, steps = _first_linear(x, norm, first, list(steps), plain_first)
+    keep, i = _steps_before_tail(h, steps, recompute), 0
+    # each step rebinds h, here: a step's input is freed before the next step runs (in
     # inference at most two hidden-size tensors are alive)
-    i = 0
-    while i < len(steps):
-        conv = steps[i].conv
-        act = steps[i + 1].fn if i + 1 < len(steps) else None
-        if conv is not None and act is not None and fused_gelu(act, h, conv) is not None:
-            h, i = steps[i].fn(h, act=act), i + 2
-        else:
-            h, i = steps[i].fn(h), i + 1
-    return _drop(drop, h), None
+    while i < keep:
+        h, i = _step(steps, i, h)
+    if keep == len(steps):
+        return _drop(drop, h), None
+    return h, lambda t: _drop(drop, _run_steps(steps[keep:], t))
+
+
+def _linear_then_steps(x, norm, first, steps: list, plain_first: bool):
+    if plain_first:
+        return first(x if norm is None else norm(x)), steps
+    return (apply_linear(x, first) if norm is None else normed_linears(norm, x, first)[0],
+            steps)
+
+
+@onednn_allowed.dispatch(_linear_then_steps, verify=lambda x, norm, first, steps, plain_first:
+                         bool(steps) and fused_gelu(steps[0].fn, x, first) is not None)
+def _first_linear(x: torch.Tensor, norm: Optional[nn.Module], first: nn.Linear, steps: list,
+                  plain_first: bool):
+    """``(first(norm(x)), steps)``; with a GELU as the first step, in ``first``'s oneDNN
+    epilogue (:func:`.onednn.linear_act`): ``(gelu(first(norm(x))), steps[1:])``."""
+    return linear_act(x if norm is None else norm(x), first, steps[0].fn), steps[1:]
+
+
+@recomputes.dispatch(lambda h, steps, recompute: len(steps),
+                     verify=lambda h, steps, recompute: recompute != 'none'
+                     and recomputes.verify(h))
+def _steps_before_tail(h: torch.Tensor, steps: list, recompute: str) -> int:
+    """How many of ``steps`` run in the forward: all; in eager training with ``recompute``
+    (``'last'``: the last step; ``'all'``: every step) those before the tail handed to the
+    seam to recompute in the backward."""
+    return len(steps) - 1 if recompute == 'last' else 0
+
+
+@onednn_allowed.dispatch(lambda steps, i, h: (steps[i].fn(h), i + 1),
+                         verify=lambda steps, i, h: steps[i].conv is not None
+                         and i + 1 < len(steps)
+                         and fused_gelu(steps[i + 1].fn, h, steps[i].conv) is not None)
+def _step(steps: list, i: int, h: torch.Tensor):
+    """``(steps[i](h), i + 1)``; with a GELU next after a conv step, the GELU in that
+    conv's epilogue: ``(steps[i](h, act=gelu), i + 2)``."""
+    return steps[i].fn(h, act=steps[i + 1].fn), i + 2
 
 
 def _drop(drop: Optional[nn.Module], t: torch.Tensor) -> torch.Tensor:
@@ -115,6 +180,14 @@ def residual_step(x: torch.Tensor, branch: nn.Module, grid, norm: Optional[nn.Mo
                      drop_path, owned and shortcut is None)
 
 
+def _each_residual(x, steps, grid, extra=None, extra_params=(), drop_path=None) -> torch.Tensor:
+    out = x if extra is None else x + extra()
+    for branch, norm, gamma in steps:
+        out = _residual(out, branch, x, grid, norm, gamma, drop_path)
+    return out
+
+
+@branches_accumulate.dispatch(_each_residual)
 def parallel_residual(x: torch.Tensor, steps: Sequence[Tuple[nn.Module, Optional[nn.Module],
                                                              Optional[torch.Tensor]]],
                       grid, extra: Optional[Callable[[], torch.Tensor]] = None,
@@ -123,32 +196,35 @@ def parallel_residual(x: torch.Tensor, steps: Sequence[Tuple[nn.Module, Optional
     """``x + extra() + sum_i drop_path(gamma_i * branch_i(norm_i(x), grid))`` for ``steps``
     of ``(branch_i, norm_i, gamma_i)`` that all read the same ``x``; ``extra`` optional: a
     term of its own (with the parameters ``extra_params``).  In eager inference, with every
-    branch's residual fused (``fused_residual``), the branches' linears accumulate into one copy of
-    ``x + extra()`` by their GEMMs (:func:`accumulate_linears`); ``extra`` then runs after
-    the branches (none of its output is held while they run), in training first."""
-    tensors = [t for branch, norm, gamma in steps
-               for t in (*branch.parameters(), *(norm.parameters() if norm else ()),
-                         *((gamma, ) if gamma is not None else ()))]
-    if (all(b.fused_residual and not b.training and not hooked(b) for b, _, _ in steps)
-            and eager_inference(x, *tensors, *extra_params)):
-        terms, striped = [], []
-        for branch, norm, gamma in steps:
-            if row_striped(branch, x, grid):  # added stripe by stripe, below
-                striped.append((branch, norm, gamma))
-                continue
-            h, _ = branch.hidden(x, grid, norm)
-            terms.append((branch.out_proj, h, gamma))
-        out = extra().add_(x) if extra is not None else x.clone(
-            memory_format=torch.contiguous_format)
-        out = accumulate_linears(out.contiguous(), terms)
-        del terms
-        for branch, norm, gamma in striped:
-            accumulate_striped(out, branch, x, grid, norm, gamma, residual_linear)
-        return out
-    out = x if extra is None else x + extra()
+    branch's residual fused (``fused_residual``), the branches' linears accumulate into one
+    copy of ``x + extra()`` by their GEMMs (:func:`accumulate_linears`); ``extra`` then runs
+    after the branches (none of its output is held while they run), elsewhere first."""
+    terms, striped = [], []
     for branch, norm, gamma in steps:
-        out = _residual(out, branch, x, grid, norm, gamma, drop_path)
+        _parallel_term(branch, x, grid, norm, gamma, terms, striped)
+    out = extra().add_(x) if extra is not None else x.clone(
+        memory_format=torch.contiguous_format)
+    out = accumulate_linears(out.contiguous(), terms)
+    del terms
+    for branch, norm, gamma in striped:
+        accumulate_striped(out, branch, x, grid, norm, gamma, residual_linear)
     return out
+
+
+def _hidden_term(branch, x, grid, norm, gamma, terms: list, striped: list) -> None:
+    h, _ = branch.hidden(x, grid, norm)
+    terms.append((branch.out_proj, h, gamma))
+
+
+def _striped_term(branch, x, grid, norm, gamma, terms: list, striped: list) -> None:
+    striped.append((branch, norm, gamma))
+
+
+#: a branch of :func:`parallel_residual`: its hidden tensor into ``terms`` (for
+#: :func:`accumulate_linears`), or where it runs in row stripes into ``striped`` (added stripe
+#: by stripe after the others)
+_parallel_term = ffn_stripes.dispatch(mixer_stripes.dispatch(_hidden_term)(_striped_term))(
+    _striped_term)
 
 
 def _residual(shortcut: torch.Tensor, branch: nn.Module, x: torch.Tensor, grid,
@@ -157,15 +233,19 @@ def _residual(shortcut: torch.Tensor, branch: nn.Module, x: torch.Tensor, grid,
     """``shortcut + drop_path(gamma * branch(norm(x), grid))``; ``owned``: ``shortcut`` is
     ``x`` and the caller's to overwrite."""
     if not branch.fused_residual or hooked(branch):  # a hook expects a call
-        if mixer_stripes(branch, x, grid):  # one vector per image: from the summary
-            y = branch.from_summary(summarize(branch, x, grid, norm), x)
-        else:
-            y = branch(x if norm is None else norm(x), grid)
-        return add_residual(shortcut, y, gamma, drop_path)
-    if row_striped(branch, x, grid):
-        out = shortcut if owned and shortcut.is_contiguous() else \
-            shortcut.clone(memory_format=torch.contiguous_format)
-        return accumulate_striped(out, branch, x, grid, norm, gamma, residual_linear)
+        return add_residual(shortcut, _branch_call(branch, x, grid, norm), gamma, drop_path)
+    return _fused_residual(branch, x, grid, norm, shortcut, gamma, drop_path, owned)
+
+
+@mixer_stripes.dispatch(lambda branch, x, grid, norm: branch(x if norm is None else norm(x),
+                                                              grid))
+def _branch_call(branch: nn.Module, x: torch.Tensor, grid, norm) -> torch.Tensor:
+    """``branch(norm(x), grid)``; a global mixer on a large map from its summary over row
+    stripes (one vector per image: ``from_summary``)."""
+    return branch.from_summary(summarize(branch, x, grid, norm), x)
+
+
+def _whole_residual(branch, x, grid, norm, shortcut, gamma, drop_path, owned) -> torch.Tensor:
     h, tail = branch.hidden(x, grid, norm)
     linear, drop = branch.out_proj, branch.out_drop
     if tail is None:
@@ -175,6 +255,24 @@ def _residual(shortcut: torch.Tensor, branch: nn.Module, x: torch.Tensor, grid,
     return add_residual(shortcut, y if drop is None else drop(y), rest, drop_path)
 
 
+def _striped_residual(branch, x, grid, norm, shortcut, gamma, drop_path, owned) -> torch.Tensor:
+    out = shortcut if owned and shortcut.is_contiguous() else \
+        shortcut.clone(memory_format=torch.contiguous_format)
+    return accumulate_striped(out, branch, x, grid, norm, gamma, residual_linear)
+
+
+#: the fused residual step: stripe by stripe where the branch runs in row stripes
+#: (:mod:`.row_stripes`), else its hidden tensor through the seam's linear forms
+_fused_residual = ffn_stripes.dispatch(mixer_stripes.dispatch(_whole_residual)(
+    _striped_residual))(_striped_residual)
+
+
+def _two_step(x, linear, y, gamma=None) -> torch.Tensor:
+    z = linear(y)
+    return x + z if gamma is None else torch.addcmul(x, gamma, z)
+
+
+@gemm_accumulates.dispatch(_two_step)
 def residual_linear(x: torch.Tensor, linear: nn.Linear, y: torch.Tensor,
                     gamma: Optional[torch.Tensor] = None) -> torch.Tensor:
     """``x + gamma * linear(y)`` (LayerScale ``gamma``, or none) as one GEMM that accumulates
@@ -185,14 +283,20 @@ def residual_linear(x: torch.Tensor, linear: nn.Linear, y: torch.Tensor,
     autocast, or with mixed dtypes, it is the two-step form (an ``out=`` GEMM is not autocast),
     as it is for a linear with a forward hook (which expects the module to be called).
     """
-    if not gemm_accumulates(x, linear, y):
-        z = linear(y)
-        return x + z if gamma is None else torch.addcmul(x, gamma, z)
     w, b = _scaled_weights(linear, gamma)
     out = x.clone(memory_format=torch.contiguous_format) if b is None else (x + b).contiguous()
     return _accumulate_product(out, y, w)
 
 
+def _each_added(out, terms) -> torch.Tensor:
+    for linear, y, gamma in terms:
+        z = linear(y)
+        out = out.add_(z) if gamma is None else out.addcmul_(gamma, z)
+    return out
+
+
+@gemm_accumulates.dispatch(_each_added, verify=lambda out, terms: all(
+    gemm_accumulates.verify(out, linear, y) for linear, y, _ in terms))
 def accumulate_linears(out: torch.Tensor, terms) -> torch.Tensor:
     """``out += sum_i gamma_i * linear_i(y_i)`` in place, for ``terms`` of
     ``(linear_i, y_i, gamma_i)`` (``gamma_i`` a LayerScale or None) and a contiguous ``out``
@@ -200,11 +304,6 @@ def accumulate_linears(out: torch.Tensor, terms) -> torch.Tensor:
     GEMM (:func:`residual_linear` for several branches).  No autograd: for inference only;
     under autocast, with mixed dtypes or a hooked linear each term is added as
     ``linear_i(y_i)``."""
-    if not all(gemm_accumulates(out, linear, y) for linear, y, _ in terms):
-        for linear, y, gamma in terms:
-            z = linear(y)
-            out = out.add_(z) if gamma is None else out.addcmul_(gamma, z)
-        return out
     scaled = [_scaled_weights(linear, gamma) for linear, _, gamma in terms]
     biases = [b for _, b in scaled if b is not None]
     if biases:
@@ -249,6 +348,7 @@ def residual_branch(shortcut: torch.Tensor, linear: nn.Linear, y: torch.Tensor,
     return add_residual(shortcut, y, gamma, drop_path)
 
 
+@layer_scale_folded.dispatch(lambda linear, gamma, y: (linear.weight, linear.bias, gamma))
 def layer_scaled_linear(linear: nn.Linear, gamma: Optional[torch.Tensor], y: torch.Tensor
                         ) -> Tuple[torch.Tensor, Optional[torch.Tensor], Optional[torch.Tensor]]:
     """``(weight, bias, rest)`` with ``gamma * linear(y) = rest * F.linear(y, weight, bias)``.
@@ -262,11 +362,15 @@ def layer_scaled_linear(linear: nn.Linear, gamma: Optional[torch.Tensor], y: tor
     the precision is not plain (:func:`.policy.plain_precision`): ``(linear.weight, linear.bias,
     gamma)``.
     """
-    if not layer_scale_folded(linear, gamma, y):
-        return linear.weight, linear.bias, gamma
     return (*_scaled_weights(linear, gamma), None)
 
 
+def _norm_then_linears(norm: Optional[nn.Module], x: torch.Tensor, linear: nn.Linear,
+                       parts: int = 1) -> Tuple[torch.Tensor, ...]:
+    return linear_blocks(x if norm is None else norm(x), linear.weight, linear.bias, parts)
+
+
+@norm_recomputed.dispatch(_norm_then_linears)
 def normed_linears(norm: Optional[nn.Module], x: torch.Tensor, linear: nn.Linear,
                    parts: int = 1) -> Tuple[torch.Tensor, ...]:
     """``linear(norm(x))`` (``linear(x)`` for no ``norm``) split into ``parts`` equal blocks
@@ -278,10 +382,8 @@ def normed_linears(norm: Optional[nn.Module], x: torch.Tensor, linear: nn.Linear
     backward needs anyway) and normalises it again in the backward, one elementwise pass for
     one token-sized tensor fewer kept per call.
     """
-    w, b = linear.weight, linear.bias
-    if norm_recomputed(norm, x, linear):
-        return _NormedLinears.apply(x, norm.weight, norm.bias, norm.eps, w, b, parts)
-    return linear_blocks(x if norm is None else norm(x), w, b, parts)
+    return _NormedLinears.apply(x, norm.weight, norm.bias, norm.eps, linear.weight,
+                                linear.bias, parts)
 
 
 class _NormedLinears(torch.autograd.Function):
@@ -315,41 +417,6 @@ class _NormedLinears(torch.autograd.Function):
         grad_x, grad_nw, grad_nb = torch.autograd.grad(normed, leaves,
                                                        grad_normed.view_as(normed))
         return (grad_x, grad_nw, grad_nb, None, torch.cat(grad_w), torch.cat(grad_b), None)
-
-
-def _gemm_unavailable(ctx: CallContext) -> Optional[str]:
-    """Off under ``torch.jit.trace`` too: the TorchScript ONNX exporter drops a write into an
-    ``out=`` view (the graph would lose the branch)."""
-    if ctx.jit_tracing:
-        return 'off under torch.jit.trace'
-    return plain_unavailable(ctx)
-
-
-@fast_form('residual accumulated by the GEMM', _gemm_unavailable)
-def gemm_accumulates(x: torch.Tensor, linear: torch.nn.Linear, y: torch.Tensor) -> bool:
-    """A residual step's ``linear(y)`` may be accumulated into ``x`` by its GEMM (``out=``):
-    plain precision (:func:`plain_precision`) and no forward hook on ``linear``."""
-    return plain_precision(x, y, linear.weight) and not hooked(linear)
-
-
-@fast_form('LayerScale folded into the weight', plain_unavailable)
-def layer_scale_folded(linear: torch.nn.Linear, gamma, y: torch.Tensor) -> bool:
-    """A LayerScale ``gamma`` goes into ``linear``'s weight for the training forward: plain
-    precision, and more rows (tokens) in ``y`` than input channels (the folded weight is kept
-    instead of a token-sized product)."""
-    return (gamma is not None and plain_precision(y, linear.weight, gamma)
-            and y.numel() // y.shape[-1] > linear.weight.shape[1])
-
-
-@fast_form('norm recomputed in the backward', eager_unavailable)
-def norm_recomputed(norm, x: torch.Tensor, linear: torch.nn.Linear) -> bool:
-    """``linear(norm(x))`` keeps ``x`` instead of ``norm(x)`` for the backward: eager training
-    (autograd records ``x`` or the linear) with a plain-precision affine ``nn.LayerNorm`` over
-    the last axis and a biased linear."""
-    w, b = linear.weight, linear.bias
-    return (isinstance(norm, torch.nn.LayerNorm) and norm.elementwise_affine
-            and norm.bias is not None and b is not None and len(norm.normalized_shape) == 1
-            and needs_grad(x, w) and plain_precision(x, w, b, norm.weight, norm.bias))
 
 
 def add_residual(shortcut: torch.Tensor, y: torch.Tensor, gamma: Optional[torch.Tensor] = None,

@@ -36,7 +36,7 @@ from .stripe import Stripes
 
 
 @fast_form('FFN row stripes', policy.eager_unavailable)
-def ffn_stripes(branch: nn.Module, x: torch.Tensor, grid) -> bool:
+def ffn_stripes(branch: nn.Module, x: torch.Tensor, grid, *_) -> bool:
     """The local ``branch`` (its ``row_halo`` not None) runs in row stripes of ``grid`` on the
     tokens ``x``: eager inference, one token per grid cell, a hidden tensor above
     :data:`.policy.STRIPE_HIDDEN_BYTES`, and more than one stripe."""
@@ -47,7 +47,7 @@ def ffn_stripes(branch: nn.Module, x: torch.Tensor, grid) -> bool:
 
 
 @fast_form('global mixer in two passes over row stripes', policy.eager_unavailable)
-def mixer_stripes(branch: nn.Module, x: torch.Tensor, grid) -> bool:
+def mixer_stripes(branch: nn.Module, x: torch.Tensor, grid, *_) -> bool:
     """The global mixer ``branch`` (``summary_passes``) runs in passes over row stripes of
     ``grid``: eager inference, one token per grid cell, a token map ``x`` above
     :data:`.policy.STRIPE_MAP_BYTES`, and more than one stripe."""
@@ -64,11 +64,6 @@ def _stripable(branch: nn.Module, x: torch.Tensor, grid) -> bool:
     return (x.dim() == 3 and x.shape[1] == grid.num_tokens
             and branch_stripes(branch, x, grid).split(grid.hw[0])
             and policy.eager_inference(x, *branch.parameters()))
-
-
-def row_striped(branch: nn.Module, x: torch.Tensor, grid) -> bool:
-    """``branch`` runs in row stripes on ``x`` (:func:`ffn_stripes` or :func:`mixer_stripes`)."""
-    return ffn_stripes(branch, x, grid) or mixer_stripes(branch, x, grid)
 
 
 def branch_stripes(branch: nn.Module, x: torch.Tensor, grid) -> Stripes:
@@ -138,7 +133,7 @@ def _stem_margin(units) -> int:
 
 
 @fast_form('stem in row stripes', policy.eager_unavailable)
-def stem_stripes(stem, x: torch.Tensor, grid) -> bool:
+def stem_stripes(stem, x: torch.Tensor, grid, whole: Optional[Callable] = None) -> bool:
     """The chain of conv units ``stem`` (a :class:`~mmlinattn.models.layers.embed.ConvStem`,
     or a tuple of one :class:`~mmlinattn.models.layers.embed.PatchConv`) runs in row stripes
     of its output on the NCHW input ``x``: eager inference, its widest map (the first unit's
@@ -176,21 +171,20 @@ def per_pixel(module: nn.Module) -> bool:
 
 
 @fast_form('per-pixel map in row stripes', policy.eager_unavailable)
-def per_pixel_stripes(modules, x: torch.Tensor) -> bool:
+def per_pixel_stripes(fn: Callable, x: torch.Tensor, grid, modules) -> bool:
     """:func:`per_pixel_rows` runs in stripes: eager inference, an NCHW map above
     :data:`.policy.STRIPE_MAP_BYTES`, norms (``modules``) that read each pixel alone."""
     return (x.dim() == 4 and x.numel() * x.element_size() > policy.STRIPE_MAP_BYTES
             and _rows_alone(x, modules))
 
 
+@per_pixel_stripes.dispatch(lambda fn, x, grid, modules: fn(x, grid).contiguous())
 def per_pixel_rows(fn: Callable, x: torch.Tensor, grid, modules) -> torch.Tensor:
     """``fn(x, grid).contiguous()`` for a per-pixel ``fn`` (a norm of ``modules``, the
     batch padding zeroed) on the NCHW map ``x``: on a map above
     :data:`.policy.STRIPE_MAP_BYTES` in eager inference, written into the contiguous output
     a few rows at a time, so that neither ``fn``'s output nor a layout copy of it is ever
     whole beside it."""
-    if not per_pixel_stripes(modules, x):
-        return fn(x, grid).contiguous()
     rows = policy.STRIPE_TARGET_BYTES // (x[:, :, :1].numel() * x.element_size())
     out = None
     for a, b, _, _ in Stripes(rows).over(x.shape[-2]):
@@ -223,12 +217,11 @@ def _stem_rows(stem: nn.Module, x: torch.Tensor) -> int:
     return max(4 * margin, target // per_row)
 
 
+@stem_stripes.dispatch(lambda stem, x, grid, whole: whole(x, grid))
 def run_stem(stem, x: torch.Tensor, grid, whole: Callable):
     """``whole(x, grid)``, the stem's own forward on the whole map, or the same output in row
     stripes (:func:`striped_stem`) where :func:`stem_stripes` rules so."""
-    if stem_stripes(stem, x, grid):
-        return striped_stem(stem, x, grid)
-    return whole(x, grid)
+    return striped_stem(stem, x, grid)
 
 
 def striped_stem(stem: nn.Module, x: torch.Tensor, grid):
@@ -261,26 +254,33 @@ def striped_stem(stem: nn.Module, x: torch.Tensor, grid):
 
 # -- a stage's input, which its caller hands over -----------------------------------------------
 @fast_form('position embedding added into an owned map', policy.eager_unavailable)
-def embed_in_place(embed: nn.Module, x: torch.Tensor) -> bool:
+def embed_in_place(embed: nn.Module, x: torch.Tensor, grid, owned: bool) -> bool:
     """A stage adds its position embedding ``embed`` into its input ``x``, which the caller
-    reads no more: eager inference and no hook on ``embed``."""
-    return not policy.hooked(embed) and policy.eager_inference(x, *embed.parameters())
+    reads no more (``owned``): eager inference and no hook on ``embed``."""
+    return owned and not policy.hooked(embed) and policy.eager_inference(x, *embed.parameters())
+
+
+@embed_in_place.dispatch(lambda embed, x, grid, owned: embed(x, grid, inplace=False))
+def add_position(embed: nn.Module, x: torch.Tensor, grid, owned: bool) -> torch.Tensor:
+    """``embed(x, grid)``, added into ``x`` itself where the caller owns it (``owned``) and
+    :func:`embed_in_place` rules so."""
+    return embed(x, grid, inplace=True)
 
 
 @fast_form("blocks' outputs into an owned stage input", policy.eager_unavailable)
-def reuse_stage_input(stage: nn.Module, t: torch.Tensor) -> bool:
-    """Each block's output is copied into the caller's map, which the tokens ``t`` view, so
-    that map is not a third one beside the blocks' input and output: eager inference, a map
-    above :data:`.policy.STRIPE_MAP_BYTES`, no hook on a block (which may keep a block's
-    input)."""
-    return (t._base is not None and t.is_contiguous()
+def reuses_stage_input(stage: nn.Module, t: torch.Tensor, owned: bool) -> bool:
+    """Each block's output is copied into the caller's map, which the tokens ``t`` view and
+    which the caller reads no more (``owned``), so that map is not a third one beside the
+    blocks' input and output: eager inference, a map above :data:`.policy.STRIPE_MAP_BYTES`,
+    no hook on a block (which may keep a block's input)."""
+    return (owned and t._base is not None and t.is_contiguous()
             and t.numel() * t.element_size() > policy.STRIPE_MAP_BYTES
             and not policy.hooked(*stage.blocks)
             and policy.eager_inference(t, *stage.parameters()))
 
 
-def add_position(embed: nn.Module, x: torch.Tensor, grid, owned: bool) -> torch.Tensor:
-    """``embed(x, grid)``, added into ``x`` itself where the caller owns it (``owned``) and
-    :func:`embed_in_place` rules so."""
-    return embed(x, grid, inplace=owned and embed_in_place(embed, x))
-
+@reuses_stage_input.dispatch(lambda stage, t, owned: None)
+def stage_home(stage: nn.Module, t: torch.Tensor, owned: bool) -> Optional[torch.Tensor]:
+    """Where a stage copies each block's output: the tokens ``t`` themselves where
+    :func:`reuses_stage_input` rules so, else None (each block's output stays its own)."""
+    return t

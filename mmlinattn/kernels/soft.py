@@ -16,25 +16,31 @@ from ..ops.soft import (CHOLESKY_JITTER, check_attention_args, landmark_kernel_r
 from ..ops.precision import Float32Island
 from . import policy
 from .compiled import LazyCompiled, compiled_allowed
+from .dispatch import fast_form
 
 __all__ = ['fast_gaussian_kernel', 'fast_soft_attention', 'soft_value_sums', 'soft_middle',
            'soft_output']
 
 
+@fast_form('SOFT kernel in place', policy.eager_unavailable)
+def kernel_in_place(a: torch.Tensor, b: torch.Tensor, denom: float) -> bool:
+    """:func:`_gaussian_kernel` takes the call: eager inference (no autograd) on
+    points of one batch shape and width, and a positive ``denom``."""
+    return (not policy.needs_grad(a, b) and a.shape[:-2] == b.shape[:-2]
+            and a.shape[-1] == b.shape[-1] and denom > 0)
+
+
 def fast_gaussian_kernel(a: torch.Tensor, b: torch.Tensor, denom: Optional[float] = None
                          ) -> torch.Tensor:
     """:func:`mmlinattn.ops.soft.gaussian_kernel` (Eq. 5); in eager inference in place
-    (:func:`_gaussian_kernel_inplace`)."""
-    if denom is None:
-        denom = 2.0 * math.sqrt(a.shape[-1])
-    if (policy.eager_inference(a, b) and a.shape[:-2] == b.shape[:-2]
-            and a.shape[-1] == b.shape[-1] and denom > 0):
-        return _gaussian_kernel_inplace(a, b, denom)
-    return plain.gaussian_kernel(a, b, denom)
+    (:func:`_gaussian_kernel`)."""
+    return _gaussian_kernel(a, b, 2.0 * math.sqrt(a.shape[-1]) if denom is None else denom)
 
 
-def _gaussian_kernel_inplace(a: torch.Tensor, b: torch.Tensor, denom: float) -> torch.Tensor:
-    """:func:`fast_gaussian_kernel` without autograd in two passes over the (p, q) output instead
+@kernel_in_place.dispatch(plain.gaussian_kernel)
+def _gaussian_kernel(a: torch.Tensor, b: torch.Tensor, denom: float) -> torch.Tensor:
+    """:func:`fast_gaussian_kernel` where :func:`kernel_in_place` rules so (else the plain
+    op), without autograd in two passes over the (p, q) output instead
     of six: ``-||a_i - b_j||^2 / denom = (2 a_i . b_j - |a_i|^2 - |b_j|^2) / denom``, the
     products ``(2 / denom) a_i . b_j`` (:func:`_batched_mm`), then one fused loop
     (:data:`_KERNEL_FROM_PRODUCTS`) that subtracts both squared norms, clamps at 0 (a
@@ -44,8 +50,7 @@ def _gaussian_kernel_inplace(a: torch.Tensor, b: torch.Tensor, denom: float) -> 
     row = b3.square().sum(-1).mul_(1.0 / denom).unsqueeze(-2)             # (batch, 1, q)
     col = a3.square().sum(-1, keepdim=True).mul_(1.0 / denom)             # (batch, p, 1)
     out = _batched_mm(a3 * (2.0 / denom), b3.transpose(-1, -2))
-    finish = _KERNEL_FROM_PRODUCTS if compiled_allowed(out) else _kernel_from_products
-    finish(out, row, col)
+    _KERNEL_FROM_PRODUCTS(out, row, col)
     return out.view(*a.shape[:-1], b.shape[-2])
 
 
@@ -54,8 +59,9 @@ def _kernel_from_products(prod: torch.Tensor, row: torch.Tensor, col: torch.Tens
     prod.sub_(row).sub_(col).clamp_(max=0).exp_()
 
 
-#: :func:`_kernel_from_products` as one compiled loop (:mod:`.compiled`)
-_KERNEL_FROM_PRODUCTS = LazyCompiled(_kernel_from_products, 'the SOFT kernel')
+#: :func:`_kernel_from_products`, as one compiled loop where one may run (:mod:`.compiled`)
+_KERNEL_FROM_PRODUCTS = compiled_allowed.dispatch(_kernel_from_products)(
+    LazyCompiled(_kernel_from_products, 'the SOFT kernel'))
 
 
 def _batched_mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:

@@ -59,7 +59,7 @@ def test_slices_only_off_the_cpu_and_above_the_limit(monkeypatch):
     for device, channels, want in (('meta', 17, True), ('meta', 16, False),
                                    ('cpu', 17, False)):
         m = torch.empty(1, channels, 6, 5, device=device)
-        assert dw.depthwise_slices(m) is want, (device, channels)
+        assert dw.depthwise_slices.runs(None, m) is want, (device, channels)
 
 
 @pytest.mark.parametrize('padded', [False, True])
@@ -78,7 +78,7 @@ def test_conv_tokens_in_slices_gives_the_same_tokens(residual, padded, monkeypat
     def three_channels(m, w, b, limit=None):
         calls.append(m.shape)
         return real(m, w, b, limit=2 * 6 * 5 * 3)
-    monkeypatch.setattr(dw, 'depthwise_slices', lambda m: True)
+    monkeypatch.setattr(dw.depthwise_slices, 'verify', lambda conv, m: True)
     monkeypatch.setattr(dw, 'depthwise_in_slices', three_channels)
     got = conv_tokens(conv, x, grid, residual=residual)
     assert calls == [(2, 16, 6, 5)]

@@ -37,6 +37,21 @@ def _count_asks(monkeypatch):
     return asked
 
 
+def test_a_dispatch_runs_its_choice_and_a_rule_only_runs_forms(monkeypatch):
+    """A dispatch calls the fast function where the rule is available and the call verified,
+    the plain one elsewhere (a plain context, a rejected call); a rule answers no call."""
+    monkeypatch.setattr(dispatch, 'FORMS', {})
+    rule = dispatch.FastForm('a test form', policy.plain_unavailable, lambda x: x > 0)
+    ran = []
+    entry = rule.dispatch(lambda x: ran.append('plain') or -x)(lambda x: ran.append('fast') or x)
+    assert (entry(2), entry(-3)) == (2, 3) and ran == ['fast', 'plain']
+    plain = policy.read_context()._replace(plain=True)
+    policy.run_in(plain, entry, 5)
+    assert ran[-1] == 'plain'
+    with pytest.raises(TypeError):
+        rule(1)   # no call site asks a rule yes or no: it runs a dispatch
+
+
 @pytest.mark.parametrize('family', ['NaLaFormer', 'LDN'])
 def test_a_forward_asks_each_availability_once(family, monkeypatch):
     model = build(family)
@@ -53,8 +68,8 @@ def test_a_forward_asks_each_availability_once(family, monkeypatch):
     sum(o.mean() for o in outs).backward()    # recomputations run outside the forward
     # outside a forward each question reads a context of its own
     before = asked['oneDNN epilogues'][0]
-    onednn_allowed(x)
-    onednn_allowed(x)
+    onednn_allowed.runs(x)
+    onednn_allowed.runs(x)
     assert asked['oneDNN epilogues'][0] == before + 2
 
 
@@ -117,9 +132,9 @@ def test_verifiers_reject_what_their_form_cannot_take():
     assert recomputes.verify(x, gamma) and checkpointed.verify(x, gamma)
     assert not custom_depthwise_backward.verify(conv3, m)                     # 3x3: PyTorch's
     assert not custom_depthwise_backward.verify(conv5.double(), m)            # mixed dtypes
-    assert not depthwise_slices.verify(m)                                     # the CPU
-    assert not depthwise_slices.verify(m.to('meta'))                          # small
-    assert depthwise_slices.verify(torch.empty(2**16, 2**15 + 1, device='meta'))
+    assert not depthwise_slices.verify(conv3, m)                              # the CPU
+    assert not depthwise_slices.verify(conv3, m.to('meta'))                   # small
+    assert depthwise_slices.verify(conv3, torch.empty(2**16, 2**15 + 1, device='meta'))
 
 
 def test_forms_picked_in_float64_equal_the_plain_ops():
@@ -128,13 +143,13 @@ def test_forms_picked_in_float64_equal_the_plain_ops():
     lin = nn.Linear(6, 8).double()
     gamma = torch.rand(8, dtype=torch.float64)
     with torch.no_grad():    # inference: the residual accumulated by the GEMM
-        assert gemm_accumulates(x, lin, y)
+        assert gemm_accumulates.runs(x, lin, y)
         torch.testing.assert_close(residual_linear(x, lin, y, gamma),
                                    x + gamma * F.linear(y, lin.weight, lin.bias),
                                    rtol=1e-12, atol=1e-12)
     # training: the LayerScale folded into the weight ...
     y = y.requires_grad_()
-    assert layer_scale_folded(lin, gamma, y)
+    assert layer_scale_folded.runs(lin, gamma, y)
     fast = residual_branch(x, lin, y, gamma, training=True)
     want = x + gamma * F.linear(y, lin.weight, lin.bias)
     torch.testing.assert_close(fast, want, rtol=1e-12, atol=1e-12)
@@ -145,7 +160,7 @@ def test_forms_picked_in_float64_equal_the_plain_ops():
     # ... and the norm recomputed in the backward
     ln = nn.LayerNorm(6).double()
     nn.init.normal_(ln.weight)
-    assert norm_recomputed(ln, y, lin)
+    assert norm_recomputed.runs(ln, y, lin)
     fast = normed_linears(ln, y, lin)[0]
     want = F.linear(F.layer_norm(y, (6, ), ln.weight, ln.bias, ln.eps), lin.weight, lin.bias)
     torch.testing.assert_close(fast, want, rtol=1e-12, atol=1e-12)

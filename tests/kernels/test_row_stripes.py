@@ -218,7 +218,7 @@ def test_striped_stem_equals_the_whole_stem(strides, hw, valid, monkeypatch):
                     norm_cfg=dict(type='BN')).to(f64).eval()
     x, grid, want, want_grid = _whole_then_stripes(stem, 3, hw, valid, monkeypatch)
     with torch.no_grad():
-        assert row_stripes.stem_stripes(stem, x, grid)
+        assert row_stripes.stem_stripes.runs(stem, x, grid)
         got, got_grid = stem(x, grid)
     assert (got_grid.hw, got_grid.valid_hw) == (want_grid.hw, want_grid.valid_hw)
     assert got.is_contiguous(memory_format=torch.channels_last)
@@ -236,10 +236,10 @@ def test_striped_patch_conv_equals_the_whole_unit(unit, hw, valid, monkeypatch):
     conv = PatchConv(8, 16, **unit).to(f64).eval()
     x, grid, want, want_grid = _whole_then_stripes(conv, 8, hw, valid, monkeypatch)
     with torch.no_grad():
-        assert row_stripes.stem_stripes((conv, ), x, grid)
+        assert row_stripes.stem_stripes.runs((conv, ), x, grid)
         got, got_grid = conv(x, grid)
         grouped = PatchConv(8, 16, 3, 2, dict(type='GN', num_groups=4)).to(f64).eval()
-        assert not row_stripes.stem_stripes((grouped, ), x, grid)
+        assert not row_stripes.stem_stripes.runs((grouped, ), x, grid)
     assert (got_grid.hw, got_grid.valid_hw) == (want_grid.hw, want_grid.valid_hw)
     torch.testing.assert_close(got, want, rtol=0, atol=1e-13)
 

@@ -33,7 +33,7 @@ def test_ffn_stripes_above_stripe_hidden_bytes(monkeypatch):
     monkeypatch.setattr(policy, 'STRIPE_TARGET_BYTES', 7 * 24 * 8)  # one row per stripe
     with torch.no_grad():
         _at_boundary(monkeypatch, 'STRIPE_HIDDEN_BYTES', 63 * 24 * 8,
-                     lambda: row_stripes.ffn_stripes(ffn, x, grid))
+                     lambda: row_stripes.ffn_stripes.runs(ffn, x, grid))
 
 
 def test_mixer_stripes_above_stripe_map_bytes(monkeypatch):
@@ -43,7 +43,7 @@ def test_mixer_stripes_above_stripe_map_bytes(monkeypatch):
     monkeypatch.setattr(policy, 'STRIPE_TARGET_BYTES', 1)
     with torch.no_grad():
         _at_boundary(monkeypatch, 'STRIPE_MAP_BYTES', 63 * 6 * 8,
-                     lambda: row_stripes.mixer_stripes(mixer, x, grid))
+                     lambda: row_stripes.mixer_stripes.runs(mixer, x, grid))
 
 
 def test_stem_stripes_above_stripe_hidden_bytes(monkeypatch):
@@ -53,7 +53,7 @@ def test_stem_stripes_above_stripe_hidden_bytes(monkeypatch):
     monkeypatch.setattr(policy, 'STRIPE_TARGET_BYTES', 1)
     with torch.no_grad():
         _at_boundary(monkeypatch, 'STRIPE_HIDDEN_BYTES', 16 * 31 * 23 * 8,
-                     lambda: row_stripes.stem_stripes((unit, ), x, grid))
+                     lambda: row_stripes.stem_stripes.runs((unit, ), x, grid))
 
 
 def test_per_pixel_stripes_above_stripe_map_bytes(monkeypatch):
@@ -62,17 +62,17 @@ def test_per_pixel_stripes_above_stripe_map_bytes(monkeypatch):
     x = torch.randn(1, 8, 11, 5, dtype=f64)
     with torch.no_grad():
         _at_boundary(monkeypatch, 'STRIPE_MAP_BYTES', 8 * 11 * 5 * 8,
-                     lambda: row_stripes.per_pixel_stripes([norm], x))
+                     lambda: row_stripes.per_pixel_stripes.runs(None, x, None, [norm]))
 
 
-def test_reuse_stage_input_above_stripe_map_bytes(monkeypatch):
+def test_stage_input_reused_above_stripe_map_bytes(monkeypatch):
     """A stage's tokens, a view of the map its caller hands over: 20 tokens x 4 channels."""
     stage = torch.nn.Module()
     stage.blocks = torch.nn.ModuleList([torch.nn.Linear(4, 4)])
     owned = torch.randn(1, 20, 4, dtype=f64)
     with torch.no_grad():
         _at_boundary(monkeypatch, 'STRIPE_MAP_BYTES', 20 * 4 * 8,
-                     lambda: row_stripes.reuse_stage_input(stage, owned[:]))
+                     lambda: row_stripes.stage_home(stage, owned[:], True) is not None)
 
 
 @pytest.mark.parametrize('norm, alone', [

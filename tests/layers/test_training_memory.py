@@ -11,6 +11,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from autograd_helpers import MATMULS, CountOps, kept_bytes
 
+import mmlinattn.kernels as kernels
 import mmlinattn.kernels.residual as fused
 from mmlinattn.models.layers import ConvStem, NaLaBlock, TokenGrid
 
@@ -130,10 +131,10 @@ def _plain_block_forms():
     """Within: blocks normalise before their linears and scale their branches the plain way
     (what autograd kept before these forms)."""
     unfolded = lambda linear, gamma, y: (linear.weight, linear.bias, gamma)  # noqa: E731
-    layers = 'mmlinattn.models.layers'
     with contextlib.ExitStack() as stack:
-        for target, form in ((f'{layers}.nala_attention.normed_linears', _plain_linears),
-                             ('mmlinattn.kernels.residual.normed_linears', _plain_linears),
+        # the layers call the seam's entry: patched in the set (read-only to attributes)
+        stack.enter_context(mock.patch.dict(vars(kernels.seam), normed_linears=_plain_linears))
+        for target, form in (('mmlinattn.kernels.residual.normed_linears', _plain_linears),
                              ('mmlinattn.kernels.residual.layer_scaled_linear', unfolded)):
             stack.enter_context(mock.patch(target, form))
         yield

@@ -449,15 +449,15 @@ def test_compiled_path_only_without_autograd_and_special_modes(monkeypatch):
     from torch.utils.flop_counter import FlopCounterMode
     x = torch.randn(4, 8)
     monkeypatch.setenv(policy.COMPILE_ENV, '1')
-    assert compiled.compiled_allowed(x)
-    assert not compiled.compiled_allowed(x, torch.randn(3, requires_grad=True))
+    assert compiled.compiled_allowed.runs(x)
+    assert not compiled.compiled_allowed.runs(x, torch.randn(3, requires_grad=True))
     with torch.no_grad():
-        assert compiled.compiled_allowed(x, torch.randn(3, requires_grad=True))
+        assert compiled.compiled_allowed.runs(x, torch.randn(3, requires_grad=True))
     with FlopCounterMode(display=False):  # the benchmark counts FLOPs on the eager ops
-        assert not compiled.compiled_allowed(x)
-    assert not compiled.compiled_allowed(torch.empty(4, 8, device='meta'))
+        assert not compiled.compiled_allowed.runs(x)
+    assert not compiled.compiled_allowed.runs(torch.empty(4, 8, device='meta'))
     monkeypatch.setenv(policy.COMPILE_ENV, '0')
-    assert not compiled.compiled_allowed(x)
+    assert not compiled.compiled_allowed.runs(x)
 
 
 def test_compile_failure_falls_back_to_eager_with_one_warning(monkeypatch):

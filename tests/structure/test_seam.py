@@ -68,8 +68,8 @@ ENTRY_SETS = {
     'fast_linear': dict(apply='apply_linear', blocks='linear_blocks', conv_same='conv_same'),
     'memory': dict(checkpoint='checkpoint', recompute_in_backward='recompute_in_backward',
                    recompute_in_eager_backward='recompute_in_eager_backward',
-                   recomputes='recomputes'),
-    'stage_forms': dict(add_position='add_position', reuse_stage_input='reuse_stage_input',
+                   recompute_stretch='recompute_stretch'),
+    'stage_forms': dict(add_position='add_position', stage_home='stage_home',
                         run_stem='run_stem', per_pixel_rows='per_pixel_rows'),
 }
 

@@ -110,11 +110,21 @@ class ConvStem(nn.Sequential):
         return stage_forms.run_stem(self, x, grid, self.chain)
 
     def chain(self, x: torch.Tensor, grid: TokenGrid) -> Tuple[torch.Tensor, TokenGrid]:
-        """The units one after the other on the whole map."""
-        if not (self.recompute_act and memory.recomputes(x, *self.parameters())):
-            for unit in self:
-                x, grid = unit(x, grid)
-            return x, grid
+        """The units one after the other on the whole map (``recompute_act``: in training
+        each activation recomputed in the backward, :meth:`recomputed_chain`)."""
+        if self.recompute_act:
+            return memory.recompute_stretch(self, self.units, self.recomputed_chain, x, grid)
+        return self.units(x, grid)
+
+    def units(self, x: torch.Tensor, grid: TokenGrid) -> Tuple[torch.Tensor, TokenGrid]:
+        for unit in self:
+            x, grid = unit(x, grid)
+        return x, grid
+
+    def recomputed_chain(self, x: torch.Tensor, grid: TokenGrid
+                         ) -> Tuple[torch.Tensor, TokenGrid]:
+        """:meth:`units` with each activation but the last applied again in the backward
+        together with the next conv, so that only the convs' outputs are kept."""
         act = None  # the previous unit's activation, applied with this unit's conv
         for unit in self:
             if act is None:

@@ -1,5 +1,4 @@
 """Position encodings that follow the current grid size."""
-import math
 from typing import Optional, Tuple
 
 import torch
@@ -98,11 +97,3 @@ def resize_pos_embed(weight: torch.Tensor, size, mode: str = 'bicubic') -> torch
     dtype = torch.float64 if weight.dtype == torch.float64 else torch.float32
     return F.interpolate(weight.to(dtype), size=tuple(size), mode=mode,
                          align_corners=False).to(weight.dtype)
-
-
-def num_tokens_to_grid(n: int) -> tuple:
-    """Square grid for a flattened embedding of ``n`` tokens (checkpoint conversion only)."""
-    s = int(round(math.sqrt(n)))
-    if s * s != n:
-        raise ValueError(f'cannot infer a square grid from {n} position tokens')
-    return s, s

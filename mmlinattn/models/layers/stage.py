@@ -53,7 +53,7 @@ class BlockStage(nn.Module):
             t = torch.cat([self.cls_token.expand(t.shape[0], -1, -1).to(t.dtype), t], dim=1)
         # (a loop here, not in a helper: a caller's reference to the first tokens would keep
         # them alive through every block)
-        home = t if owned and stage_forms.reuse_stage_input(self, t) else None
+        home = stage_forms.stage_home(self, t, owned)
         for blk in self.blocks:
             t = maybe_checkpoint(blk, t, grid, enabled=self.with_cp)
             if home is not None and t.data_ptr() != home.data_ptr():
