@@ -63,9 +63,11 @@ def call_sites(root: Path):
     return sites
 
 
-def rule_sites(root: Path):
+def rule_sites(root: Path, verifiers: bool = False):
     """Calls of a fast form's rule (:data:`RULES`, wherever it is defined) from a form or a
-    layer: not from inside another rule's definition, nor from the policy's own questions."""
+    layer: not from inside another rule's definition, nor from the policy's own questions
+    (``verifiers``: nor from a verifier, a rule's or a dispatch's, which answers for its
+    dispatch: the call sites left are the branches outside the dispatch)."""
     sites = []
     for path in sorted((root / 'mmlinattn').rglob('*.py')):
         rel = path.relative_to(root).as_posix()
@@ -74,6 +76,14 @@ def rule_sites(root: Path):
         for fn in ast.walk(tree):
             if isinstance(fn, ast.FunctionDef) and fn.name in RULES:
                 inside |= {id(n) for n in ast.walk(fn)}
+            if verifiers and isinstance(fn, ast.FunctionDef) and any(
+                    isinstance(d, ast.Call) and getattr(d.func, 'id', '') == 'fast_form'
+                    for d in fn.decorator_list):   # a rule's verifier
+                inside |= {id(n) for n in ast.walk(fn)}
+            if verifiers and isinstance(fn, ast.Call) and \
+                    getattr(fn.func, 'attr', '') == 'dispatch':  # a dispatch's own verifier
+                inside |= {id(n) for k in fn.keywords if k.arg == 'verify'
+                           for n in ast.walk(k.value)}
         for n in ast.walk(tree):
             if not isinstance(n, ast.Call) or id(n) in inside:
                 continue
@@ -116,7 +126,7 @@ def profile(frame, event, arg):
         if caller == 'unavailable' and code.co_name not in ('context', '_log_once'):
             counts['availability'] += 1
             names['available:' + code.co_name] = names.get('available:' + code.co_name, 0) + 1
-        elif caller == '__call__' and code.co_name not in ('unavailable', 'context'):
+        elif caller == 'runs' and code.co_name not in ('unavailable', 'context'):
             counts['verifiers'] += 1
     if code.co_name == '__call__' and code.co_filename.endswith('kernels/dispatch.py'):
         counts['dispatches'] += 1
@@ -175,6 +185,11 @@ if __name__ == '__main__':
     print(f'rule call sites from forms and layers (RULES wherever defined): {len(rs)}; '
           f"kernels: {sum(f.startswith('mmlinattn/kernels/') for f, _, _ in rs)}, "
           f"models: {sum(f.startswith('mmlinattn/models/') for f, _, _ in rs)}")
+    rs = [s for s in rule_sites(root, verifiers=True) if s[0].startswith('mmlinattn/kernels/')
+          or s[0].startswith('mmlinattn/models/')]
+    print(f'of which outside every verifier (a branch beside the dispatch): {len(rs)}')
+    for f in sorted({f for f, _, _ in rs}):
+        print(f'  {f}  ' + ', '.join(f'{n}:{l}' for g, l, n in sorted(rs) if g == f))
     if '--per-forward' in sys.argv:
         print('per run: rule calls from a form or a layer / switch reads / fast-form '
               'dispatches / availability checks computed / verifiers run:')
