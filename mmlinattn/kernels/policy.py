@@ -42,7 +42,7 @@ from ..ops.tracing import traced
 
 __all__ = ['SWITCHES', 'COMPILE_ENV', 'FUSE_GELU_ENV', 'KERNELS_ENV', 'TRITON_ENV', 'Mode',
            'CallContext', 'read_context', 'decide_once', 'run_in', 'context', 'mode', 'switched_off',
-           'plain', 'traced', 'needs_grad', 'eager_inference', 'eager_training',
+           'plain', 'traced', 'needs_grad', 'eager_inference',
            'may_branch_on_sizes', 'plain_unavailable', 'eager_unavailable',
            'special_mode', 'toolchain_available', 'plain_precision',
            'hooked']
@@ -252,12 +252,6 @@ def mode(*tensors: torch.Tensor) -> Mode:
 def eager_inference(*tensors: torch.Tensor) -> bool:
     """A form may write into ``out=`` views and reuse buffers: :attr:`Mode.EAGER_INFERENCE`."""
     return mode(*tensors) is Mode.EAGER_INFERENCE
-
-
-def eager_training(*tensors: torch.Tensor) -> bool:
-    """A custom backward or a recomputation may save memory: :attr:`Mode.EAGER_TRAINING`
-    (a graph's partitioner decides for itself)."""
-    return mode(*tensors) is Mode.EAGER_TRAINING
 
 
 def may_branch_on_sizes(*tensors: torch.Tensor) -> bool:
