@@ -23,7 +23,7 @@ from ..ops.normalized_attention import FEATURE_MAPS, check_shapes, linear_attent
 from ..ops.precision import Float32Island
 from . import policy
 from .compiled import LazyCompiled
-from .dispatch import fast_form
+from .dispatch import fast_form, fast_ops
 from .recompute import recompute_in_backward
 
 __all__ = ['fast_linear_attention', 'chunked_linear_attention', 'triton_allowed', 'key_sums',
@@ -383,6 +383,7 @@ def _attention_core(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, feature_m
     return triton_linear.triton_linear_attention(q, k, v, feature_map, eps)
 
 
+@fast_ops.dispatch(linear_attention)
 def fast_linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                           feature_map: str = 'elu', eps: float = 1e-6,
                           valid: Optional[torch.Tensor] = None) -> torch.Tensor:
@@ -390,6 +391,4 @@ def fast_linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     through the chunked core, or on the GPU in eager inference without padded keys through
     the Triton kernels of :mod:`.triton_linear`: the same values up to rounding."""
     check_shapes(q, k, v, feature_map)
-    if policy.plain():
-        return linear_attention(q, k, v, feature_map, eps, valid)
     return _attention_core(q, k, v, feature_map, eps, valid)

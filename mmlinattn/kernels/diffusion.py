@@ -7,7 +7,7 @@ import torch.nn.functional as F
 
 from ..ops import diffusion as plain
 from . import policy
-from .dispatch import fast_form
+from .dispatch import fast_form, fast_ops
 
 __all__ = ['fast_grid_diffusion']
 
@@ -32,10 +32,9 @@ def _increment(y: torch.Tensor, weight: torch.Tensor, a_deg: torch.Tensor, group
     return inc if keep is None else inc.mul_(keep)
 
 
+@fast_ops.dispatch(plain.grid_diffusion)
 def fast_grid_diffusion(x: torch.Tensor, kernel: torch.Tensor, step: torch.Tensor,
                         n_steps: int = 1, valid: Optional[torch.Tensor] = None) -> torch.Tensor:
     """:func:`mmlinattn.ops.grid_diffusion` (its arguments and values), each increment in
     place in eager inference."""
-    if policy.plain():
-        return plain.grid_diffusion(x, kernel, step, n_steps, valid)
     return plain.euler_steps(x, kernel, step, n_steps, valid, _increment)

@@ -92,6 +92,11 @@ def fast_form(name: str, available: Callable[[policy.CallContext], Optional[str]
     return lambda verify: FastForm(name, available, verify)
 
 
+#: the rule of an op's fast entry as a whole (``fast_soft_attention``, ...): off under
+#: ``MMLINATTN_KERNELS=plain``, where the op of :mod:`mmlinattn.ops` runs as written
+fast_ops = FastForm('fast forms of the ops', policy.plain_unavailable, lambda *a, **k: True)
+
+
 def _log_once(form: FastForm, what: str, ctx: policy.CallContext) -> None:
     if (form.name, what) in _LOGGED:
         return

@@ -21,6 +21,7 @@ from ..ops.precision import Float32Island
 from . import policy
 from .chunked import chunked_linear_attention
 from .compiled import compile_each, compiled_allowed
+from .dispatch import fast_ops
 
 __all__ = ['fast_nala_attention', 'nala_inference_maps']
 
@@ -171,6 +172,9 @@ def nala_inference_maps(kernel: str, lam: float, alpha: float, eps: float, fuse:
     return _feature_maps_for(feature_kernel(kernel), lam, alpha, eps, fuse, x)[0]
 
 
+@fast_ops.dispatch(lambda q, k, v, kernel='cos_sin', lam=3.0, alpha=20.0, eps=1e-6, valid=None,
+                   fuse=True, rope_angles=None: nala_attention(q, k, v, kernel, lam, alpha, eps,
+                                                               valid, rope_angles))
 def fast_nala_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kernel: str = 'cos_sin',
                         lam: float = 3.0, alpha: float = 20.0, eps: float = 1e-6,
                         valid: Optional[torch.Tensor] = None,
@@ -184,8 +188,6 @@ def fast_nala_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kerne
     autograd the plain maps compiled with their backward), where a compiler is available and
     ``MMLINATTN_COMPILE`` is not ``0``."""
     check_attention_args(q, k, v, kernel, lam, alpha, eps, rope_angles)
-    if policy.plain():
-        return nala_attention(q, k, v, kernel, lam, alpha, eps, valid, rope_angles)
     rope = kernel == 'relu_split_rope'
     maps, grad_maps = _feature_maps_for(feature_kernel(kernel), lam, alpha, eps, fuse,
                                         q, k, v)

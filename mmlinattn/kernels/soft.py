@@ -16,7 +16,7 @@ from ..ops.soft import (CHOLESKY_JITTER, check_attention_args, landmark_kernel_r
 from ..ops.precision import Float32Island
 from . import policy
 from .compiled import LazyCompiled, compiled_allowed
-from .dispatch import fast_form
+from .dispatch import fast_form, fast_ops
 
 __all__ = ['fast_gaussian_kernel', 'fast_soft_attention', 'soft_value_sums', 'soft_middle',
            'soft_output']
@@ -118,6 +118,7 @@ def _token_chunk(q: torch.Tensor, m: int) -> Optional[int]:
     return max(1, policy.SOFT_CHUNK_TARGET // (rows * m))
 
 
+@fast_ops.dispatch(soft_attention)
 def fast_soft_attention(q: torch.Tensor, landmarks: torch.Tensor, v: torch.Tensor,
                         num_iters: int = 20, init: str = 'safe', sym_norm: bool = True,
                         ridge: float = 0.0, valid: Optional[torch.Tensor] = None,
@@ -128,9 +129,6 @@ def fast_soft_attention(q: torch.Tensor, landmarks: torch.Tensor, v: torch.Tenso
     and, in inference, P in token chunks when it would take gigabytes
     (:data:`.policy.SOFT_CHUNK_ELEMENTS`)."""
     check_attention_args(q, landmarks, v, ridge, pinv)
-    if policy.plain():
-        return soft_attention(q, landmarks, v, num_iters, init, sym_norm, ridge, valid,
-                                    landmark_valid, pinv)
     with Float32Island(q) as island:
         q32, lm32, v32 = island.cast(q, landmarks, v)
         keep, rows = _masks(island, valid, landmark_valid)
