@@ -64,18 +64,23 @@ _KERNEL_FROM_PRODUCTS = compiled_allowed.dispatch(_kernel_from_products)(
     LazyCompiled(_kernel_from_products, 'the SOFT kernel'))
 
 
+@fast_form('one mm per head', policy.eager_unavailable)
+def mm_per_head(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """:func:`_batched_mm` runs one ``torch.mm`` per matrix: eager inference (a loop over
+    sizes would be fixed in a graph), more than one matrix, each of at least
+    :data:`.policy.MM_LOOP_FLOPS`."""
+    return (a.shape[0] > 1 and 2 * a.shape[1] * a.shape[2] * b.shape[-1] >= policy.MM_LOOP_FLOPS
+            and not policy.needs_grad(a, b))
+
+
+@mm_per_head.dispatch(torch.bmm)
 def _batched_mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """``torch.bmm(a, b)`` for (batch, p, k) x (batch, k, q), as one ``torch.mm`` per matrix
-    into the output when each is large (:data:`.policy.MM_LOOP_FLOPS`) and nothing traces
-    the call: ``bmm`` shares the batch out among the threads, so a few large heads run at a
-    fraction of the rate of one ``mm`` per head that uses them all (``docs/benchmarks.md``)."""
-    batch, p, k = a.shape
-    q = b.shape[-1]
-    if (batch == 1 or 2 * p * k * q < policy.MM_LOOP_FLOPS
-            or not policy.may_branch_on_sizes(a, b)):
-        return torch.bmm(a, b)
-    out = a.new_empty(batch, p, q)
-    for i in range(batch):
+    into the output where :func:`mm_per_head` rules so: ``bmm`` shares the batch out among the
+    threads, so a few large heads run at a fraction of the rate of one ``mm`` per head that
+    uses them all (``docs/benchmarks.md``)."""
+    out = a.new_empty(a.shape[0], a.shape[1], b.shape[-1])
+    for i in range(a.shape[0]):
         torch.mm(a[i], b[i], out=out[i])
     return out
 
