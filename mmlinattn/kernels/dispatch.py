@@ -13,9 +13,10 @@ Each fast form's rule is a :class:`FastForm`, defined beside the form under its 
 
 A rule is not called; it runs forms: ``rule.dispatch(plain)(fast)`` is a :class:`Dispatch`,
 which calls ``fast(*args)`` where the rule allows the call and ``plain(*args)`` elsewhere (a
-dispatch may verify with its own ``verify``: the rule's questions on its arguments).  The first answer of each kind is logged
-once per process at debug level through mmengine's logger (``mmlinattn kernels: <form> ...``),
-not inside a traced graph.  :data:`FORMS` lists every rule by name.
+dispatch may verify with its own ``verify``: the rule's questions on its arguments).  The
+first answer of each kind is logged once per process at debug level through mmengine's logger
+(``mmlinattn kernels: <form> ...``), not inside a traced graph.  :data:`FORMS` lists every rule
+by name.
 """
 import functools
 import logging
