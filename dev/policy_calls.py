@@ -18,7 +18,7 @@ from pathlib import Path
 #: the rules of the fast forms, wherever they live (the policy's 20 questions at f83f2f5, and
 #: the rule of the recompute memory forms): what the per-forward count counts
 RULES = {'mode', 'switched_off', 'plain', 'traced', 'needs_grad', 'eager_inference',
-         'eager_training', 'may_branch_on_sizes', 'custom_autograd', 'special_mode',
+         'eager_training', 'special_mode',
          'compiled_allowed', 'hooked', 'onednn_allowed', 'triton_allowed',
          'custom_depthwise_backward', 'depthwise_slices', 'gemm_accumulates',
          'layer_scale_folded', 'norm_recomputed', 'plain_precision', 'recomputes'}
@@ -26,7 +26,18 @@ RULES = {'mode', 'switched_off', 'plain', 'traced', 'needs_grad', 'eager_inferen
 #: forward's start, and the context-level availability checks the dispatch asks once per
 #: context (counted apart)
 NOT_QUESTIONS = {'read_switches', 'decide_once', 'read_context', 'context', 'run_in',
-                 'plain_unavailable', 'eager_unavailable'}
+                 'plain_unavailable', 'eager_unavailable', 'jit_unavailable'}
+#: why a branch outside every verifier is not a fast form's choice: a graph-safe formulation in
+#: the model code (``mmlinattn.ops.tracing.traced``: no branch on a size inside a traced graph)
+#: or a log said once outside a graph
+NOT_FORMS = {('mmlinattn/models/', 'traced'): 'graph-safe formulations',
+             ('mmlinattn/kernels/soft.py', 'traced'): 'a log said once, not inside a graph'}
+
+
+def not_form(site) -> str:
+    """Why the site is not a fast form's choice ('' where it is one)."""
+    return next((w for (f, n), w in NOT_FORMS.items() if site[0].startswith(f)
+                 and site[2] == n), '')
 
 
 def predicates(root: Path):
@@ -73,6 +84,11 @@ def rule_sites(root: Path, verifiers: bool = False):
         rel = path.relative_to(root).as_posix()
         tree = ast.parse(path.read_text())
         inside = set()
+        for fn in ast.walk(tree):   # a name called inside a function or lambda is its parameter
+            if isinstance(fn, (ast.FunctionDef, ast.Lambda)):
+                params = {a.arg for a in fn.args.args + fn.args.kwonlyargs}
+                inside |= {id(n) for n in ast.walk(fn) if isinstance(n, ast.Call)
+                           and getattr(n.func, 'id', None) in params}
         for fn in ast.walk(tree):
             if isinstance(fn, ast.FunctionDef) and fn.name in RULES:
                 inside |= {id(n) for n in ast.walk(fn)}
@@ -84,6 +100,11 @@ def rule_sites(root: Path, verifiers: bool = False):
                     getattr(fn.func, 'attr', '') == 'dispatch':  # a dispatch's own verifier
                 inside |= {id(n) for k in fn.keywords if k.arg == 'verify'
                            for n in ast.walk(k.value)}
+            if verifiers and isinstance(fn, ast.Call) and \
+                    getattr(fn.func, 'id', '') == 'FastForm' and len(fn.args) == 3:
+                inside |= {id(n) for n in ast.walk(fn.args[2])}  # a rule's verifier
+        if verifiers:
+            inside |= _helpers_of(tree, inside)
         for n in ast.walk(tree):
             if not isinstance(n, ast.Call) or id(n) in inside:
                 continue
@@ -91,6 +112,22 @@ def rule_sites(root: Path, verifiers: bool = False):
             if name in RULES and rel != 'mmlinattn/kernels/policy.py':
                 sites.append((rel, n.lineno, name))
     return sites
+
+
+def _helpers_of(tree, inside: set) -> set:
+    """The nodes of the module's functions that only verifiers call (a verifier's helper)."""
+    defs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)
+             and getattr(n.func, 'id', None) in defs]
+    grown = set(inside)
+    while True:
+        helpers = {name for name, fn in defs.items() if id(fn) not in grown and any(
+            c.func.id == name for c in calls) and all(
+            id(c) in grown for c in calls if c.func.id == name)}
+        if not helpers:
+            return grown
+        for name in helpers:
+            grown |= {id(n) for n in ast.walk(defs[name])}
 
 
 PER_FORWARD = r'''
@@ -189,7 +226,10 @@ if __name__ == '__main__':
           or s[0].startswith('mmlinattn/models/')]
     print(f'of which outside every verifier (a branch beside the dispatch): {len(rs)}')
     for f in sorted({f for f, _, _ in rs}):
-        print(f'  {f}  ' + ', '.join(f'{n}:{l}' for g, l, n in sorted(rs) if g == f))
+        print(f'  {f}  ' + ', '.join(f'{n}:{l}' + (f' ({not_form((g, l, n))})'
+                                                   if not_form((g, l, n)) else '')
+                                     for g, l, n in sorted(rs) if g == f))
+    print(f'fast-form choices outside a dispatch: {sum(not not_form(s) for s in rs)}')
     if '--per-forward' in sys.argv:
         print('per run: rule calls from a form or a layer / switch reads / fast-form '
               'dispatches / availability checks computed / verifiers run:')

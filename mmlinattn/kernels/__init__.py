@@ -2,18 +2,14 @@
 or in less memory (compiled loops, oneDNN epilogues, custom autograd Functions, in-place,
 chunked and sliced variants, Triton kernels for CUDA).  A backbone's forward builds one call
 context where it starts (:func:`.policy.decide_once`); each fast form is a
-:class:`.dispatch.Dispatch` of its rule (:class:`.dispatch.FastForm`), which runs it or its
-plain form.  The switches are declared in one table (:data:`.policy.SWITCHES`).
+:class:`.dispatch.Dispatch` of its rule, which runs it or its plain form.
 
-The model layers take what they run from here only, through twelve names: eight read-only
-:class:`.entries.Entries`, one per concern, and four plain names.  Each family's attention
-(``fast_soft``, ``fast_nala``, ``fast_ldn``, ``fast_infsa``: the fast form, named apart from its
-plain form in :mod:`mmlinattn.ops`, and the pieces of its passes over row stripes); the
-residual seam (``seam``: :func:`residual_step`, :func:`parallel_residual` run a branch through
-the interface of :class:`mmlinattn.models.layers.branch.Branch`, fused into the residual sum or
-in row stripes); linears and convs (``fast_linear``); recomputation (``memory``); a stage's and
-a stem's forms in row stripes (``stage_forms``); :func:`decide_once`, :class:`Stripe`,
-:class:`Stripes`, :func:`per_pixel`.  Every function keeps its own name here too.
+The model layers take what they run from here only, through twelve names: :func:`decide_once`,
+:class:`Stripe`, :class:`Stripes`, :func:`per_pixel` and eight read-only
+:class:`.entries.Entries`, one per concern: each family's attention (``fast_soft``,
+``fast_nala``, ``fast_ldn``, ``fast_infsa``), the residual seam (``seam``, which runs a
+:class:`mmlinattn.models.layers.branch.Branch` through its interface), linears and convs
+(``fast_linear``), recomputation (``memory``), a stage's and a stem's forms (``stage_forms``).
 """
 from . import dispatch, policy
 from .policy import decide_once

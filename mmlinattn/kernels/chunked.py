@@ -23,11 +23,11 @@ from ..ops.normalized_attention import FEATURE_MAPS, check_shapes, linear_attent
 from ..ops.precision import Float32Island
 from . import policy
 from .compiled import LazyCompiled
-from .dispatch import fast_form, fast_ops
-from .recompute import recompute_in_backward
+from .dispatch import eager_only, fast_form, fast_ops
+from .recompute import checkpoint, recomputes
 
 __all__ = ['fast_linear_attention', 'chunked_linear_attention', 'triton_allowed', 'key_sums',
-           'query_side_given_sums', 'linear_attention_features']
+           'query_side_given_sums', 'linear_attention_features', 'maps_for']
 
 
 # a newer torch tells a legacy-vmap batched gradient apart (torch has no public name for it);
@@ -58,22 +58,26 @@ def _identity(x: torch.Tensor) -> torch.Tensor:
     return x
 
 
+def _eager_chain(feature: Callable[[torch.Tensor], torch.Tensor], x) -> bool:
+    """An eager map longer than one op (not ELU + 1, which saves only its output, nor a
+    compiled map, which saves about ``x``), under eager autograd."""
+    return not (feature is _identity or feature in FEATURE_MAPS.values()
+                or (isinstance(feature, LazyCompiled) and not feature.failed)) \
+        and recomputes.verify(x)
+
+
+@recomputes.dispatch(lambda feature, x: feature(x), verify=_eager_chain)
 def _features(feature: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> torch.Tensor:
-    """``feature(x)``; under autograd an eager map longer than one op (NaLa's without a
+    """``feature(x)``; under eager autograd a map longer than one op (NaLa's without a
     compiler: ~10 elementwise ops, each saving a tensor as large as ``x``) is recomputed in
     the backward pass instead of keeping its intermediates, so only its output stays (the
-    matmul after it needs that).  One-op maps (ELU + 1 saves only its output), compiled ones
-    (:class:`~.compiled.LazyCompiled`, which save about ``x``) and any map inside a
-    ``torch.compile`` graph (whose partitioner chooses what to save) run as they are."""
-    # the graph test first: comparing function objects in a traced graph guards on them, and
-    # the eager maps are fresh closures per call (a recompile per call)
-    if policy.traced() or feature is _identity or \
-            feature in FEATURE_MAPS.values() or \
-            (isinstance(feature, LazyCompiled) and not feature.failed):
-        return feature(x)
-    return recompute_in_backward(feature, x)
+    matmul after it needs that).  In a ``torch.compile`` graph the partitioner chooses (and
+    the rule asks before the maps are compared: a traced graph would guard on them)."""
+    return checkpoint(feature, x)
 
 
+@eager_only.dispatch(lambda a, b, segment: a.transpose(-2, -1) @ b,
+                     verify=lambda a, b, segment: 0 < segment <= a.shape[-2] // 2)
 def _token_sum(a: torch.Tensor, b: torch.Tensor, segment: int) -> torch.Tensor:
     """``a^T b`` over the token axis (-2): ``(..., n, F), (..., n, D) -> (..., F, D)``.  With
     ``segment`` > 0 the first ``segment * (n // segment)`` tokens are cut into segments
@@ -81,8 +85,6 @@ def _token_sum(a: torch.Tensor, b: torch.Tensor, segment: int) -> torch.Tensor:
     ``segment`` tokens, as one more product): the same sum, in another order, with
     ``n / segment`` times the parallel work (:data:`.policy.DEVICE_SEGMENT_TOKENS`)."""
     n = a.shape[-2]
-    if segment <= 0 or n < 2 * segment or policy.traced():
-        return a.transpose(-2, -1) @ b
     whole = n - n % segment
     parts = (a[..., :whole, :].unflatten(-2, (-1, segment)).transpose(-2, -1)
              @ b[..., :whole, :].unflatten(-2, (-1, segment)))
@@ -92,12 +94,11 @@ def _token_sum(a: torch.Tensor, b: torch.Tensor, segment: int) -> torch.Tensor:
     return out
 
 
+@eager_only.dispatch(lambda total, chunk: [slice(None)])
 def _chunks(total: int, chunk: int) -> List[slice]:
     """Slices of ``chunk`` tokens over ``total``; one slice of all tokens in a traced graph
     (``torch.compile`` / ``torch.export``), where a loop over a symbolic token count would
     fix that count and recompile for every image size."""
-    if policy.traced():
-        return [slice(None)]
     return [slice(s, s + chunk) for s in range(0, total, chunk)]
 
 
@@ -120,20 +121,14 @@ def chunked_linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     bool for (B, heads, M, .) keys) leaves padded keys out of both sums and divides by each
     image's own key count (batch padding; not in the paper, which never pads).
 
-    The feature maps are applied to chunks of ``chunk`` tokens and the key sums accumulated
-    chunk by chunk (``chunk=None``: ~:data:`.policy.CHUNK_ELEMENTS` per chunk of ``q`` on
-    the CPU, :data:`.policy.DEVICE_CHUNK_ELEMENTS` elsewhere; see the module docstring).
-    ``segment`` tokens (``None``: 0, no segments, on the CPU;
-    :data:`.policy.DEVICE_SEGMENT_TOKENS` elsewhere) split the sums over tokens into a
-    batched matmul (:func:`_token_sum`).
+    ``chunk`` tokens per feature-map chunk and ``segment`` tokens per segment of the sums
+    (:func:`_token_sum`); ``None``: the device's defaults (:func:`_core_sizes`).
 
-    Under autograd (eager) the core is one :class:`_RecomputedCore`: the forward runs
-    without autograd and keeps only ``q, k, v`` and the small key summary; the backward recomputes
-    the features chunk by chunk with ``backward_features`` (default: ``feature_q,
-    feature_k``; a pair that supports autograd where the forward maps do not) and applies the
-    closed-form gradient of the normalisation.  Wherever else autograd records the core (inside
-    a ``torch.compile`` graph, or ``q``, ``k``, ``v`` with different leading shapes) it runs
-    ``backward_features`` throughout.
+    Under eager autograd the core is one :class:`_RecomputedCore`: its forward keeps only ``q,
+    k, v`` and the key summary; its backward recomputes the features chunk by chunk with
+    ``backward_features`` (default: ``feature_q, feature_k``; a pair with a backward where the
+    forward maps have none) and applies the closed-form gradient of the normalisation.
+    Wherever else autograd records the core it runs ``backward_features`` throughout.
     """
     default_chunk, default_segment = _core_sizes(q)
     chunk = default_chunk if chunk is None else chunk
@@ -142,9 +137,22 @@ def chunked_linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     return _core(q, k, v, valid, feature_q, feature_k, grad_q, grad_k, eps, chunk, segment)
 
 
+@fast_form('feature maps without a backward', policy.plain_unavailable)
+def without_backward(*tensors) -> bool:
+    """Maps without a backward (in place, fused) may run on ``tensors``: autograd records
+    nothing."""
+    return not policy.needs_grad(*tensors)
+
+
+#: ``maps`` where autograd records nothing on ``tensors``, else ``grad_maps``
+maps_for = without_backward.dispatch(
+    lambda maps, grad_maps, *tensors: grad_maps,
+    verify=lambda maps, grad_maps, *tensors: without_backward.verify(*tensors))(
+    lambda maps, grad_maps, *tensors: maps)
+
+
 def _plain_core(q, k, v, valid, feature_q, feature_k, grad_q, grad_k, eps, chunk, segment):
-    if policy.needs_grad(q, k, v):  # autograd records the plain form: the maps need a backward
-        feature_q, feature_k = grad_q, grad_k
+    feature_q, feature_k = maps_for((feature_q, feature_k), (grad_q, grad_k), q, k, v)
     summary, _ = _key_summary(k, v, feature_k, valid, chunk, segment)
     return _query_side(q, summary, feature_q, eps, chunk)
 

@@ -8,15 +8,12 @@ Each fast form's rule is a :class:`FastForm`, defined beside the form under its 
   (the mode, the switches, a special mode, the toolchain): None, or the reason why not.  It
   depends on nothing of the call, so it is asked once per context: once per backbone
   forward (:func:`.policy.decide_once`), and kept in the context;
-* ``verify(*args)``: whether the form takes this call (dtype, device, autograd, sizes, hooks
-  of the call's tensors and modules).
+* ``verify(*args)``: whether the form takes this call (dtype, device, autograd, sizes, hooks).
 
 A rule is not called; it runs forms: ``rule.dispatch(plain)(fast)`` is a :class:`Dispatch`,
 which calls ``fast(*args)`` where the rule allows the call and ``plain(*args)`` elsewhere (a
-dispatch may verify with its own ``verify``: the rule's questions on its arguments).  The
-first answer of each kind is logged once per process at debug level through mmengine's logger
-(``mmlinattn kernels: <form> ...``), not inside a traced graph.  :data:`FORMS` lists every rule
-by name.
+dispatch may verify with its own ``verify``).  Each availability answer is logged once per
+process at debug level (``mmlinattn kernels: <form> ...``).  :data:`FORMS` lists every rule.
 """
 import functools
 import logging
@@ -24,7 +21,8 @@ from typing import Callable, Dict, Optional
 
 from . import policy
 
-__all__ = ['Dispatch', 'FastForm', 'FORMS', 'fast_form']
+__all__ = ['Dispatch', 'FastForm', 'FORMS', 'eager_only', 'fast_form', 'fast_ops',
+           'module_unrolled']
 
 #: every fast form's rule, by name
 FORMS: Dict[str, 'FastForm'] = {}
@@ -96,6 +94,14 @@ def fast_form(name: str, available: Callable[[policy.CallContext], Optional[str]
 #: the rule of an op's fast entry as a whole (``fast_soft_attention``, ...): off under
 #: ``MMLINATTN_KERNELS=plain``, where the op of :mod:`mmlinattn.ops` runs as written
 fast_ops = FastForm('fast forms of the ops', policy.plain_unavailable, lambda *a, **k: True)
+#: the rule of a module's forward run through its parameters (a fused linear, a fused
+#: residual step) instead of called: not where a forward hook waits for the call
+module_unrolled = FastForm('modules run through their parameters', policy.plain_unavailable,
+                           lambda module, *a, **k: not policy.hooked(module))
+#: the rule of a Python loop or branch over a size (chunks, segments), which a traced graph
+#: would fix at the traced size: there one product of all tokens
+eager_only = FastForm('loops and branches over sizes', policy.eager_unavailable,
+                      lambda *a, **k: True)
 
 
 def _log_once(form: FastForm, what: str, ctx: policy.CallContext) -> None:

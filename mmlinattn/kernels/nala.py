@@ -18,10 +18,9 @@ from ..ops.nalaformer import (QUARTER_PI, check_attention_args, feature_kernel, 
                               nala_attention, nala_query_power, norm_direction,
                               rope_linear_attention)
 from ..ops.precision import Float32Island
-from . import policy
-from .chunked import chunked_linear_attention
+from .chunked import chunked_linear_attention, maps_for
 from .compiled import compile_each, compiled_allowed
-from .dispatch import fast_ops
+from .dispatch import eager_only, fast_ops
 
 __all__ = ['fast_nala_attention', 'nala_inference_maps']
 
@@ -136,16 +135,20 @@ def _compiled_training_maps(kernel: str, lam: float, alpha: float, eps: float):
                          f'NaLa key features with backward ({kernel})'))
 
 
+def _traced_feature_maps(kernel: str, lam: float, alpha: float, eps: float, fuse: bool,
+                         *tensors: torch.Tensor):
+    """In a traced graph one pair, traced with its autograd or (fused) without."""
+    plain = _fast_feature_maps(kernel, lam, alpha, eps, inplace=False)
+    maps = maps_for(_fused_feature_maps(kernel, lam, alpha, eps), plain, *tensors) \
+        if fuse else plain
+    return maps, maps
+
+
+@eager_only.dispatch(_traced_feature_maps)
 def _eager_feature_maps(kernel: str, lam: float, alpha: float, eps: float, fuse: bool,
                         *tensors: torch.Tensor):
     """:func:`_feature_maps_for` without compiled loops: the eager maps (in place for the
-    forward without autograd), or in a traced graph one pair, traced with or without its
-    autograd."""
-    if policy.traced():
-        maps = (_fused_feature_maps(kernel, lam, alpha, eps)
-                if fuse and not policy.needs_grad(*tensors)
-                else _fast_feature_maps(kernel, lam, alpha, eps, inplace=False))
-        return maps, maps
+    forward without autograd)."""
     return (_fast_feature_maps(kernel, lam, alpha, eps, inplace=True),
             _fast_feature_maps(kernel, lam, alpha, eps, inplace=False))
 
@@ -194,7 +197,7 @@ def fast_nala_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kerne
     with Float32Island(q) as island:
         q, k, v = island.cast(q, k, v)
         if rope:
-            phi_q, phi_k = grad_maps if policy.needs_grad(q, k, v) else maps
+            phi_q, phi_k = maps_for(maps, grad_maps, q, k, v)
             out = rope_linear_attention(phi_q(q), phi_k(k), v, rope_angles, eps, valid)
         else:
             out = chunked_linear_attention(q, k, v, *maps, eps, valid,

@@ -10,16 +10,12 @@ the same pattern).  Likewise a plain linear with a bias: PyTorch's ``addmm`` fir
 bias into every output row (one more pass over the output), then accumulates the product;
 oneDNN adds it per tile.  Measurements: ``docs/benchmarks.md``.
 
-Only where :func:`onednn_allowed` says so (eager float32 CPU code that autograd does
-not record): the fused ops have no autograd formula, no ONNX symbol and no FLOP formula, so
-training, autocast, traced or compiled graphs, the FLOP counter and other devices keep the
-plain ops.  (The forward of an
-autograd function with its own backward records nothing: there the projections of
-:func:`~.residual.normed_linears` run fused in training too.)  The first use checks the fused
-ops against the plain ones on a small input and keeps the plain ops for good if they differ
-or are missing;
-``MMLINATTN_FUSE_GELU=0`` in the environment keeps them everywhere, the linears' too
-(``F.gelu``'s and ``F.linear``'s values to the last bit, or a comparison of the two).
+Only where :func:`onednn_allowed` says so (eager float32 CPU code that autograd does not
+record): the fused ops have no autograd formula, no ONNX symbol and no FLOP formula.  (The
+forward of an autograd function with its own backward records nothing: there the projections
+of :func:`~.residual.normed_linears` run fused in training too.)  The first use checks the
+fused ops against the plain ones on a small input and keeps the plain ops for good if they
+differ or are missing; ``MMLINATTN_FUSE_GELU=0`` keeps the plain ops everywhere.
 """
 import functools
 from typing import Optional, Sequence, Tuple
@@ -29,7 +25,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ..ops.precision import autocast_enabled
-from .dispatch import fast_form
+from .dispatch import fast_form, module_unrolled
 from .policy import FUSE_GELU_ENV, CallContext, hooked, needs_grad, plain_unavailable
 
 #: how far the fused GELU may differ from ``F.gelu`` in the first-use check (oneDNN's erf
@@ -151,12 +147,12 @@ def linear_blocks(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Te
                  for i in (range(parts) if which is None else which))
 
 
+@module_unrolled.dispatch(lambda x, linear: linear(x), verify=lambda x, linear:
+                          type(linear) is nn.Linear and module_unrolled.verify(linear))
 def apply_linear(x: torch.Tensor, linear: nn.Module) -> torch.Tensor:
     """``linear(x)``, through :func:`fused_linear` for an ``nn.Linear`` without forward hooks
     (a hook expects the module to be called)."""
-    if type(linear) is nn.Linear and not hooked(linear):
-        return fused_linear(x, linear.weight, linear.bias)
-    return linear(x)
+    return fused_linear(x, linear.weight, linear.bias)
 
 
 @onednn_allowed.dispatch(lambda x, linear, act: act(linear(x)),

@@ -1,14 +1,12 @@
 """The call context every path decision reads, and the switches that steer it.
 
-Every fast form in :mod:`mmlinattn.kernels` runs only where its rule allows, and falls back
-to the plain form of :mod:`mmlinattn.ops` (or of the torch op it stands in for) otherwise.
-A backbone's forward builds one :class:`CallContext` where it starts (:func:`decide_once`):
-the switches read once, whether a graph is traced, a special mode, the device.  Each fast
-form's rule lives beside the form under its own name, as a :class:`.dispatch.FastForm`: an
-availability check on the context (asked once per forward) and a verifier of the call's
-tensors (dtype, device, autograd, size).  This module holds what the rules share: the
-context, the mode of a call, the switches, the toolchain check and the sizes.
-A call is in one of four modes (:func:`mode`):
+Every fast form in :mod:`mmlinattn.kernels` runs only where its rule allows (a
+:class:`.dispatch.FastForm` beside the form: an availability check on the context, asked once
+per forward, and a verifier of the call), and its plain form of :mod:`mmlinattn.ops` (or the
+torch op it stands in for) elsewhere.  A backbone's forward builds one :class:`CallContext`
+where it starts (:func:`decide_once`): the switches read once, whether a graph is traced, a
+special mode, the device; a call outside such a forward reads one at call time.  This module
+holds what the rules share.  A call is in one of four modes (:func:`mode`):
 
 * ``PLAIN``: ``MMLINATTN_KERNELS=plain`` -- every entry runs its :mod:`mmlinattn.ops` form
   and every layer its plain torch ops (no fast form at all; for debugging and the tests);
@@ -18,13 +16,9 @@ A call is in one of four modes (:func:`mode`):
   keep fewer tensors for the backward;
 * ``EAGER_INFERENCE``: autograd records nothing: in-place ops, ``out=`` views, buffer reuse.
 
-Orthogonal to the mode: the device (chunk and segment sizes, depthwise slices: the constants
-below) and the toolchain (:func:`toolchain_available`).
-
-The environment switches are declared in :data:`SWITCHES`, the sizes that tune the fast
-forms just below it.  Every question asked during a backbone's forward answers from its
-context; a call outside such a forward (an op called directly) reads a context at call time.  The sizes are
-module attributes read at call time (a test or a user may change them).
+Orthogonal to the mode: the device (chunk and segment sizes, depthwise slices) and the
+toolchain (:func:`toolchain_available`).  The switches are declared in :data:`SWITCHES`; the
+sizes below it are read at call time (a test or a user may change them).
 """
 import contextvars
 import enum
@@ -43,7 +37,7 @@ from ..ops.tracing import traced
 __all__ = ['SWITCHES', 'COMPILE_ENV', 'FUSE_GELU_ENV', 'KERNELS_ENV', 'TRITON_ENV', 'Mode',
            'CallContext', 'read_context', 'decide_once', 'run_in', 'context', 'mode', 'switched_off',
            'plain', 'traced', 'needs_grad', 'eager_inference',
-           'may_branch_on_sizes', 'plain_unavailable', 'eager_unavailable',
+           'plain_unavailable', 'jit_unavailable', 'eager_unavailable',
            'special_mode', 'toolchain_available', 'plain_precision',
            'hooked']
 
@@ -201,6 +195,12 @@ def plain_unavailable(ctx: CallContext) -> Optional[str]:
     return f'off ({KERNELS_ENV}=plain)' if ctx.plain else None
 
 
+def jit_unavailable(ctx: CallContext) -> Optional[str]:
+    """Why no form may run under ``torch.jit.trace``, whose ONNX export (mmdeploy's) cannot take
+    a custom autograd Function apart and drops a write into an ``out=`` view."""
+    return 'off under torch.jit.trace' if ctx.jit_tracing else plain_unavailable(ctx)
+
+
 def eager_unavailable(ctx: CallContext) -> Optional[str]:
     """Why no eager-only fast form (an in-place or ``out=`` write, a Python loop or branch
     over sizes, a recomputation the graph's partitioner would choose for itself) may run in
@@ -252,19 +252,6 @@ def mode(*tensors: torch.Tensor) -> Mode:
 def eager_inference(*tensors: torch.Tensor) -> bool:
     """A form may write into ``out=`` views and reuse buffers: :attr:`Mode.EAGER_INFERENCE`."""
     return mode(*tensors) is Mode.EAGER_INFERENCE
-
-
-def may_branch_on_sizes(*tensors: torch.Tensor) -> bool:
-    """Eager inference (no graph, no ``torch.jit.trace``): a Python branch on a size (chunk
-    or not, one product or a loop) would be fixed at the traced size in a graph."""
-    return eager_inference(*tensors)
-
-
-def custom_autograd() -> bool:
-    """A custom ``torch.autograd.Function`` may stand in for its plain ops: not under
-    ``torch.jit.trace``, whose ONNX export (mmdeploy's) cannot take one apart ("Dangling node
-    reference")."""
-    return not context().jit_tracing
 
 
 def special_mode() -> bool:

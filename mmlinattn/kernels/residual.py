@@ -15,10 +15,8 @@ declared there, once; this wing only runs it.  Behind the seam
   a branch may hand over a tail of ops that is recomputed in the backward together with the
   linear (activation checkpointing: only the tail's input is kept).
 
-Each fused form equals its two-step form up to rounding, and is that form wherever
-:mod:`.policy` rules it out.  A branch whose output is not its output linear's token by token
-(``fused_residual`` False), or with a forward hook (which expects the module to be called),
-is called as ``branch(norm(x), grid)``.
+Each fused form equals its two-step form up to rounding, and is that form wherever its rule
+rules it out.  A branch without ``fused_residual``, or with a forward hook, is called.
 """
 from typing import Callable, NamedTuple, Optional, Sequence, Tuple
 
@@ -26,24 +24,16 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .dispatch import fast_form
+from .dispatch import fast_form, module_unrolled
 from .onednn import apply_linear, fused_gelu, linear_act, linear_blocks, onednn_allowed
-from .policy import (CallContext, eager_inference, eager_unavailable, hooked, needs_grad,
-                     plain_precision, plain_unavailable)
+from .policy import (eager_unavailable, hooked, jit_unavailable, needs_grad, plain_precision,
+                     plain_unavailable)
 from .recompute import recompute_in_backward, recomputes
 from .row_stripes import accumulate_striped, ffn_stripes, mixer_stripes, summarize
 
 
 # -- the rules of the fused forms (:class:`.dispatch.FastForm`) -----------------------------
-def _gemm_unavailable(ctx: CallContext) -> Optional[str]:
-    """Off under ``torch.jit.trace`` too: the TorchScript ONNX exporter drops a write into an
-    ``out=`` view (the graph would lose the branch)."""
-    if ctx.jit_tracing:
-        return 'off under torch.jit.trace'
-    return plain_unavailable(ctx)
-
-
-@fast_form('residual accumulated by the GEMM', _gemm_unavailable)
+@fast_form('residual accumulated by the GEMM', jit_unavailable)
 def gemm_accumulates(x: torch.Tensor, linear: torch.nn.Linear, y: torch.Tensor,
                      gamma=None) -> bool:
     """A residual step's ``linear(y)`` may be accumulated into ``x`` by its GEMM (``out=``):
@@ -227,13 +217,18 @@ _parallel_term = ffn_stripes.dispatch(mixer_stripes.dispatch(_hidden_term)(_stri
     _striped_term)
 
 
+def _called_residual(shortcut, branch, x, grid, norm, gamma, drop_path, owned=False):
+    return add_residual(shortcut, _branch_call(branch, x, grid, norm), gamma, drop_path)
+
+
+@module_unrolled.dispatch(_called_residual, verify=lambda shortcut, branch, *_:
+                          branch.fused_residual and module_unrolled.verify(branch))
 def _residual(shortcut: torch.Tensor, branch: nn.Module, x: torch.Tensor, grid,
               norm: Optional[nn.Module], gamma: Optional[torch.Tensor],
               drop_path: Optional[nn.Module], owned: bool = False) -> torch.Tensor:
     """``shortcut + drop_path(gamma * branch(norm(x), grid))``; ``owned``: ``shortcut`` is
-    ``x`` and the caller's to overwrite."""
-    if not branch.fused_residual or hooked(branch):  # a hook expects a call
-        return add_residual(shortcut, _branch_call(branch, x, grid, norm), gamma, drop_path)
+    ``x`` and the caller's to overwrite.  A branch whose output is not its linear's token by
+    token, or with a forward hook, is called (:func:`_called_residual`)."""
     return _fused_residual(branch, x, grid, norm, shortcut, gamma, drop_path, owned)
 
 
@@ -328,24 +323,35 @@ def _accumulate_product(out: torch.Tensor, y: torch.Tensor, w: torch.Tensor) -> 
     return out
 
 
+def _training_branch(shortcut, linear, y, gamma=None, drop_path=None, dropout=None,
+                     training=False) -> torch.Tensor:
+    weight, bias, gamma = layer_scaled_linear(linear, gamma, y)
+    y = F.linear(y, weight, bias)
+    if dropout is not None:
+        y = dropout(y)
+    return add_residual(shortcut, y, gamma, drop_path)
+
+
+@fast_form('residual step of inference', plain_unavailable)
+def inference_step(shortcut, linear, y, gamma=None, drop_path=None, dropout=None,
+                   training=False) -> bool:
+    """:func:`residual_branch` in inference: ``training`` False, no gradient needed."""
+    params = [t for t in (linear.weight, linear.bias, gamma) if t is not None]
+    return not training and not needs_grad(shortcut, y, *params)
+
+
+@inference_step.dispatch(_training_branch)
 def residual_branch(shortcut: torch.Tensor, linear: nn.Linear, y: torch.Tensor,
                     gamma: Optional[torch.Tensor] = None, drop_path: Optional[nn.Module] = None,
                     dropout: Optional[nn.Module] = None, training: bool = False) -> torch.Tensor:
     """``shortcut + drop_path(gamma * dropout(linear(y)))``: a residual branch that ends in
     ``linear`` (LayerScale ``gamma`` and the modules optional).
 
-    In inference (``training`` False and no gradient needed) the LayerScale and the residual
-    go into the linear's GEMM (:func:`residual_linear`); otherwise DropPath, being linear,
-    lets one ``addcmul`` do both; in training the LayerScale goes into the linear's weight
+    In inference the LayerScale and the residual go into the linear's GEMM
+    (:func:`residual_linear`); otherwise DropPath, being linear, lets one ``addcmul`` do
+    both, and in training the LayerScale goes into the linear's weight
     (:func:`layer_scaled_linear`)."""
-    params = [t for t in (linear.weight, linear.bias, gamma) if t is not None]
-    if not training and not needs_grad(shortcut, y, *params):
-        return residual_linear(shortcut, linear, y, gamma)
-    weight, bias, gamma = layer_scaled_linear(linear, gamma, y)
-    y = F.linear(y, weight, bias)
-    if dropout is not None:
-        y = dropout(y)
-    return add_residual(shortcut, y, gamma, drop_path)
+    return residual_linear(shortcut, linear, y, gamma)
 
 
 @layer_scale_folded.dispatch(lambda linear, gamma, y: (linear.weight, linear.bias, gamma))

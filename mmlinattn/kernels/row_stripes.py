@@ -11,13 +11,9 @@ belongs to.
 A global mixer (linear attention) reads every token, but only through a summary of fixed size
 (the key sums ``phi(K)^T [V | 1]``): it runs in two passes over the stripes, the first adding
 up each stripe's part of the summary, the second computing each stripe's output from its own
-rows and the whole summary.  A mixer whose summary needs a summary of its own makes more
-passes (Linear-InfSA: q̄, then the pooled tokens; SOFT++: the landmarks, then ``P^T V``).
-A mixer's q / k / v projections, feature maps and output then never exist for more than a
-stripe at a time (five token-sized tensors on an 8192² image's stage 1 otherwise).
-
-Either way the result equals the whole-map branch up to rounding (the GEMMs on fewer rows
-and the sums over stripes may order their sums differently).
+rows and the whole summary (more passes where the summary needs one of its own: Linear-InfSA's
+q̄, SOFT++'s landmarks).  Its projections, feature maps and output never exist for more than a
+stripe at a time.  Either way the result equals the whole-map branch up to rounding.
 
 A branch takes part through the interface of
 :class:`~mmlinattn.models.layers.branch.Branch`: a local branch by its ``row_halo``, a global

@@ -4,6 +4,7 @@ compiled finish, large per-head products as one ``mm`` each, ``P = exp(Q - K~)``
 chunks when it would take gigabytes, and :func:`fast_soft_attention`, the entry the mixer calls.
 Each equals its :mod:`mmlinattn.ops.soft` form up to rounding.
 """
+import functools
 import math
 from typing import Optional
 
@@ -16,7 +17,7 @@ from ..ops.soft import (CHOLESKY_JITTER, check_attention_args, landmark_kernel_r
 from ..ops.precision import Float32Island
 from . import policy
 from .compiled import LazyCompiled, compiled_allowed
-from .dispatch import fast_form, fast_ops
+from .dispatch import FastForm, eager_only, fast_form, fast_ops
 
 __all__ = ['fast_gaussian_kernel', 'fast_soft_attention', 'soft_value_sums', 'soft_middle',
            'soft_output']
@@ -109,17 +110,14 @@ def _log_newton_cost(m: int) -> None:
 _NEWTON_COST_LOGGED = False
 
 
+@eager_only.dispatch(lambda q, m: None, verify=lambda q, m: policy.eager_inference(q)
+                     and q.numel() // q.shape[-1] * m > policy.SOFT_CHUNK_ELEMENTS)
 def _token_chunk(q: torch.Tensor, m: int) -> Optional[int]:
     """Tokens per chunk when P = exp(Q - K~) (``q.shape[:-1] x m``) is too large to hold at
     once in inference, else None.  Chunking computes P twice (once for ``P^T V``, once for
     ``P (.)``), so it is kept for the sizes where P alone would take gigabytes: the paper's
     landmark rule at 2048^2 makes P 13 GB in SOFT-small's first stage."""
-    if not policy.may_branch_on_sizes(q):
-        return None
-    n = q.shape[-2]
-    rows = q.numel() // (q.shape[-1] * n)                    # B * h
-    if rows * n * m <= policy.SOFT_CHUNK_ELEMENTS:
-        return None
+    rows = q.numel() // (q.shape[-1] * q.shape[-2])          # B * h
     return max(1, policy.SOFT_CHUNK_TARGET // (rows * m))
 
 
@@ -217,8 +215,15 @@ def _value_sums(q, landmarks, v, keep, rows, chunk: Optional[int]) -> torch.Tens
 def _middle(landmarks, keep, pv, num_iters, init, sym_norm, ridge, pinv) -> torch.Tensor:
     if pinv == 'newton':
         _log_newton_cost(landmarks.shape[-2])
-    return nystrom_middle(landmarks, keep, pv, num_iters, init, sym_norm, ridge, pinv,
-                          fast_gaussian_kernel, policy.custom_autograd())
+    return _nystrom(landmarks, keep, pv, num_iters, init, sym_norm, ridge, pinv,
+                    fast_gaussian_kernel)
+
+
+#: the rule of a custom autograd Function (Newton-Schulz's own backward)
+custom_functions = FastForm('custom autograd Functions', policy.jit_unavailable,
+                            lambda *a, **k: True)
+_nystrom = custom_functions.dispatch(functools.partial(nystrom_middle, custom_backward=False))(
+    nystrom_middle)
 
 
 def _apply_middle(q, landmarks, keep, rows, middle, chunk: int) -> torch.Tensor:

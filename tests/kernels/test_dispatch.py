@@ -79,9 +79,11 @@ def test_every_form_is_off_in_a_plain_context_and_eager_forms_in_a_graph():
     graph = policy.read_context()._replace(traced=True, special=True, jit_tracing=True)
     eager_only = ['depthwise channel slices', 'depthwise residual fold', 'recomputed stretches',
                   'norm recomputed in the backward', 'compiled loops', 'oneDNN epilogues',
-                  'residual accumulated by the GEMM', 'Triton linear attention']
+                  'residual accumulated by the GEMM', 'Triton linear attention',
+                  'loops and branches over sizes']
     for name in eager_only:
         assert dispatch.FORMS[name].available(graph), name
+    assert 'torch.jit.trace' in dispatch.FORMS['custom autograd Functions'].available(graph)
     everywhere = policy.read_context()._replace(plain=False, off=frozenset())
     # the memory forms may run in a graph too (a graph keeps the checkpoint)
     assert dispatch.FORMS['activation checkpointing'].available(graph) is None

@@ -52,3 +52,23 @@ def test_a_hooked_linear_is_called(gemm_spy):
         got = accumulate_linears(out, terms)
     assert seen == [1] and not gemm_spy
     torch.testing.assert_close(got, ref, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize('kernels', ['fast', 'plain'])
+def test_plain_kernels_call_each_branch_as_a_module(monkeypatch, kernels):
+    """``MMLINATTN_KERNELS=plain``: no fast form, the fused residual step included: the
+    branch's own forward runs (``hidden`` is what the fused step would run instead)."""
+    from mmlinattn.kernels import seam
+    from mmlinattn.models.layers.ffn import Mlp
+    monkeypatch.setenv('MMLINATTN_KERNELS', kernels)
+    mlp = Mlp(8, 16).eval()
+    ran = []
+    for name in ('forward', 'hidden'):
+        monkeypatch.setattr(mlp, name, lambda *a, _f=getattr(mlp, name), _n=name, **k:
+                            ran.append(_n) or _f(*a, **k))
+    x = torch.randn(2, 6, 8)
+    with torch.no_grad():
+        got = seam.step(x, mlp, None)
+        ref = x + Mlp.forward(mlp, x, None)
+    assert ran[0] == ('forward' if kernels == 'plain' else 'hidden')
+    torch.testing.assert_close(got, ref)

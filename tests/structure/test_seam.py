@@ -13,6 +13,7 @@ from mmlinattn.models.layers import (ConvFFN, LinearAttention, LinearInfSA, NaLa
                                      PureInfSA, SoftAttention)
 from mmlinattn.models.layers.branch import Branch
 from mmlinattn.models.layers.ffn import Mlp
+from repo_paths import load_tool
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / 'mmlinattn'
@@ -104,6 +105,22 @@ def test_the_checks_can_fail(tmp_path):
                    'x = getattr(object, "row_halo", None)\n')
     assert kernel_imports(bad) == [('kernels.residual', 'residual_step')]
     assert probes(bad) == [2]
+
+
+def test_no_fast_form_is_chosen_beside_a_dispatch(tmp_path):
+    """Every policy question in the wing and the layers is asked by a rule's or a dispatch's
+    verifier (or a verifier's helper); the rest are graph-safe formulations and one log."""
+    calls = load_tool('dev/policy_calls.py')
+    sites = [s for s in calls.rule_sites(ROOT, verifiers=True)
+             if s[0].startswith(('mmlinattn/kernels/', 'mmlinattn/models/'))]
+    assert [s for s in sites if not calls.not_form(s)] == []
+    assert {s[2] for s in sites} <= {'traced'}
+    # a branch on a rule beside a dispatch is found
+    (tmp_path / 'mmlinattn/kernels').mkdir(parents=True)
+    (tmp_path / 'mmlinattn/kernels/m.py').write_text(
+        'def f(x, fn):\n    return fn(x) if needs_grad(x) else x\n')
+    assert calls.rule_sites(tmp_path, verifiers=True) == [
+        ('mmlinattn/kernels/m.py', 2, 'needs_grad')]
 
 
 @pytest.mark.parametrize('branch', [ConvFFN, Mlp, NaLaAttention, SoftAttention, LinearAttention,
