@@ -138,16 +138,14 @@ def chunked_linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
 
 
 @fast_form('feature maps without a backward', policy.plain_unavailable)
-def without_backward(*tensors) -> bool:
-    """Maps without a backward (in place, fused) may run on ``tensors``: autograd records
+def without_backward(maps, grad_maps, *tensors) -> bool:
+    """``maps`` (in place, fused: no backward) may run on ``tensors``: autograd records
     nothing."""
     return not policy.needs_grad(*tensors)
 
 
 #: ``maps`` where autograd records nothing on ``tensors``, else ``grad_maps``
-maps_for = without_backward.dispatch(
-    lambda maps, grad_maps, *tensors: grad_maps,
-    verify=lambda maps, grad_maps, *tensors: without_backward.verify(*tensors))(
+maps_for = without_backward.dispatch(lambda maps, grad_maps, *tensors: grad_maps)(
     lambda maps, grad_maps, *tensors: maps)
 
 

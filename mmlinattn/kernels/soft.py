@@ -110,7 +110,7 @@ def _log_newton_cost(m: int) -> None:
 _NEWTON_COST_LOGGED = False
 
 
-@eager_only.dispatch(lambda q, m: None, verify=lambda q, m: policy.eager_inference(q)
+@eager_only.dispatch(lambda q, m: None, verify=lambda q, m: not policy.needs_grad(q)
                      and q.numel() // q.shape[-1] * m > policy.SOFT_CHUNK_ELEMENTS)
 def _token_chunk(q: torch.Tensor, m: int) -> Optional[int]:
     """Tokens per chunk when P = exp(Q - K~) (``q.shape[:-1] x m``) is too large to hold at
