@@ -43,6 +43,9 @@ if ! "$PY" -c 'import sys, torch; sys.exit(not torch.cuda.is_available())'; then
     echo "gpu_checks.sh needs a CUDA GPU that $PY's torch can see; none found." >&2
     exit 2
 fi
+# the package and the measuring library (benchlib) the checks import, whether or not
+# mmlinattn is installed in $PY's environment (on a bare GPU machine it is not)
+export PYTHONPATH="$PWD:$PWD/tools/analysis_tools${PYTHONPATH:+:$PYTHONPATH}"
 WHEELS=${WHEELS:-.whl}
 SITE=${SITE:-/tmp/mmlinattn-site}
 if [ -d "$WHEELS" ] && ! "$PY" -c 'import mmdet' 2>/dev/null; then
@@ -50,7 +53,7 @@ if [ -d "$WHEELS" ] && ! "$PY" -c 'import mmdet' 2>/dev/null; then
     "$PY" -m pip install -q --no-index --no-deps --no-compile --upgrade --target "$SITE" \
         "$WHEELS"/*.whl || exit 2
     [ -e "$SITE/mmcv/_ext.py" ] || cp dev/mmcv_ext_stub.py "$SITE/mmcv/_ext.py"
-    export PYTHONPATH="$SITE:$PWD${PYTHONPATH:+:$PYTHONPATH}"
+    export PYTHONPATH="$SITE:$PYTHONPATH"
 fi
 PEERS=()
 if "$PY" -c 'import mmdet.models' 2>/dev/null; then PEERS=(Swin-T ResNet-50); fi

@@ -148,6 +148,68 @@ exit 0
     assert not any('Swin-T' in c for c in ran), ran      # no mmdet: no peers
 
 
+#: Runs each recorded ``PYTHONPATH<TAB>script args...`` line as ``python script args`` would,
+#: up to the end of its argument parsing: its imports and its arguments, not its work.
+_PARSE_ONLY = r"""
+import argparse, os, runpy, sys
+import torch, mmlinattn  # loaded once for all: their import is not what is checked
+parse = argparse.ArgumentParser.parse_args
+
+
+class Parsed(Exception):
+    pass
+
+
+def parse_then_stop(self, args=None, namespace=None):
+    parse(self, args, namespace)
+    raise Parsed
+
+
+argparse.ArgumentParser.parse_args = parse_then_stop
+path, before = list(sys.path), set(sys.modules)
+for line in open(sys.argv[1]):
+    script, *args = line.rstrip('\n').split('\t')[1].split(' ')
+    sys.path[:] = [os.path.dirname(os.path.abspath(script))] + path[1:]
+    sys.argv = [script, *args]
+    try:
+        runpy.run_path(script, run_name='__main__')
+        print('ran without parsing', script)
+    except Parsed:
+        print('ok', script)
+    except BaseException as e:
+        print('failed', script, type(e).__name__, e)
+    for name in set(sys.modules) - before:
+        del sys.modules[name]
+"""
+
+
+def test_gpu_checks_script_commands_import_and_parse_where_it_runs_them(tmp_path):
+    """Each command gpu_checks.sh runs, run by a real interpreter under the PYTHONPATH the
+    script gives it and nothing else (a bare GPU machine has no mmlinattn installed and no
+    pytest paths), imports what it needs and accepts its arguments: a check that fails at
+    its import costs device time that only some sessions are lent."""
+    fake = tmp_path / 'python'
+    calls = tmp_path / 'calls.txt'
+    fake.write_text(f"""#!/bin/bash
+[ "$1" = -c ] && exit 0
+printf '%s\\t%s\\n' "$PYTHONPATH" "$*" >> {calls}
+""")
+    fake.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k != 'PYTHONPATH'}
+    proc = subprocess.run(['bash', osp.join(ROOT, 'dev', 'gpu_checks.sh'),
+                           str(tmp_path / 'out')], cwd=ROOT, capture_output=True, text=True,
+                          env={**env, 'PYTHON': str(fake), 'WHEELS': str(tmp_path / 'none')})
+    assert proc.returncode == 0, proc.stderr
+    lines = calls.read_text().splitlines()
+    assert len(lines) == 9 and len({line.split('\t')[0] for line in lines}) == 1, lines
+    driver = subprocess.run([sys.executable, '-c', _PARSE_ONLY, str(calls)], cwd=ROOT,
+                            capture_output=True, text=True,
+                            env={**env, 'PYTHONPATH': lines[0].split('\t')[0]})
+    assert driver.returncode == 0, driver.stderr[-3000:]
+    results = driver.stdout.splitlines()
+    assert len(results) == 9 and all(r.startswith('ok ') for r in results), results
+
+
 def test_mmcv_ext_stub_lets_ops_load_and_names_a_missing_op():
     """dev/mmcv_ext_stub.py: mmcv's loader finds every op it asks for (its
     ``hasattr`` check passes), and calling one names it and the missing build."""
