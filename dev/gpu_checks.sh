@@ -18,7 +18,8 @@
 #      1333x800 batch 2 (train_det) and 512^2 batch 8 (train_seg); then the same under
 #      bf16 autocast (train_det_bf16, train_seg_bf16)
 #   6. every family on the GPU against the CPU in float64 (check_amp_gpu.py, check 0)
-# Usage: bash dev/gpu_checks.sh [OUT_DIR]
+# Usage: bash dev/gpu_checks.sh [OUT_DIR]  (the device tool brings back at most 8 files from
+# $OUT: bash dev/gpu_checks.sh /tmp/checks; tar -czf $OUT/checks.tgz -C /tmp checks)
 # Time limits in seconds: $TOKEN_SUMS_S (60), $TRITON_CORE_S (120), $AUTOCAST_S (240),
 # $BENCHMARK_S (300), $TRAIN_DET_S (180), $TRAIN_SEG_S (180), $TRAIN_DET_BF16_S (180),
 # $TRAIN_SEG_BF16_S (180), $PARITY_S (420: five of its
@@ -33,44 +34,12 @@
 set -u
 cd "$(dirname "$0")/.."
 OUT=${1:-work_dirs/gpu_checks}
-if [ -n "${PYTHON:-}" ]; then PY=$PYTHON
-elif [ -x .venv/bin/python ]; then PY=.venv/bin/python
-else PY=python3
-fi
-mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1
-if ! "$PY" -c 'import sys, torch; sys.exit(not torch.cuda.is_available())'; then
-    echo "gpu_checks.sh needs a CUDA GPU that $PY's torch can see; none found." >&2
-    exit 2
-fi
-# the package and the measuring library (benchlib) the checks import, whether or not
-# mmlinattn is installed in $PY's environment (on a bare GPU machine it is not)
-export PYTHONPATH="$PWD:$PWD/tools/analysis_tools${PYTHONPATH:+:$PYTHONPATH}"
-WHEELS=${WHEELS:-.whl}
-SITE=${SITE:-/tmp/mmlinattn-site}
-if [ -d "$WHEELS" ] && ! "$PY" -c 'import mmdet' 2>/dev/null; then
-    echo "== installing the wheels of $WHEELS into $SITE"
-    "$PY" -m pip install -q --no-index --no-deps --no-compile --upgrade --target "$SITE" \
-        "$WHEELS"/*.whl || exit 2
-    [ -e "$SITE/mmcv/_ext.py" ] || cp dev/mmcv_ext_stub.py "$SITE/mmcv/_ext.py"
-    export PYTHONPATH="$SITE:$PYTHONPATH"
-fi
+# shellcheck source=dev/device_common.sh
+source dev/device_common.sh
+need_cuda gpu_checks.sh
+install_wheels
 PEERS=()
 if "$PY" -c 'import mmdet.models' 2>/dev/null; then PEERS=(Swin-T ResNet-50); fi
-status=0
-
-run() {  # run NAME SECONDS COMMAND...  (0 seconds: skip it)
-    local name=$1 limit=$2
-    shift 2
-    if [ "$limit" = 0 ]; then echo "== $name: skipped (time limit 0)"; return; fi
-    echo "== $name (at most ${limit} s): $*"
-    timeout "$limit" "$@" > "$OUT/$name.log" 2>&1
-    local rc=$?
-    grep -v -e 'Warning' -e 'warnings.warn' "$OUT/$name.log" | tail -n 30
-    echo "== $name: exit status $rc$([ $rc = 124 ] && echo ' (time limit)')"
-    [ $rc = 0 ] || status=1
-}
-
 run token_sums "${TOKEN_SUMS_S:-60}" "$PY" dev/bench_token_sums.py --device cuda \
     --size 2048 --json "$OUT/token_sums.json"
 run triton_core "${TRITON_CORE_S:-120}" "$PY" dev/bench_triton_core.py \

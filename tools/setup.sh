@@ -32,6 +32,8 @@ while [ $# -gt 0 ]; do
 done
 # shellcheck source=tools/misc/lanes.sh
 source "$ROOT/tools/misc/lanes.sh"
+# shellcheck source=tools/misc/mmcv_source.sh
+source "$ROOT/tools/misc/mmcv_source.sh"
 select_lane "$LANE"
 VENV="${MMLINATTN_VENV:-$ROOT/$VENV_DIR}"
 PY="$VENV/bin/python"
@@ -69,8 +71,11 @@ trap 'fail "command exited with status $? (see the output above)"' ERR
 # A digest of everything that decides the environment's content: change any of them and
 # the next run re-installs.
 digest() {
-  cat "$LANES_FILE" "$CONSTRAINTS" "$REQS/runtime.txt" "$ROOT/pyproject.toml" "$ROOT/tools/setup.sh" \
-    | sha256sum | cut -c1-16
+  { cat "$LANES_FILE" "$CONSTRAINTS" "$REQS/runtime.txt" "$ROOT/pyproject.toml" "$ROOT/tools/setup.sh" \
+      "$ROOT/tools/misc/mmcv_source.sh"
+    # which of mmcv's ops are compiled (MMLINATTN_MMCV_CUDA, a GPU and nvcc decide)
+    echo "mmcv CUDA ops: $(mmcv_cuda_arch "$PY" 2>/dev/null || true)"
+  } | sha256sum | cut -c1-16
 }
 
 # pip warns about every index location of the machine's pip config that does not exist;
@@ -160,48 +165,50 @@ pipi setuptools ninja wheel
 STEP="install mmengine"
 pipi "$MMENGINE_DIST"
 
+STEP="decide which of mmcv's ops to compile"
+MMCV_CUDA_ARCH="$(mmcv_cuda_arch "$PY")" || fail "see the line above"
+# a wheel with CUDA ops has the CPU one's name: a folder of its own
+MMCV_HOUSE="$WHEELHOUSE${MMCV_CUDA_ARCH:+-cuda-${MMCV_CUDA_ARCH//[^0-9.]/-}}"
 STEP="build or reuse $MMCV_DIST $MMCV_VERSION with compiled ops"
-mkdir -p "$WHEELHOUSE"
-WHEEL="$(ls "$WHEELHOUSE"/"$MMCV_WHEEL_NAME"-*.whl 2>/dev/null | head -n1 || true)"
+mkdir -p "$MMCV_HOUSE"
+WHEEL="$(ls "$MMCV_HOUSE"/"$MMCV_WHEEL_NAME"-*.whl 2>/dev/null | head -n1 || true)"
 if [ -z "$WHEEL" ]; then
-  log "compiling $MMCV_DIST $MMCV_VERSION against torch $TORCH_VERSION (2-4 min on 2 cores, once per machine)"
   BUILD="$(mktemp -d)"
   quiet "$PY" -m pip download --disable-pip-version-check -q --no-deps --no-binary=:all: --no-build-isolation \
     "$MMCV_DIST==$MMCV_VERSION" -d "$BUILD"
   SRC="$BUILD/$MMCV_WHEEL_NAME"
-  needs_cxx20() { "$PY" -c 'import sys, torch; sys.exit(tuple(map(int, torch.__version__.split(".")[:2])) < (2, 13))'; }
   unpack_mmcv() {
-    rm -rf "$SRC"
-    tar -xzf "$BUILD/$MMCV_WHEEL_NAME.tar.gz" -C "$BUILD"
-    # torch >= 2.14 headers refuse anything older than C++20 (onedl-mmcv's CPU branch
-    # still says C++14 in places); older torch builds with the sdist's own C++17.
-    if needs_cxx20; then
-      sed -i 's/-std=c++1[47]/-std=c++20/g' "$SRC/setup.py"
-      grep -q -- '-std=c++20' "$SRC/setup.py" \
-        || fail "could not patch $MMCV_DIST's setup.py to C++20"
-    fi
+    unpack_mmcv_source "$PY" "$BUILD/$MMCV_WHEEL_NAME.tar.gz" "$BUILD" \
+      || fail "could not unpack $MMCV_DIST's source or patch its setup.py"
   }
   build_mmcv() {
-    quiet env MMCV_WITH_OPS=1 MAX_JOBS="${MAX_JOBS:-$(nproc)}" FORCE_CUDA=0 \
-      "$PY" -m pip wheel --disable-pip-version-check -q --no-build-isolation --no-deps \
-      "$SRC" -w "$BUILD/out"
+    quiet build_mmcv_wheel "$PY" "$SRC" "$BUILD/out" "$MMCV_CUDA_ARCH" \
+      --disable-pip-version-check -q
   }
   unpack_mmcv
-  # Five translation units instead of 77: torch's headers are parsed 5 times, not 77
-  # (about 4 instead of 15-20 minutes); the usual per-file build if that fails.
-  if "$PY" "$ROOT/tools/misc/mmcv_unity_build.py" "$SRC" >/dev/null \
-      && build_mmcv >"$BUILD/unity.log" 2>&1; then
-    :
+  if [ -n "$MMCV_CUDA_ARCH" ]; then
+    log "compiling $MMCV_DIST $MMCV_VERSION with its CUDA ops for compute capability $MMCV_CUDA_ARCH against torch $TORCH_VERSION (about an hour on 2 cores, minutes on many; once per machine)"
+    build_mmcv || fail "compiling mmcv's CUDA ops failed (output above): nvcc's CUDA must be \
+the one torch was built with ($("$PY" -c 'import torch; print(torch.version.cuda)')); \
+MMLINATTN_MMCV_CUDA=0 bash tools/setup.sh compiles the CPU ops only"
   else
-    log "unity build of mmcv failed (last lines below); compiling file by file (15-20 min on 2 cores)"
-    tail -n 20 "$BUILD/unity.log" 2>/dev/null || true
-    rm -rf "$BUILD/out"
-    unpack_mmcv
-    build_mmcv
+    log "compiling $MMCV_DIST $MMCV_VERSION against torch $TORCH_VERSION (2-4 min on 2 cores, once per machine)"
+    # Five translation units instead of 77: torch's headers are parsed 5 times, not 77
+    # (about 4 instead of 15-20 minutes); the usual per-file build if that fails.
+    if "$PY" "$ROOT/tools/misc/mmcv_unity_build.py" "$SRC" >/dev/null \
+        && build_mmcv >"$BUILD/unity.log" 2>&1; then
+      :
+    else
+      log "unity build of mmcv failed (last lines below); compiling file by file (15-20 min on 2 cores)"
+      tail -n 20 "$BUILD/unity.log" 2>/dev/null || true
+      rm -rf "$BUILD/out"
+      unpack_mmcv
+      build_mmcv
+    fi
   fi
-  mv "$BUILD"/out/"$MMCV_WHEEL_NAME"-*.whl "$WHEELHOUSE"/
+  mv "$BUILD"/out/"$MMCV_WHEEL_NAME"-*.whl "$MMCV_HOUSE"/
   rm -rf "$BUILD"
-  WHEEL="$(ls "$WHEELHOUSE"/"$MMCV_WHEEL_NAME"-*.whl | head -n1)"
+  WHEEL="$(ls "$MMCV_HOUSE"/"$MMCV_WHEEL_NAME"-*.whl | head -n1)"
 else
   log "reusing $WHEEL"
 fi

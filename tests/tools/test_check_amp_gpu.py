@@ -77,11 +77,12 @@ def test_without_a_gpu_it_says_so():
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason='about machines without a GPU')
-def test_gpu_checks_script_without_a_gpu_says_so(tmp_path):
-    proc = subprocess.run(['bash', osp.join(ROOT, 'dev', 'gpu_checks.sh'),
+@pytest.mark.parametrize('script', ['gpu_checks.sh', 'gpu_end_to_end.sh'])
+def test_gpu_checks_script_without_a_gpu_says_so(tmp_path, script):
+    proc = subprocess.run(['bash', osp.join(ROOT, 'dev', script),
                            str(tmp_path / 'out')], cwd=ROOT, capture_output=True, text=True,
                           env={**os.environ, 'PYTHON': sys.executable})
-    assert proc.returncode == 2 and 'needs a CUDA GPU' in proc.stderr, proc.stderr
+    assert proc.returncode == 2 and f'{script} needs a CUDA GPU' in proc.stderr, proc.stderr
 
 
 def test_gpu_checks_script_runs_its_checks_in_order_and_skips_a_zero_limit(tmp_path):
@@ -167,6 +168,7 @@ def parse_then_stop(self, args=None, namespace=None):
 
 argparse.ArgumentParser.parse_args = parse_then_stop
 path, before = list(sys.path), set(sys.modules)
+package = os.path.dirname(mmlinattn.__file__)
 for line in open(sys.argv[1]):
     script, *args = line.rstrip('\n').split('\t')[1].split(' ')
     sys.path[:] = [os.path.dirname(os.path.abspath(script))] + path[1:]
@@ -178,36 +180,105 @@ for line in open(sys.argv[1]):
         print('ok', script)
     except BaseException as e:
         print('failed', script, type(e).__name__, e)
-    for name in set(sys.modules) - before:
-        del sys.modules[name]
+    for name in set(sys.modules) - before:  # the tree's own, found through a script's path
+        where = getattr(sys.modules[name], '__file__', None) or ''
+        if where.startswith(os.getcwd()) and not where.startswith((package, sys.prefix)):
+            del sys.modules[name]
 """
 
 
-def test_gpu_checks_script_commands_import_and_parse_where_it_runs_them(tmp_path):
-    """Each command gpu_checks.sh runs, run by a real interpreter under the PYTHONPATH the
-    script gives it and nothing else (a bare GPU machine has no mmlinattn installed and no
-    pytest paths), imports what it needs and accepts its arguments: a check that fails at
-    its import costs device time that only some sessions are lent."""
+def test_device_scripts_commands_import_and_parse_where_they_run_them(tmp_path):
+    """Each command dev/gpu_checks.sh and dev/gpu_end_to_end.sh run, run by a real
+    interpreter under the PYTHONPATH the script gives it and nothing else (a bare GPU machine
+    has no mmlinattn installed and no pytest paths), imports what it needs and accepts its
+    arguments: a check that fails at its import costs device time that only some sessions
+    are lent.  The interpreter the scripts call claims a GPU and records the commands."""
     fake = tmp_path / 'python'
     calls = tmp_path / 'calls.txt'
+    # -c: the GPU, mmdet and mmcv's CUDA ops are there; train.py leaves a checkpoint's name
     fake.write_text(f"""#!/bin/bash
 [ "$1" = -c ] && exit 0
 printf '%s\\t%s\\n' "$PYTHONPATH" "$*" >> {calls}
+[ "$1" = tools/misc/demo_overrides.py ] && echo randomness.deterministic=False
+if [ "$1" = tools/train.py ]; then mkdir -p "$4" && echo "$4/iter_1.pth" > "$4/last_checkpoint"; fi
+exit 0
 """)
     fake.chmod(0o755)
     env = {k: v for k, v in os.environ.items() if k != 'PYTHONPATH'}
-    proc = subprocess.run(['bash', osp.join(ROOT, 'dev', 'gpu_checks.sh'),
-                           str(tmp_path / 'out')], cwd=ROOT, capture_output=True, text=True,
-                          env={**env, 'PYTHON': str(fake), 'WHEELS': str(tmp_path / 'none')})
-    assert proc.returncode == 0, proc.stderr
+    env.update(PYTHON=str(fake), WHEELS=str(tmp_path / 'none'), WORK=str(tmp_path / 'work'))
+    for script in ('gpu_checks.sh', 'gpu_end_to_end.sh'):
+        proc = subprocess.run(['bash', osp.join(ROOT, 'dev', script), str(tmp_path / script)],
+                              cwd=ROOT, capture_output=True, text=True, env=env)
+        assert proc.returncode == 0, (script, proc.stdout[-2000:], proc.stderr[-2000:])
     lines = calls.read_text().splitlines()
-    assert len(lines) == 9 and len({line.split('\t')[0] for line in lines}) == 1, lines
+    scripts = [line.split('\t')[1].split(' ')[0] for line in lines]
+    assert scripts.count('tools/analysis_tools/benchmark.py') == 5, scripts
+    train_and_test = ['tools/dataset_converters/make_demo_data.py',
+                      'tools/misc/demo_overrides.py', 'tools/train.py', 'tools/test.py']
+    assert scripts[9:] == ['dev/check_mmcv_cuda.py', *train_and_test * 2,
+                           'dev/gpu_whole_image.py'], scripts
+    assert len({line.split('\t')[0] for line in lines}) == 1, lines
     driver = subprocess.run([sys.executable, '-c', _PARSE_ONLY, str(calls)], cwd=ROOT,
                             capture_output=True, text=True,
                             env={**env, 'PYTHONPATH': lines[0].split('\t')[0]})
     assert driver.returncode == 0, driver.stderr[-3000:]
     results = driver.stdout.splitlines()
-    assert len(results) == 9 and all(r.startswith('ok ') for r in results), results
+    assert len(results) == len(lines), results
+    assert not [r for r in results if not r.startswith('ok ')], results
+
+
+def test_end_to_end_compiles_mmcv_cuda_ops_once_from_the_carried_source(tmp_path):
+    """gpu_end_to_end.sh's first step on a GPU machine whose mmcv has no CUDA ops: mmcv's
+    source from $WHEELS compiled with FORCE_CUDA=1 for the GPU's compute capability, without
+    the package index, installed into $SITE, then checked; on the next call (ops there) no
+    build.  The interpreter and nvcc stand in for a GPU machine's and record what they do."""
+    import tarfile
+    wheels, src = tmp_path / 'wheels', tmp_path / 'mmcv-2.1.0'
+    wheels.mkdir()
+    src.mkdir()
+    (src / 'setup.py').write_text("cxx = ['-std=c++17']\n")
+    with tarfile.open(wheels / 'mmcv-2.1.0.tar.gz', 'w:gz') as tar:
+        tar.add(src, arcname='mmcv-2.1.0')
+    bin_dir = tmp_path / 'bin'
+    bin_dir.mkdir()
+    (bin_dir / 'nvcc').write_text(f'#!/bin/sh\necho "#$ TOP={tmp_path}/bin/.." >&2\n')
+    log = tmp_path / 'log.txt'
+    (bin_dir / 'python').write_text(f"""#!/bin/bash
+if [ "$1" = -c ]; then
+    case "$2" in
+        *get_compiling_cuda_version*) [ -e {tmp_path}/built ]; exit $? ;;
+        *get_device_capability*) echo 9.0 ;;
+        *__version__*) exit 1 ;;  # torch older than 2.13: the source's own C++ standard
+    esac
+    exit 0
+fi
+echo "FORCE_CUDA=$FORCE_CUDA TORCH_CUDA_ARCH_LIST=$TORCH_CUDA_ARCH_LIST $*" >> {log}
+if [ "$3" = wheel ]; then mkdir -p "${{@: -1}}" && touch "${{@: -1}}/mmcv-2.1.0-cp312.whl"; fi
+if [ "$3" = install ]; then touch {tmp_path}/built; fi
+exit 0
+""")
+    for tool in ('nvcc', 'python'):
+        (bin_dir / tool).chmod(0o755)
+    env = {k: v for k, v in os.environ.items()
+           if k not in ('PYTHONPATH', 'TORCH_CUDA_ARCH_LIST', 'CUDA_HOME')}
+    env.update(PATH=f'{bin_dir}:{env["PATH"]}', PYTHON=str(bin_dir / 'python'),
+               WHEELS=str(wheels), SITE=str(tmp_path / 'site'), RETINANET_S='0',
+               UPERNET_S='0', WHOLE_IMAGE_S='0')
+    runs = []
+    for _ in range(2):
+        log.write_text('')
+        proc = subprocess.run(['bash', osp.join(ROOT, 'dev', 'gpu_end_to_end.sh'),
+                               str(tmp_path / 'out')], cwd=ROOT, capture_output=True,
+                              text=True, env=env)
+        assert proc.returncode == 0, (proc.stdout[-2000:], proc.stderr[-2000:])
+        runs.append(log.read_text().splitlines())
+    build, again = runs
+    assert len(build) == 3 and len(again) == 1, runs
+    assert build[0].startswith('FORCE_CUDA=1 TORCH_CUDA_ARCH_LIST=9.0 -m pip wheel '), build
+    assert ' --no-index ' in build[0] and '/mmcv-2.1.0 -w ' in build[0], build
+    assert '-m pip install' in build[1] and f'--target {tmp_path}/site' in build[1], build
+    assert build[2].endswith(f'dev/check_mmcv_cuda.py --json {tmp_path}/out/mmcv_cuda.json')
+    assert again[0] == build[2], again
 
 
 def test_mmcv_ext_stub_lets_ops_load_and_names_a_missing_op():

@@ -6,6 +6,7 @@ import sys
 from importlib import metadata
 
 import pytest
+import torch
 
 from repo_paths import ROOT, load_tool
 
@@ -70,3 +71,16 @@ def _has(dist):
     except metadata.PackageNotFoundError:
         return False
     return True
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason='about machines without a GPU')
+def test_a_gpu_without_mmcv_cuda_ops_is_named_with_the_fix(check_env, monkeypatch):
+    """Where torch sees a GPU, the check calls mmcv's NMS there: this mmcv, compiled for the
+    CPU (and this machine, whose CUDA tensors fail), gets the line that says how to compile
+    the CUDA ops."""
+    monkeypatch.setattr(torch.cuda, 'is_available', lambda: True)
+    monkeypatch.setattr(torch.cuda, 'device_count', lambda: 1)
+    monkeypatch.setattr(torch.cuda, 'get_device_name', lambda i=0: 'Some GPU')
+    line = check_env._check_gpu()
+    assert line.startswith('1 x Some GPU; mmcv has no CUDA ops'), line
+    assert 'MMLINATTN_MMCV_CUDA=1 bash tools/setup.sh' in line

@@ -129,9 +129,17 @@ def _check_configs():
 
 def _check_gpu():
     import torch
-    if torch.cuda.is_available():
-        return f'{torch.cuda.device_count()} x {torch.cuda.get_device_name(0)}'
-    return 'none (CPU only; that is fine for the demo and the tests)'
+    if not torch.cuda.is_available():
+        return 'none (CPU only; that is fine for the demo and the tests)'
+    gpus = f'{torch.cuda.device_count()} x {torch.cuda.get_device_name(0)}'
+    try:  # RetinaNet's NMS and focal loss call mmcv's CUDA ops on CUDA tensors
+        from mmcv.ops import nms
+        nms(torch.zeros(1, 4, device='cuda'), torch.ones(1, device='cuda'), 0.5)
+    except Exception as err:  # noqa: BLE001 - what fails is reported, not raised
+        return (f'{gpus}; mmcv has no CUDA ops ({type(err).__name__}), so detectors fail '
+                'on the GPU: MMLINATTN_MMCV_CUDA=1 bash tools/setup.sh compiles them '
+                '(needs nvcc)')
+    return f"{gpus}; mmcv's CUDA ops run"
 
 
 def main() -> int:
