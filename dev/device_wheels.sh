@@ -22,8 +22,10 @@ fi
 pin() { sed -n "s/^$1==//p" "$CONSTRAINTS"; }
 mkdir -p "$DIR"
 PKGS=()
+# setuptools at the lanes' pin: mmcv's setup.py and mmengine import pkg_resources, which the
+# GPU machine's own setuptools may no longer ship (82 and newer)
 for name in mmengine mmdet mmsegmentation addict yapf platformdirs termcolor terminaltables \
-        pycocotools shapely ftfy wcwidth prettytable; do
+        pycocotools shapely ftfy wcwidth prettytable setuptools; do
     PKGS+=("$name==$(pin "$name")")
 done
 "$PY" -m pip download -q --disable-pip-version-check --no-deps --only-binary=:all: \
