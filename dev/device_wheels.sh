@@ -5,9 +5,8 @@
 # requirements/constraints.txt, for that machine's Python (default 3.12), mmcv built here
 # without its compiled ops (pure Python; the scripts add dev/mmcv_ext_stub.py as its
 # mmcv._ext, so that mmdet's imports of mmcv.ops succeed: the backbones call none of them),
-# and mmcv's source, from which gpu_end_to_end.sh compiles its CUDA ops there.  About 8 MB,
-# into DIR
-# (default .whl, git-ignored), which gpu_checks.sh installs when it finds it:
+# and mmcv's source, from which gpu_end_to_end.sh compiles its CUDA ops there.  About 11 MB,
+# into DIR (default .whl, git-ignored), which both scripts install when they find it:
 #   bash dev/device_wheels.sh [DIR] [PYTHON_VERSION]
 # Needs network access to the package index (run it here, carry DIR to the GPU machine).
 set -euo pipefail

@@ -84,9 +84,8 @@ export -f has_cuda_ops build_mmcv_cuda mmcv_cuda train_and_test
 export PY OUT WHEELS SITE WORK ITERS
 
 if [ -n "$ON_CPU" ]; then
-    SIZES=(256)
     export CUDA_VISIBLE_DEVICES=''
-    WHOLE=(--device cpu --families ldn --sizes "${SIZES[@]}")
+    WHOLE=(--device cpu --families ldn --sizes 256)
 else
     run mmcv_cuda "${MMCV_CUDA_S:-480}" bash -c mmcv_cuda
     WHOLE=()

@@ -8,8 +8,10 @@
 #                   mmdet 3.3 users already have; the declared floors), in .venv-torch21/
 #                   (requirements/lanes.txt lists the lanes and their verified versions)
 #   --with deploy   also installs requirements/deploy.txt (ONNX export, ONNX Runtime, OpenVINO)
-# The compiled mmcv wheel is kept outside the clone in $MMLINATTN_WHEELHOUSE
-# (default ~/.cache/mmlinattn/wheelhouse), keyed by the torch version, so later clones
+# mmcv's CUDA ops are compiled too where torch sees a GPU and nvcc is on PATH
+# (MMLINATTN_MMCV_CUDA=0 / =1 with TORCH_CUDA_ARCH_LIST decide otherwise).  The compiled mmcv
+# wheel is kept outside the clone in $MMLINATTN_WHEELHOUSE (default
+# ~/.cache/mmlinattn/wheelhouse), keyed by the torch version, so later clones
 # on the same machine (and CI) install it in seconds instead of recompiling.
 set -euo pipefail
 
@@ -26,7 +28,7 @@ while [ $# -gt 0 ]; do
     --with) [ $# -ge 2 ] || { echo "[setup] --with needs a name, e.g. --with deploy" >&2; exit 2; }
             EXTRAS+=("$2"); shift 2 ;;
     --with=*) EXTRAS+=("${1#--with=}"); shift ;;
-    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
     *) echo "[setup] unknown argument '$1' (usage: tools/setup.sh [--lane onedl|torch21] [--with deploy])" >&2; exit 2 ;;
   esac
 done
@@ -187,7 +189,7 @@ if [ -z "$WHEEL" ]; then
   }
   unpack_mmcv
   if [ -n "$MMCV_CUDA_ARCH" ]; then
-    log "compiling $MMCV_DIST $MMCV_VERSION with its CUDA ops for compute capability $MMCV_CUDA_ARCH against torch $TORCH_VERSION (about an hour on 2 cores, minutes on many; once per machine)"
+    log "compiling $MMCV_DIST $MMCV_VERSION with its CUDA ops for compute capability $MMCV_CUDA_ARCH against torch $TORCH_VERSION (about 36 min on 2 cores, minutes on many; once per machine)"
     build_mmcv || fail "compiling mmcv's CUDA ops failed (output above): nvcc's CUDA must be \
 the one torch was built with ($("$PY" -c 'import torch; print(torch.version.cuda)')); \
 MMLINATTN_MMCV_CUDA=0 bash tools/setup.sh compiles the CPU ops only"
